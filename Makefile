@@ -1,0 +1,48 @@
+# `make run` and `make test` bootstrap themselves: they create .venv with Python 3.12
+# (Django 6 needs it; see scripts/python312) and install the project, once.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+PORT ?= 8000
+
+.PHONY: run test test-unit test-e2e web worker beat bench venv clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $$(scripts/python312) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(PY) manage.py runembedded --port $(PORT)
+
+# Unit, integration and web tests first, then the browser tests as their own run
+# (Playwright's sync API and pytest-django's DB setup do not mix in one process).
+test: $(STAMP)
+	$(PY) -m pytest -m "not e2e" -q
+	$(PY) -m pytest -m e2e -q
+
+test-unit: $(STAMP)
+	$(PY) -m pytest -m "not e2e" -q
+
+test-e2e: $(STAMP)
+	$(PY) -m pytest -m e2e -q
+
+# Distributed mode: needs DATABASE_URL and REDIS_URL.
+web: $(STAMP)
+	$(PY) manage.py migrate --noinput
+	$(VENV)/bin/daphne -b 0.0.0.0 -p $(PORT) dashboard.asgi:application
+
+worker: $(STAMP)
+	$(VENV)/bin/celery -A dashboard worker -l info
+
+beat: $(STAMP)
+	$(VENV)/bin/celery -A dashboard beat -l info --scheduler django_celery_beat.schedulers:DatabaseScheduler
+
+bench: $(STAMP)
+	$(PY) bench/engine_speed.py
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,96 @@
+"""What a balancing round answers, as plain values: the decision, the move, and why.
+
+Admins of every peer product complain that they cannot see why a balancer did or did
+not act; every `RoundResult` therefore carries an `Explanation` the page can show as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Decision = Literal[
+    "migrate",  # the best move clears the margin: suggest it
+    "below-threshold",  # imbalance <= threshold: the hold counter resets
+    "holding",  # above threshold, but not yet for hold_duration rounds
+    "no-candidate",  # nothing may move (rules, pins, single node)
+    "below-margin",  # the best move gains less than the margin; `move` still shows it
+    "motion-in-flight",  # a guest is migrating: wait, the hold counter freezes
+    "disabled",  # Proxmox gate: auto-rebalance off or mode basic
+]
+DECISIONS: tuple[str, ...] = Decision.__args__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True, slots=True)
+class RoundState:
+    """What one round hands to the next; the caller persists it (Proxmox keeps it in memory)."""
+
+    hold_count: int = 0  # consecutive rounds above threshold so far
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One suggested migration: the bundle that moves, and the imbalance after it."""
+
+    leader: str  # "vm:103", the guest the bundle is named after
+    guests: tuple[str, ...]  # the whole bundle, leader first
+    source: str
+    target: str
+    imbalance_after: float  # same scale as RoundResult.imbalance
+    relative_gain: float  # (before - after) / before; negative if it makes things worse
+
+    def to_dict(self) -> dict:
+        return {
+            "leader": self.leader,
+            "guests": list(self.guests),
+            "source": self.source,
+            "target": self.target,
+            "imbalance_after": self.imbalance_after,
+            "relative_gain": self.relative_gain,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Why the round decided what it did, in numbers the page shows."""
+
+    reason: str  # one sentence for the admin
+    imbalance: float
+    threshold: float
+    hold_count: int  # rounds above threshold counted so far (after this round)
+    hold_duration: int
+    candidates: int
+    margin: float
+    method: str
+    imbalance_after: float | None = None
+    relative_gain: float | None = None
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True, slots=True)
+class RoundResult:
+    decision: Decision
+    imbalance: float
+    node_loads: dict[str, float]
+    candidates: int
+    move: Move | None
+    state: RoundState
+    explanation: Explanation
+    moves: tuple[Move, ...] = field(default=())  # multi-step plans only
+
+    def to_plan_dict(self, steps: bool = False) -> dict:
+        """The crs-plan/1 JSON form (reference/snapshot-format.md)."""
+        out = {
+            "format": "crs-plan/1",
+            "imbalance": self.imbalance,
+            "node_loads": dict(self.node_loads),
+            "candidates": self.candidates,
+            "decision": self.decision,
+            "move": self.move.to_dict() if self.move else None,
+        }
+        if steps:
+            out["moves"] = [m.to_dict() for m in self.moves]
+        out["explanation"] = self.explanation.to_dict()
+        return out

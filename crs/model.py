@@ -1,0 +1,141 @@
+"""The engine's plain, frozen view of a cluster: nodes, guests, rules and the policy.
+
+Units are in the names (`memory_bytes`, `cpu_usage` in cores). A `Snapshot` is built
+once by `crs.snapshot.parse`, which validates everything; code that receives one may
+trust it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+Mode = Literal["basic", "static", "dynamic"]
+Method = Literal["bruteforce", "topsis"]
+Scale = Literal["normalized", "raw"]
+
+MODES: tuple[str, ...] = ("basic", "static", "dynamic")
+METHODS: tuple[str, ...] = ("bruteforce", "topsis")
+SCALES: tuple[str, ...] = ("normalized", "raw")
+
+# Guest states as the HA manager names them (reference/proxmox-crs.md §1.2).
+MOVING_STATES = frozenset({"migrate", "relocate"})
+STATES_ON_CURRENT_NODE = frozenset(
+    {"started", "request_stop", "fence", "freeze", "error", "recovery", "migrate", "relocate"}
+)
+STATES_ON_TARGET_NODE = frozenset({"migrate", "relocate", "request_start_balance"})
+STATES = frozenset(
+    {"stopped", "request_start", "disabled", "ignored"} | STATES_ON_CURRENT_NODE | STATES_ON_TARGET_NODE
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The balancing policy, in Proxmox's terms and with Proxmox's defaults."""
+
+    mode: Mode = "static"
+    auto_rebalance: bool = True
+    threshold: float = 0.3  # imbalance above which a round looks for a move (fraction)
+    hold_duration: int = 3  # consecutive rounds above threshold before acting
+    margin: float = 0.1  # minimum relative improvement of the imbalance (fraction)
+    method: Method = "bruteforce"
+    imbalance_scale: Scale = "normalized"
+    rebalance_on_start: bool = False
+
+    def with_changes(self, **changes: object) -> Settings:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    cpus: float  # CPU threads of the host
+    memory_bytes: float
+    online: bool = True
+    maintenance: bool = False
+    cpu_usage: float | None = None  # measured cores in use (dynamic); None = sum of guests
+    mem_usage_bytes: float | None = None
+
+    @property
+    def usable(self) -> bool:
+        """Only online nodes outside maintenance carry load and receive guests."""
+        return self.online and not self.maintenance
+
+
+@dataclass(frozen=True, slots=True)
+class Guest:
+    sid: str  # "vm:<id>" or "ct:<id>"
+    node: str
+    state: str = "started"
+    cores: float = 1.0  # configured CPUs; 0 = unlimited = all of the node's CPUs
+    memory_bytes: float = 512 * 2**20
+    cpu_usage: float = 0.0  # measured cores in use (dynamic)
+    mem_usage_bytes: float = 0.0
+    ha: bool = True  # managed by the scheduler; unmanaged running guests are load only
+    auto_rebalance: bool = True  # False: never picked by a balancing round
+    target: str | None = None  # set while moving
+    running: bool = True  # the start is confirmed; a started guest not yet running is "starting"
+
+    @property
+    def kind(self) -> str:
+        return self.sid.split(":", 1)[0]
+
+    @property
+    def moving(self) -> bool:
+        return self.state in MOVING_STATES
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAffinityRule:
+    id: str
+    resources: tuple[str, ...]
+    nodes: tuple[tuple[str, int], ...]  # (node, priority); higher priority is preferred
+    strict: bool = False
+    type: str = field(default="node-affinity", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceAffinityRule:
+    id: str
+    resources: tuple[str, ...]
+    affinity: Literal["positive", "negative"]
+    type: str = field(default="resource-affinity", init=False)
+
+
+Rule = NodeAffinityRule | ResourceAffinityRule
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    nodes: tuple[Node, ...]
+    guests: tuple[Guest, ...]
+    rules: tuple[Rule, ...] = ()
+    settings: Settings = Settings()
+    cluster: str = ""
+    taken_at: str | None = None
+
+    def node(self, name: str) -> Node:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
+
+    def guest(self, sid: str) -> Guest:
+        for guest in self.guests:
+            if guest.sid == sid:
+                return guest
+        raise KeyError(sid)
+
+    def with_guests(self, guests: tuple[Guest, ...]) -> Snapshot:
+        return replace(self, guests=guests)
+
+    def with_nodes(self, nodes: tuple[Node, ...]) -> Snapshot:
+        return replace(self, nodes=nodes)
+
+    def with_settings(self, settings: Settings) -> Snapshot:
+        return replace(self, settings=settings)
+
+    @property
+    def in_motion(self) -> tuple[Guest, ...]:
+        """Guests being migrated or relocated right now."""
+        return tuple(g for g in self.guests if g.moving)

@@ -1,0 +1,40 @@
+"""The one interface every source adapter implements.
+
+Time is passed in (`now`, Unix seconds) rather than read from the clock, so that the
+simulator is deterministic under test and a worker in another process can resume it
+from its persisted `state()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from ..model import Snapshot
+
+TaskState = Literal["running", "done", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStatus:
+    state: TaskState
+    progress: float = 0.0  # 0..1
+    reason: str = ""  # why it failed (the task's exit status), empty otherwise
+
+
+class SourceError(Exception):
+    """Raised when the cluster cannot be reached or answers with data we must refuse."""
+
+
+class Source(Protocol):
+    def collect(self, now: float) -> Snapshot:
+        """The cluster as it is at `now`; raises SourceError when it cannot tell."""
+
+    def migrate(self, sid: str, target: str, now: float) -> str:
+        """Start moving `sid` to `target`; returns a task id to follow."""
+
+    def task_status(self, task_id: str, now: float) -> TaskStatus:
+        """Where a migration started by `migrate` stands at `now`."""
+
+    def state(self) -> dict:
+        """JSON-able state to persist between calls (empty for stateless adapters)."""
