@@ -1,0 +1,118 @@
+"""One balancing round, and multi-step plans for previews.
+
+Policy calls the math: this module decides *whether* to move (gate, threshold, hold
+duration, margin) and asks `moves` for the best candidate. A round is a pure function
+(snapshot, settings, round state) → result with a new state, so the web side persists
+the hold counter and any worker can run the next round (reference/proxmox-crs.md §4.4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .bundles import movable_bundles
+from .decision import Explanation, Move, RoundResult, RoundState
+from .imbalance import imbalance, relative_gain
+from .model import Settings, Snapshot
+from .moves import Cluster, Scored, best_bruteforce, best_topsis
+from .rules import compile_rules
+from .usage import demand, node_stats
+
+
+def run_round(
+    snapshot: Snapshot, settings: Settings, state: RoundState, *, proxmox_gate: bool = False
+) -> RoundResult:
+    """One round. With `proxmox_gate`, auto-rebalance off or mode basic means no round at
+    all, as in Proxmox; the product instead always evaluates and lets the automation
+    level decide who approves (DESIGN.md)."""
+    stats = node_stats(snapshot, settings.mode)
+    loads = {s.name: s.load for s in stats}
+    current = imbalance(list(loads.values()), settings.imbalance_scale)
+
+    def result(decision, reason, new_state, candidates=0, scored=None):
+        move = _move(scored, current) if scored else None
+        explanation = Explanation(
+            reason, current, settings.threshold, new_state.hold_count if decision != "migrate" else hold,
+            settings.hold_duration, candidates, settings.margin, settings.method,
+            move.imbalance_after if move else None, move.relative_gain if move else None,
+        )
+        return RoundResult(decision, current, loads, candidates, move, new_state, explanation)
+
+    hold = state.hold_count
+    if proxmox_gate and (not settings.auto_rebalance or settings.mode == "basic"):
+        return result("disabled", "Automatic rebalancing is off for this mode: no round runs.", state)
+    moving = snapshot.in_motion
+    if moving:
+        g = moving[0]
+        return result("motion-in-flight", f"{g.sid} is moving {g.node} → {g.target}: waiting until it "
+                      f"finishes (hold counter kept at {state.hold_count}).", state)
+    if current <= settings.threshold:
+        return result("below-threshold", f"Imbalance {_fmt(current)} is at or below the threshold "
+                      f"{_fmt(settings.threshold)}: nothing to do.", RoundState(0))
+    hold = state.hold_count + 1
+    if hold < settings.hold_duration:
+        return result("holding", f"Imbalance {_fmt(current)} has been above the threshold "
+                      f"{_fmt(settings.threshold)} for {hold} of {settings.hold_duration} rounds: "
+                      "waiting to see that it lasts.", RoundState(hold))
+    cluster = Cluster(stats, movable_bundles(snapshot, compile_rules(snapshot), settings.mode),
+                      settings.imbalance_scale)
+    candidates = cluster.candidate_count()
+    scored = (best_topsis if settings.method == "topsis" else best_bruteforce)(cluster)
+    if scored is None:
+        return result("no-candidate", "No guest may move: rules, exclusions or a single usable node "
+                      "leave no allowed target.", RoundState(0), candidates)
+    gain = relative_gain(current, scored.imbalance_after)
+    what = (f"{scored.bundle.leader} {scored.bundle.node} → {scored.target} would take the imbalance "
+            f"from {_fmt(current)} to {_fmt(scored.imbalance_after)}, a gain of {gain:.1%}")
+    if gain < settings.margin:
+        return result("below-margin", f"The best move, {what}, is less than the margin "
+                      f"{settings.margin:.0%}.", RoundState(0), candidates, scored)
+    return result("migrate", f"Moving {what} (margin {settings.margin:.0%}).", RoundState(0),
+                  candidates, scored)
+
+
+def _move(scored: Scored, before: float) -> Move:
+    b = scored.bundle
+    return Move(b.leader, b.guests, b.node, scored.target, scored.imbalance_after,
+                relative_gain(before, scored.imbalance_after))
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.1%}"
+
+
+def plan(snapshot: Snapshot, steps: int = 1) -> RoundResult:
+    """The snapshot's answer to one round as if the hold duration were already served,
+    extended to up to `steps` moves, each applied before the next is chosen (like
+    Ganeti hbal's move sequence). The sequence stops at the first step that does not
+    migrate, i.e. that would not clear the threshold and margin."""
+    settings = replace(snapshot.settings, hold_duration=0)
+    first = run_round(snapshot, settings, RoundState())
+    moves: list[Move] = []
+    result, current = first, snapshot
+    while result.decision == "migrate" and result.move and len(moves) < steps:
+        moves.append(result.move)
+        current = apply_move(current, result.move)
+        result = run_round(current, settings, RoundState())
+    return replace(first, moves=tuple(moves))
+
+
+def apply_move(snapshot: Snapshot, move: Move) -> Snapshot:
+    """The snapshot after `move` completed: its guests sit on the target, and measured node
+    usage, where given, shifts with them (clamped at zero, as in Proxmox)."""
+    members = set(move.guests)
+    mode = snapshot.settings.mode
+    cpu = mem = 0.0
+    for g in snapshot.guests:
+        if g.sid in members:
+            c, m = demand(g, "dynamic")
+            cpu, mem = cpu + c, mem + m
+    guests = tuple(replace(g, node=move.target) if g.sid in members else g for g in snapshot.guests)
+    nodes = []
+    for n in snapshot.nodes:
+        if n.cpu_usage is not None and mode == "dynamic" and n.name in (move.source, move.target):
+            sign = -1.0 if n.name == move.source else 1.0
+            n = replace(n, cpu_usage=max(0.0, n.cpu_usage + sign * cpu),
+                        mem_usage_bytes=max(0.0, (n.mem_usage_bytes or 0.0) + sign * mem))
+        nodes.append(n)
+    return replace(snapshot, guests=guests, nodes=tuple(nodes))

@@ -1,0 +1,71 @@
+"""Which guests a balancing round may move, and where: bundles and candidate moves.
+
+A bundle is a started guest plus its started positive-affinity partners: they move
+together or not at all. Proxmox drops a bundle whose members are moving or split over
+nodes, and (since the per-guest flag) one with any member excluded from rebalancing
+(reference/proxmox-crs.md §4.4 step 4, §5.6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import Snapshot
+from .rules import CompiledRules, node_affinity, resource_affinity
+from .usage import demand, usable_nodes
+
+
+@dataclass(frozen=True, slots=True)
+class Bundle:
+    leader: str  # alphabetically first member, the name the move is known by
+    guests: tuple[str, ...]  # sorted, leader first
+    node: str
+    cpu: float  # what moves with it, in the mode's units (cores / bytes)
+    mem: float
+    targets: tuple[str, ...] | None  # allowed targets in name order; None = every other usable node
+
+
+def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str) -> list[Bundle]:
+    """Active stationary bundles with at least one allowed target, by leader name."""
+    guests = {g.sid: g for g in snapshot.guests}
+    online = usable_nodes(snapshot)
+    online_set = set(online)
+    out: dict[str, Bundle] = {}
+    for guest in sorted(snapshot.guests, key=lambda g: g.sid):
+        if not guest.ha or guest.state != "started":
+            continue
+        members = [guest]
+        for sid in sorted(rules.positive.get(guest.sid, ())):
+            partner = guests.get(sid)
+            if partner is None or not partner.ha:
+                continue
+            if partner.moving:
+                members = []  # a partner in motion: the whole bundle waits
+                break
+            if partner.state == "started":
+                members.append(partner)
+        if not members or len({m.node for m in members}) > 1 or not all(m.auto_rebalance for m in members):
+            continue
+        members.sort(key=lambda g: g.sid)
+        leader = members[0]
+        if leader.sid in out or leader.node not in online_set:
+            continue
+        targets = _targets(rules, leader.sid, leader.node, guests, online)
+        if targets == ():
+            continue
+        cpu = mem = 0.0
+        for member in members:
+            c, m = demand(member, mode)
+            cpu += c
+            mem += m
+        out[leader.sid] = Bundle(leader.sid, tuple(m.sid for m in members), leader.node, cpu, mem, targets)
+    return [out[k] for k in sorted(out)]
+
+
+def _targets(rules: CompiledRules, sid: str, node: str, guests: dict, online: list[str]) -> tuple[str, ...] | None:
+    """The leader's preferred nodes, minus its negative partners' nodes and its own."""
+    if sid not in rules.node_affinity and sid not in rules.negative:
+        return None if len(online) > 1 else ()  # unconstrained: spelled out only when needed
+    _, preferred = node_affinity(rules, sid, online)
+    _, separate = resource_affinity(rules, sid, guests, online)
+    return tuple(sorted(preferred - separate - {node}))

@@ -1,0 +1,213 @@
+"""Score every candidate move of a round, fast, and pick the best one exactly.
+
+Proxmox recomputes all node loads for each candidate: O(candidates × nodes). Here a
+candidate changes two nodes, so its imbalance comes from per-node sums in O(1)
+(`imbalance.MoveEvaluator`), vectorized over a chunk of bundles × nodes at a time so
+memory stays bounded. The few candidates within float noise of the best are then
+re-evaluated in Proxmox's exact operation order, so the chosen move and its tie-break
+equal the direct computation bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import topsis
+from .bundles import Bundle
+from .imbalance import MoveEvaluator, truncated
+from .placement import WEIGHTS
+from .usage import NodeStats
+
+CHUNK_CELLS = 1 << 20  # bundles × nodes evaluated at once (about 8 MB per float array)
+EXACT_TOPSIS_CELLS = 1 << 24  # up to this many candidate × node cells, TOPSIS criteria are folded exactly
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    bundle: Bundle
+    target: str
+    imbalance_after: float  # truncated to 15 decimals, as Proxmox compares it
+
+
+class Cluster:
+    """Node arrays (name order) and the bundles that may move, ready for vector math."""
+
+    def __init__(self, stats: list[NodeStats], bundles: list[Bundle], scale: str) -> None:
+        self.names = [s.name for s in stats]
+        index = {n: i for i, n in enumerate(self.names)}
+        self.cpu = np.array([s.cpu for s in stats], dtype=float)
+        self.maxcpu = np.array([s.maxcpu for s in stats], dtype=float)
+        self.mem = np.array([s.mem for s in stats], dtype=float)
+        self.maxmem = np.array([s.maxmem for s in stats], dtype=float)
+        self.loads = (self.cpu / self.maxcpu + self.mem / self.maxmem) / 2.0
+        self.bundles = bundles
+        self.src = np.array([index[b.node] for b in bundles], dtype=np.int64)
+        self.bcpu = np.array([b.cpu for b in bundles], dtype=float)
+        self.bmem = np.array([b.mem for b in bundles], dtype=float)
+        self.allowed_idx = [None if b.targets is None else [index[t] for t in b.targets] for b in bundles]
+        self.scale = scale
+
+    def chunks(self) -> Iterator[tuple[slice, np.ndarray]]:
+        """(bundle rows, allowed-target mask) in row order, bounded in size."""
+        n = len(self.names)
+        rows = max(1, CHUNK_CELLS // max(n, 1))
+        for start in range(0, len(self.bundles), rows):
+            part = slice(start, min(start + rows, len(self.bundles)))
+            mask = np.ones((part.stop - part.start, n), dtype=bool)
+            mask[np.arange(part.stop - part.start), self.src[part]] = False
+            for r, allowed in enumerate(self.allowed_idx[part]):
+                if allowed is not None:
+                    mask[r] = False
+                    mask[r, allowed] = True
+            yield part, mask
+
+    def moved(self, rows: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For bundle rows: (src cpu', src mem', target cpu' [rows×N], target mem', ...).
+
+        Same element-wise operations as Proxmox's remove/add of running resource stats,
+        so the two changed loads are exact; only the imbalance is approximated.
+        """
+        src = self.src[rows]
+        src_cpu = np.maximum(0.0, self.cpu[src] - self.bcpu[rows])
+        src_mem = np.maximum(0.0, self.mem[src] - self.bmem[rows])
+        tgt_cpu = self.cpu[None, :] + self.bcpu[rows][:, None]
+        tgt_mem = self.mem[None, :] + self.bmem[rows][:, None]
+        return src, src_cpu, src_mem, tgt_cpu, tgt_mem
+
+    def candidate_count(self) -> int:
+        n = len(self.names)
+        return sum(n - 1 if a is None else len(a) for a in self.allowed_idx)
+
+    def exact_loads(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """The full load vector after each (bundle row, target col) move: K × N."""
+        src, src_cpu, src_mem, _, _ = self.moved(rows)
+        out = np.repeat(self.loads[None, :], rows.size, axis=0)
+        k = np.arange(rows.size)
+        out[k, src] = (src_cpu / self.maxcpu[src] + src_mem / self.maxmem[src]) / 2.0
+        tc = self.cpu[cols] + self.bcpu[rows]
+        tm = self.mem[cols] + self.bmem[rows]
+        out[k, cols] = (tc / self.maxcpu[cols] + tm / self.maxmem[cols]) / 2.0
+        return out
+
+
+def exact_imbalances(loads: np.ndarray, scale: str) -> np.ndarray:
+    """`imbalance.imbalance` for each row of a K × N matrix, folding columns left to right
+    so each row's bits equal the scalar computation."""
+    k, n = loads.shape
+    total = np.zeros(k)
+    for j in range(n):
+        total += loads[:, j]
+    if n < 2:
+        return np.zeros(k)
+    mean = total / n
+    squared = np.zeros(k)
+    for j in range(n):
+        d = loads[:, j] - mean
+        squared += d * d
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cv = np.where(total != 0.0, np.sqrt(squared / n) / mean, 0.0)
+    return cv / np.sqrt(n - 1) if scale == "normalized" else cv
+
+
+def best_bruteforce(cluster: Cluster) -> Scored | None:
+    """The move with the lowest imbalance after it; ties by (leader, source, target)."""
+    evaluator = MoveEvaluator(cluster.loads, cluster.scale)
+    near_rows: list[np.ndarray] = []
+    near_cols: list[np.ndarray] = []
+    best = np.inf
+    for part, mask in cluster.chunks():
+        src, src_cpu, src_mem, tgt_cpu, tgt_mem = cluster.moved(part)
+        src_load = (src_cpu / cluster.maxcpu[src] + src_mem / cluster.maxmem[src]) / 2.0
+        tgt_load = (tgt_cpu / cluster.maxcpu + tgt_mem / cluster.maxmem) / 2.0
+        cols = np.arange(len(cluster.names))[None, :]
+        approx = evaluator.after(src[:, None], src_load[:, None], cols, tgt_load)
+        approx[~mask] = np.inf
+        chunk_best = approx.min() if approx.size else np.inf
+        best = min(best, chunk_best)
+        r, c = np.nonzero(approx <= best + _tolerance(best))
+        near_rows.append(r + part.start)
+        near_cols.append(c)
+    if not np.isfinite(best):
+        return None
+    rows, cols = np.concatenate(near_rows), np.concatenate(near_cols)
+    exact = np.array([truncated(float(v)) for v in _exact_in_chunks(cluster, rows, cols)])
+    order = np.lexsort((cols, rows, exact))  # rows are in leader order, cols in target-name order
+    pick = order[0]
+    return Scored(cluster.bundles[rows[pick]], cluster.names[cols[pick]], float(exact[pick]))
+
+
+def _tolerance(best: float) -> float:
+    """Room for the O(1) formula's rounding: anything this close is re-checked exactly."""
+    return 1e-9 + 1e-6 * best if np.isfinite(best) else 0.0
+
+
+def _exact_in_chunks(cluster: Cluster, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    step = max(1, CHUNK_CELLS // max(len(cluster.names), 1))
+    parts = [
+        exact_imbalances(cluster.exact_loads(rows[i : i + step], cols[i : i + step]), cluster.scale)
+        for i in range(0, rows.size, step)
+    ]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def best_topsis(cluster: Cluster) -> Scored | None:
+    """The move whose resulting cluster is closest to the ideal on Proxmox's four placement
+    criteria (weights 1/2/5/10); ties keep candidate order. Reports its exact imbalance."""
+    rows, cols, criteria = _topsis_criteria(cluster)
+    if rows.size == 0:
+        return None
+    pick = int(topsis.rank(criteria, WEIGHTS)[0])
+    after = exact_imbalances(cluster.exact_loads(rows[pick : pick + 1], cols[pick : pick + 1]), cluster.scale)
+    return Scored(cluster.bundles[rows[pick]], cluster.names[cols[pick]], truncated(float(after[0])))
+
+
+def _topsis_criteria(cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, cols, K × 4 criteria) of every candidate, in candidate order."""
+    all_rows, all_cols, all_criteria = [], [], []
+    exact = cluster.candidate_count() * len(cluster.names) <= EXACT_TOPSIS_CELLS
+    for part, mask in cluster.chunks():
+        r, c = np.nonzero(mask)
+        rows = r + part.start
+        src, src_cpu, src_mem, _, _ = cluster.moved(rows)
+        tgt_cpu = cluster.cpu[c] + cluster.bcpu[rows]
+        tgt_mem = cluster.mem[c] + cluster.bmem[rows]
+        fold = _folded_criteria if exact else _incremental_criteria
+        cpu = fold(cluster.cpu / cluster.maxcpu, src, src_cpu / cluster.maxcpu[src], c, tgt_cpu / cluster.maxcpu[c])
+        mem = fold(cluster.mem / cluster.maxmem, src, src_mem / cluster.maxmem[src], c, tgt_mem / cluster.maxmem[c])
+        all_rows.append(rows)
+        all_cols.append(c)
+        all_criteria.append(np.column_stack([cpu[0], cpu[1], mem[0], mem[1]]))
+    if not all_rows:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, 4))
+    return np.concatenate(all_rows), np.concatenate(all_cols), np.concatenate(all_criteria)
+
+
+def _folded_criteria(base: np.ndarray, src, src_util, tgt, tgt_util) -> tuple[np.ndarray, np.ndarray]:
+    """(1 + RMS, 1 + max) of utilisation after each move, folded node by node like Proxmox."""
+    k = src.size
+    util = np.repeat(base[None, :], k, axis=0)
+    util[np.arange(k), src] = src_util
+    util[np.arange(k), tgt] = tgt_util
+    high = np.zeros(k)
+    squares = np.zeros(k)
+    for j in range(base.size):
+        column = util[:, j]
+        high = np.maximum(high, column)
+        squares += column * column
+    return 1.0 + np.sqrt(squares / base.size), 1.0 + high
+
+
+def _incremental_criteria(base: np.ndarray, src, src_util, tgt, tgt_util) -> tuple[np.ndarray, np.ndarray]:
+    """The same criteria in O(1) per move (sum of squares adjusted at two nodes, max from
+    the top three): used past EXACT_TOPSIS_CELLS, where it may differ from the fold in the
+    last bits, which only matters between candidates that tie to ~1e-15."""
+    squares = float(np.dot(base, base)) - base[src] ** 2 - base[tgt] ** 2 + src_util**2 + tgt_util**2
+    top = np.argsort(base)[::-1][:3]
+    others = np.full(src.size, 0.0)
+    for i in top[::-1]:
+        others = np.where((src != i) & (tgt != i), np.maximum(others, base[i]), others)
+    high = np.maximum(np.maximum(others, src_util), tgt_util)
+    return 1.0 + np.sqrt(np.maximum(squares, 0.0) / base.size), 1.0 + high

@@ -1,0 +1,215 @@
+"""A simulated cluster replaying real VM traces: the embedded default and `crs replay`'s world.
+
+The 416 VMs of the Bitbrains trace start crowded onto a few of twelve mixed-size
+nodes, so a new user sees the imbalance, a suggestion and its effect within minutes.
+Migrations behave as on a real cluster: they take time in proportion to guest
+memory, both nodes carry the guest while it moves, it changes node only when the
+migration finishes, and some may fail (`fail_rate`). Everything that changes lives
+in `state()`, and time comes from the caller, so a worker in another process
+resumes exactly where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import numpy as np
+
+from ..model import Guest, Node, Snapshot
+from . import config as cfg
+from . import trace as traces
+from .base import SourceError, TaskStatus
+
+WHERE = "simulator"
+KEYS = {"cluster", "trace", "nodes", "node_sizes", "hot_nodes", "seed", "round_interval_s",
+        "seconds_per_sample", "start_sample", "migration_mib_s", "fail_rate"}
+# Large, medium and small hosts, cycled; the largest fits the trace's 511.5 GiB VM.
+NODE_SIZES = ({"cpus": 48, "memory_gib": 768}, {"cpus": 32, "memory_gib": 384}, {"cpus": 16, "memory_gib": 192})
+HOT_SHARE = 0.9  # of the VMs start on the hot nodes; the rest spread over the others
+FINISHED_TASKS_KEPT = 100  # enough for any poller to see the end of its task
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class SimulatorConfig:
+    cluster: str
+    trace: str
+    nodes: tuple[Node, ...]  # capacity only; usage comes from the guests
+    hot_nodes: int  # how many nodes the initial placement crowds
+    seed: int
+    seconds_per_sample: float  # caller seconds per 5-minute trace sample (the acceleration)
+    start_sample: int
+    migration_mib_s: float  # memory copied per caller second
+    fail_rate: float  # share of migrations that fail half-way
+
+
+def parse_config(config: dict) -> SimulatorConfig:
+    """Defaults give the demo cluster; every key is optional."""
+    config = cfg.refuse_unknown(config, KEYS, WHERE)
+    count = cfg.integer(config, "nodes", WHERE, 12, low=2, high=500)
+    round_interval = cfg.number(config, "round_interval_s", WHERE, 10.0, low=0.0, exclusive_low=True)
+    return SimulatorConfig(
+        cluster=cfg.text(config, "cluster", WHERE, "simulator"),
+        trace=cfg.text(config, "trace", WHERE, str(traces.DEFAULT_TRACE)),
+        nodes=_nodes(count, config.get("node_sizes", list(NODE_SIZES))),
+        hot_nodes=cfg.integer(config, "hot_nodes", WHERE, 3, low=1, high=count),
+        seed=cfg.integer(config, "seed", WHERE, 0, low=0),
+        seconds_per_sample=cfg.number(config, "seconds_per_sample", WHERE, round_interval,
+                                      low=0.0, exclusive_low=True),
+        start_sample=cfg.integer(config, "start_sample", WHERE, 0, low=0),
+        migration_mib_s=cfg.number(config, "migration_mib_s", WHERE, 1024.0, low=0.0, exclusive_low=True),
+        fail_rate=cfg.number(config, "fail_rate", WHERE, 0.0, low=0.0, high=1.0),
+    )
+
+
+def _nodes(count: int, sizes: object) -> tuple[Node, ...]:
+    where = f"{WHERE}.node_sizes"
+    if not isinstance(sizes, list) or not sizes:
+        raise cfg.ConfigError(f"{where}: {sizes!r} is not a non-empty list of {{cpus, memory_gib}}")
+    parsed = []
+    for i, size in enumerate(sizes):
+        size = cfg.refuse_unknown(size, {"cpus", "memory_gib"}, f"{where}[{i}]")
+        parsed.append((cfg.integer(size, "cpus", f"{where}[{i}]", 0, low=1),
+                       cfg.number(size, "memory_gib", f"{where}[{i}]", 0.0, low=0.0, exclusive_low=True)))
+    width = max(2, len(str(count)))  # node01..node12: names sort in node order
+    return tuple(Node(f"node{i + 1:0{width}d}", cpus, gib * GIB)
+                 for i, (cpus, gib) in ((i, parsed[i % len(parsed)]) for i in range(count)))
+
+
+def initial_placement(trace: traces.Trace, nodes: tuple[Node, ...], hot_nodes: int, seed: int) -> dict[str, str]:
+    """Most VMs on the first `hot_nodes` nodes, the rest on the others: a cluster that needs balancing.
+
+    Within each group a VM goes where its memory fills the least share of the node,
+    so no node gets more configured memory than a real admin would tolerate.
+    """
+    rng = np.random.default_rng(seed)
+    groups = (nodes[:hot_nodes], nodes[hot_nodes:] or nodes[:hot_nodes])
+    filled = {n.name: 0.0 for n in nodes}
+    placement = {}
+    for i in rng.permutation(len(trace.vm_ids)):
+        group = groups[0] if rng.random() < HOT_SHARE else groups[1]
+        node = min(group, key=lambda n: ((filled[n.name] + trace.memory_bytes[i]) / n.memory_bytes, n.name))
+        filled[node.name] += trace.memory_bytes[i]
+        placement[f"vm:{trace.vm_ids[i]}"] = node.name
+    return dict(sorted(placement.items(), key=lambda item: int(item[0][3:])))
+
+
+class Simulator:
+    """The `Source` for a simulated cluster; see the module docstring."""
+
+    def __init__(self, config: SimulatorConfig, state: dict | None = None):
+        self.config = config
+        self.trace = traces.load(config.trace)
+        self._names = {n.name for n in config.nodes}
+        if state is None:
+            state = {"started_at": None, "next_task": 1, "tasks": {},
+                     "placement": initial_placement(self.trace, config.nodes, config.hot_nodes, config.seed)}
+        self._state = _checked_state(copy.deepcopy(state), set(self._sids()), self._names)
+
+    def collect(self, now: float) -> Snapshot:
+        self._advance(now)
+        sample = self._sample(now)
+        moving = {t["sid"]: t["target"] for t in self._state["tasks"].values() if t["state"] == "running"}
+        guests = tuple(self._guest(i, sid, sample, moving.get(sid)) for i, sid in enumerate(self._sids()))
+        return Snapshot(_with_usage(self.config.nodes, guests), guests, cluster=self.config.cluster,
+                        taken_at=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+    def migrate(self, sid: str, target: str, now: float) -> str:
+        self._advance(now)
+        placement = self._state["placement"]
+        if sid not in placement:
+            raise SourceError(f"migrate: {sid!r} is not a guest of this cluster")
+        if target not in self._names:
+            raise SourceError(f"migrate: {target!r} is not a node of this cluster")
+        if placement[sid] == target:
+            raise SourceError(f"migrate: {sid} is already on {target}")
+        if any(t["sid"] == sid and t["state"] == "running" for t in self._state["tasks"].values()):
+            raise SourceError(f"migrate: {sid} is already migrating")
+        number = self._state["next_task"]
+        self._state["next_task"] = number + 1
+        memory = float(self.trace.memory_bytes[self._sids().index(sid)])
+        duration = max(1.0, memory / (self.config.migration_mib_s * 2**20))
+        fails = np.random.default_rng([self.config.seed, number]).random() < self.config.fail_rate
+        task_id = f"sim:{number}"
+        self._state["tasks"][task_id] = {
+            "sid": sid, "source": placement[sid], "target": target, "state": "running", "reason": "",
+            "started_at": now, "ends_at": now + (duration / 2 if fails else duration), "fails": bool(fails),
+        }
+        return task_id
+
+    def task_status(self, task_id: str, now: float) -> TaskStatus:
+        self._advance(now)
+        task = self._state["tasks"].get(task_id)
+        if task is None:
+            raise SourceError(f"task {task_id!r}: unknown to this simulator (or long finished)")
+        if task["state"] == "done":
+            return TaskStatus("done", 1.0)
+        span = task["ends_at"] - task["started_at"]
+        progress = min(1.0, (now - task["started_at"]) / span) * (0.5 if task["fails"] else 1.0)
+        return TaskStatus(task["state"], progress, task["reason"])
+
+    def state(self) -> dict:
+        return copy.deepcopy(self._state)
+
+    def _sids(self) -> list[str]:
+        return [f"vm:{i}" for i in self.trace.vm_ids]
+
+    def _sample(self, now: float) -> int:
+        """The trace sample shown at `now`; the trace day loops, as days do."""
+        if self._state["started_at"] is None:
+            self._state["started_at"] = now
+        elapsed = max(0.0, now - self._state["started_at"])
+        return (self.config.start_sample + math.floor(elapsed / self.config.seconds_per_sample)) % self.trace.samples
+
+    def _guest(self, i: int, sid: str, sample: int, target: str | None) -> Guest:
+        t = self.trace
+        return Guest(sid, self._state["placement"][sid], "migrate" if target else "started",
+                     cores=float(t.cores[i]), memory_bytes=float(t.memory_bytes[i]),
+                     cpu_usage=float(t.cpu_usage[i, sample]), mem_usage_bytes=float(t.mem_usage_bytes[i, sample]),
+                     target=target)
+
+    def _advance(self, now: float) -> None:
+        """Finish every migration due by `now`, in the order they end: success moves the guest."""
+        tasks = self._state["tasks"]
+        due = sorted((t["ends_at"], int(k[4:]), k) for k, t in tasks.items()
+                     if t["state"] == "running" and t["ends_at"] <= now)
+        for _, _, key in due:
+            task = tasks[key]
+            if task["fails"]:
+                task.update(state="failed", reason=f"migration aborted: simulated failure (fail_rate "
+                                                    f"{self.config.fail_rate:g})")
+            else:
+                task["state"] = "done"
+                self._state["placement"][task["sid"]] = task["target"]
+        finished = sorted((int(k[4:]) for k, t in tasks.items() if t["state"] != "running"))
+        for number in finished[:-FINISHED_TASKS_KEPT]:
+            del tasks[f"sim:{number}"]
+
+
+def _with_usage(nodes: tuple[Node, ...], guests: tuple[Guest, ...]) -> tuple[Node, ...]:
+    """Measured node usage, as pvestatd reports it: a moving guest loads both of its nodes."""
+    cpu = {n.name: 0.0 for n in nodes}
+    mem = {n.name: 0.0 for n in nodes}
+    for g in guests:
+        for name in {g.node, g.target} - {None}:
+            cpu[name] += g.cpu_usage
+            mem[name] += g.mem_usage_bytes
+    return tuple(Node(n.name, n.cpus, n.memory_bytes, cpu_usage=cpu[n.name], mem_usage_bytes=mem[n.name])
+                 for n in nodes)
+
+
+def _checked_state(state: object, sids: set[str], nodes: set[str]) -> dict:
+    """A persisted state that still fits the config; a changed trace or node count needs a reset."""
+    where = f"{WHERE} state"
+    if not isinstance(state, dict) or not {"started_at", "next_task", "tasks", "placement"} <= set(state):
+        raise cfg.ConfigError(f"{where}: expected started_at, next_task, tasks and placement")
+    placement = state["placement"]
+    if not isinstance(placement, dict) or set(placement) != sids:
+        raise cfg.ConfigError(f"{where}.placement: its guests differ from the trace's; reset the cluster")
+    stray = sorted(set(placement.values()) - nodes)
+    if stray:
+        raise cfg.ConfigError(f"{where}.placement: node {stray[0]!r} is no longer configured; reset the cluster")
+    return state
