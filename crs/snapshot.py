@@ -66,7 +66,7 @@ def parse(data: Any) -> Snapshot:
     guests = _parse_list(data, "guests", lambda g, p: _parse_guest(g, p, node_names))
     _refuse_duplicates([g.sid for g in guests], "guests", "sid")
     sids = {g.sid for g in guests}
-    rules = _parse_list(data, "rules", lambda r, p: _parse_rule(r, p, sids, node_names))
+    rules = _parse_list(data, "rules", lambda r, p: parse_rule(r, p, sids, node_names))
     _refuse_duplicates([r.id for r in rules], "rules", "id")
     cluster = data.get("cluster", "")
     if not isinstance(cluster, str):
@@ -139,7 +139,7 @@ def _parse_guest(raw: Any, path: str, nodes: set[str]) -> Guest:
     )
 
 
-def _parse_rule(raw: Any, path: str, sids: set[str], nodes: set[str]) -> Rule:
+def parse_rule(raw: Any, path: str, sids: set[str], nodes: set[str]) -> Rule:
     _expect_object(raw, path)
     rule_id = _name(raw, "id", path)
     kind = _choice(raw, "type", path, ("node-affinity", "resource-affinity"), _MISSING)

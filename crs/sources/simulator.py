@@ -40,6 +40,7 @@ class SimulatorConfig:
     nodes: tuple[Node, ...]  # capacity only; usage comes from the guests
     hot_nodes: int  # how many nodes the initial placement crowds
     seed: int
+    round_interval_s: float  # caller seconds between balancing rounds
     seconds_per_sample: float  # caller seconds per 5-minute trace sample (the acceleration)
     start_sample: int
     migration_mib_s: float  # memory copied per caller second
@@ -57,6 +58,7 @@ def parse_config(config: dict) -> SimulatorConfig:
         nodes=_nodes(count, config.get("node_sizes", list(NODE_SIZES))),
         hot_nodes=cfg.integer(config, "hot_nodes", WHERE, 3, low=1, high=count),
         seed=cfg.integer(config, "seed", WHERE, 0, low=0),
+        round_interval_s=round_interval,
         seconds_per_sample=cfg.number(config, "seconds_per_sample", WHERE, round_interval,
                                       low=0.0, exclusive_low=True),
         start_sample=cfg.integer(config, "start_sample", WHERE, 0, low=0),

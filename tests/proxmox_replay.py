@@ -1,0 +1,272 @@
+"""Replays Proxmox's converted HA-manager tests (shared/fixtures/proxmox) through the engine.
+
+A small stand-in for the HA manager's simulator: it keeps service states, turns fixture
+events into the manager's reactions (recovery, maintenance evacuation, failback,
+rebalance-on-start, balancing rounds every 20 s) and asks `crs.placement` and
+`crs.balancer` for every decision. It decides nothing itself; it only sequences.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from crs import balancer
+from crs.decision import RoundState
+from crs.model import Guest, Node, Settings, Snapshot
+from crs.placement import select_node
+from crs.rules import compile_rules
+from crs.snapshot import parse_rule
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "proxmox"
+ROUND = 20
+
+
+def fixture_paths() -> list[Path]:
+    return sorted(FIXTURES.glob("*.json")) if FIXTURES.is_dir() else []
+
+
+@dataclass
+class Service:
+    sid: str
+    node: str
+    state: str
+    cores: float
+    memory_bytes: float
+    cpu_usage: float = 0.0
+    mem_usage_bytes: float = 0.0
+    running: bool = True
+    target: str | None = None
+    maintenance_node: str | None = None
+    queued_at: int = 0
+
+
+@dataclass
+class Manager:
+    """The cluster as the HA manager sees it, and the decisions it logged."""
+
+    fixture: dict
+    scale: str = "normalized"
+    nodes: dict[str, dict] = field(default_factory=dict)
+    services: dict[str, Service] = field(default_factory=dict)
+    decisions: list[tuple[str, str, str | None]] = field(default_factory=list)
+    migrations: list[dict] = field(default_factory=list)
+    hold: RoundState = RoundState()
+
+    def __post_init__(self) -> None:
+        for n in self.fixture["nodes"]:
+            self.nodes[n["name"]] = {"cpus": n["cpus"], "memory": n["memory_bytes"], "online": n["online"],
+                                     "maintenance": False}
+        for s in self.fixture["services"]:
+            self.services[s["sid"]] = _service(s)
+        opts = self.fixture["options"]
+        self.settings = Settings(
+            mode=self.fixture["mode"], auto_rebalance=opts.get("ha-auto-rebalance", False),
+            threshold=opts.get("ha-auto-rebalance-threshold", 0.3),
+            hold_duration=opts.get("ha-auto-rebalance-hold-duration", 3),
+            margin=opts.get("ha-auto-rebalance-margin", 0.1),
+            method=opts.get("ha-auto-rebalance-method", "bruteforce"), imbalance_scale=self.scale,
+            rebalance_on_start=opts.get("ha-rebalance-on-start", False),
+        )
+        names = {s.sid for s in self.services.values()} | {
+            ev["sid"] for t in self.fixture.get("timeline", []) for ev in t["events"] if ev["type"] == "service_added"}
+        node_names = set(self.nodes)
+        self.rules = tuple(parse_rule(r, f"rules[{i}]", names, node_names) for i, r in enumerate(self.fixture["rules"]))
+
+    # -- the engine's view -------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        nodes = tuple(Node(name, n["cpus"], n["memory"], n["online"], n["maintenance"]) for name, n in self.nodes.items())
+        guests = tuple(
+            Guest(s.sid, s.node, s.state, s.cores, s.memory_bytes, s.cpu_usage, s.mem_usage_bytes,
+                  target=s.target, running=s.running)
+            for s in sorted(self.services.values(), key=lambda s: s.sid)
+        )
+        sids = {g.sid for g in guests}
+        rules = tuple(r for r in self.rules if all(sid in sids for sid in r.resources))
+        return Snapshot(nodes, guests, rules, self.settings)
+
+    def select(self, sid: str, preference: str) -> str | None:
+        snap = self.snapshot()
+        service = self.services[sid]
+        return select_node(snap, sid, preference, rules=compile_rules(snap),  # type: ignore[arg-type]
+                           maintenance_node=service.maintenance_node)
+
+    # -- one manager round: per-service state machine, in sid order ----------------
+
+    def manage(self) -> None:
+        for sid in sorted(self.services):
+            service = self.services[sid]
+            if service.state == "recovery":
+                self._recover(service)
+            elif service.state == "request_start":
+                self._start(service)
+            elif service.state == "started":
+                self._keep_placed(service)
+        self._finish_motions()
+
+    def _recover(self, service: Service) -> None:
+        target = self.select(service.sid, "best-score")
+        if target is None:
+            self.decisions.append((service.sid, "recover-failed", None))
+            return
+        self.decisions.append((service.sid, "recover", target))
+        service.node, service.state = target, "started"
+        service.running = self.settings.mode != "dynamic"
+
+    def _start(self, service: Service) -> None:
+        service.running = getattr(service, "already_running", False)
+        if not self.settings.rebalance_on_start:
+            service.state = "started"
+            return
+        target = self.select(service.sid, "best-score")
+        self.decisions.append((service.sid, "start-placement", target))
+        if target is None or target == service.node or getattr(service, "already_running", False):
+            service.state = "started"
+            if target not in (None, service.node):
+                self.decisions.append((service.sid, "rebalance-on-start-ignored", None))
+            return
+        service.state, service.target = "request_start_balance", target
+
+    def _keep_placed(self, service: Service) -> None:
+        target = self.select(service.sid, "none")
+        if target is None or target == service.node:
+            if service.maintenance_node == service.node:
+                service.maintenance_node = None
+            return
+        self._queue_motion(service, target)
+
+    def _queue_motion(self, service: Service, target: str, now: int = 0) -> None:
+        action = "relocate" if service.sid.startswith("ct:") else "migrate"
+        self.decisions.append((service.sid, action, target))
+        service.state, service.target, service.queued_at = action, target, now
+
+    def _finish_motions(self, now: int | None = None) -> None:
+        for service in self.services.values():
+            if service.target and (now is None or now >= service.queued_at + ROUND):
+                service.node, service.target, service.state = service.target, None, "started"
+                if service.maintenance_node == service.node:
+                    service.maintenance_node = None
+
+    # -- fixture events ------------------------------------------------------------
+
+    def event(self, ev: dict) -> None:
+        kind = ev["type"]
+        if kind == "node_failure":
+            self.nodes[ev["node"]]["online"] = False
+            for s in self.services.values():
+                if s.node == ev["node"] and s.state != "stopped":
+                    s.state = "recovery"
+        elif kind in ("node_recovered", "node_online"):
+            self.nodes[ev["node"]].update(online=True, maintenance=False)
+        elif kind == "node_maintenance":
+            self.nodes[ev["node"]]["maintenance"] = True
+            for s in self.services.values():
+                if s.node == ev["node"] and s.state == "started":
+                    s.maintenance_node = ev["node"]
+        elif kind == "initial_start":
+            for s in self.services.values():
+                s.state = {"started": "request_start", "disabled": "request_stop"}.get(s.state, s.state)
+        elif kind == "service_added":
+            spec = ev["service"]
+            service = _service(spec)
+            service.state = "request_start" if spec["state"] == "started" else "stopped"
+            service.already_running = spec.get("already_running", False)  # type: ignore[attr-defined]
+            self.services[spec["sid"]] = service
+        else:
+            raise AssertionError(f"unknown fixture event {kind}")
+        self.manage()
+        for s in self.services.values():  # events are far apart: the LRM has confirmed starts and stops
+            s.running = True
+            if s.state == "request_stop":
+                s.state = "stopped"
+
+    def placement(self) -> dict[str, str | None]:
+        return {sid: (None if s.state == "recovery" else s.node) for sid, s in sorted(self.services.items())}
+
+    # -- balancing rounds ----------------------------------------------------------
+
+    def rebalance_rounds(self, ev: dict) -> None:
+        timeline = {t["sim_time"]: t["events"] for t in self.fixture.get("timeline", [])}
+        for s in self.services.values():
+            if s.state in ("migrate", "relocate"):
+                s.queued_at = ev["first_round_sim_time"]  # the LRM picks it up in the first round
+        initial = self.fixture.get("initial_service_status", {})
+        for sid, status in initial.items():
+            service = self.services[sid]
+            service.state, service.target = status["state"], status.get("target")
+            if service.target:
+                service.queued_at = ev["first_round_sim_time"]
+        if not initial:
+            for s in self.services.values():
+                s.state = "request_start" if s.state == "started" else "stopped"
+        for now in range(ev["first_round_sim_time"], ev["until_sim_time"] + 1, ev["round_interval_sim_seconds"]):
+            for change in timeline.get(now, []):
+                self._timeline_event(change)
+            for s in self.services.values():  # the LRM has confirmed last round's starts
+                if s.state == "started":
+                    s.running = True
+            self._balance(now)
+            self._finish_motions(now)
+            for s in self.services.values():
+                if s.state == "request_start":
+                    s.state, s.running = "started", False
+
+    def _timeline_event(self, change: dict) -> None:
+        if change["type"] == "usage_change":
+            service = self.services[change["sid"]]
+            for key, value in change["set"].items():
+                setattr(service, key, value)
+        elif change["type"] == "service_added":
+            service = _service(change)
+            service.state, service.running = "request_start", False
+            self.services[change["sid"]] = service
+        else:
+            raise AssertionError(f"unknown timeline event {change['type']}")
+
+    def _balance(self, now: int) -> None:
+        result = balancer.run_round(self.snapshot(), self.settings, self.hold, proxmox_gate=True)
+        self.hold = result.state
+        if result.decision != "migrate" or result.move is None:
+            return
+        move = result.move
+        self.migrations.append({"sim_time": now, "leader": move.leader, "moves": list(move.guests),
+                                "target": move.target, "imbalance_before": round(result.imbalance, 2),
+                                "imbalance_after": round(move.imbalance_after, 2)})
+        for sid in move.guests:
+            self._queue_motion(self.services[sid], move.target, now)
+
+
+def _service(spec: dict) -> Service:
+    return Service(spec["sid"], spec["node"], spec.get("state", "started"), spec.get("cores", 4.0),
+                   spec.get("memory_bytes", 4096 * 2**20), spec.get("cpu_usage", 0.0),
+                   spec.get("mem_usage_bytes", 0.0))
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def run_placement(fixture: dict) -> tuple[Manager, list[tuple[dict, dict]]]:
+    """Apply the fixture's event(s); returns the manager and (expected, got) per step."""
+    manager = Manager(fixture)
+    if fixture["event"].get("type") != "sequence" or fixture["steps"][0]["event"]["type"] != "initial_start":
+        for s in manager.services.values():
+            s.state = {"disabled": "stopped"}.get(s.state, s.state)
+    checks = []
+    steps = fixture["steps"] if fixture["event"]["type"] == "sequence" else [
+        {"event": fixture["event"], "expected": fixture["expected"]}]
+    for step in steps:
+        manager.event(step["event"])
+        checks.append((step["expected"], manager.placement()))
+    return manager, checks
+
+
+def run_rebalance(fixture: dict, scale: str) -> Manager:
+    manager = Manager(fixture, scale=scale)
+    manager.rebalance_rounds(fixture["event"])
+    return manager
+
+
+__all__ = ["Manager", "fixture_paths", "load", "run_placement", "run_rebalance", "replace"]
