@@ -1,0 +1,25 @@
+"""The live page's WebSocket: a pipe from the cluster's group to the browser."""
+
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from . import live
+
+
+class ClusterConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self) -> None:
+        if not self.scope["user"].is_authenticated:
+            # Accept first: a refused handshake reaches the browser without a code, and the
+            # page must tell "log in again" (4401) from a network drop (reconnect).
+            await self.accept()
+            await self.close(code=4401)
+            return
+        self.group = live.group_name(self.scope["url_route"]["kwargs"]["cluster_id"])
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def cluster_event(self, event: dict) -> None:
+        await self.send_json(event["payload"])

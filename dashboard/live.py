@@ -1,0 +1,77 @@
+"""What the live page receives: one payload shape per event, for pushes and page loads alike.
+
+`push` is the only sender. The page's embedded history is built by the same functions,
+so a reloaded page and a live one show the same thing.
+"""
+
+import time
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.utils import timezone
+
+from .models import Cluster, Migration, Round
+
+
+def group_name(cluster_id: int) -> str:
+    return f"cluster-{cluster_id}"
+
+
+def round_payload(round_: Round, hold_duration: int) -> dict:
+    return {
+        "type": "round",
+        "at": round_.at.isoformat(),
+        "imbalance": round_.imbalance,
+        "threshold": round_.threshold,
+        "decision": round_.decision,
+        "hold_count": round_.hold_count,
+        "hold_duration": hold_duration,
+        "explanation": round_.explanation,
+        "node_usage": round_.node_usage,
+    }
+
+
+def migration_payload(migration: Migration) -> dict:
+    return {
+        "type": "migration",
+        "id": migration.pk,
+        "state": migration.state,
+        "leader": migration.leader,
+        "guests": migration.guests,
+        "source": migration.source,
+        "target": migration.target,
+        "imbalance_before": migration.imbalance_before,
+        "imbalance_after": migration.imbalance_after,
+        "relative_gain": migration.relative_gain,
+        "margin": migration.margin,
+        "method": migration.method,
+        "automatic": migration.automatic,
+        "decided_by": migration.decided_by.get_username() if migration.decided_by else None,
+        "reason": migration.reason,
+        "progress": migration.progress,
+        "suggested_at": migration.suggested_at.isoformat(),
+    }
+
+
+def history(cluster: Cluster) -> dict:
+    """Everything the page shows on load: recent trend, last round, open and recent migrations."""
+    since = timezone.now() - timezone.timedelta(hours=settings.CRS_HISTORY_SHOW_HOURS)
+    hold_duration = cluster.policy.hold_duration
+    rounds = list(cluster.rounds.filter(at__gte=since).order_by("-at")[:5000])[::-1]
+    migrations = cluster.migrations.select_related("decided_by")[:30]
+    return {
+        "rounds": [round_payload(r, hold_duration) for r in rounds],
+        "migrations": [migration_payload(m) for m in migrations],
+    }
+
+
+def push(cluster_id: int, payload: dict) -> None:
+    """Send one event to every page watching the cluster. Call it after commit."""
+    payload = {**payload, "sent_at": time.time()}  # lets bench/latency.py time round → browser
+    async_to_sync(get_channel_layer().group_send)(group_name(cluster_id), {"type": "cluster.event", "payload": payload})
+
+
+def push_migration(pk: int) -> None:
+    migration = Migration.objects.select_related("decided_by").get(pk=pk)
+    push(migration.cluster_id, migration_payload(migration))

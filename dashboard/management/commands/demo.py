@@ -1,0 +1,46 @@
+"""Create the demo cluster and the admin account; safe to run again (`make run` does each time)."""
+
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from dashboard.models import Cluster, Policy
+
+DEMO_CLUSTER = "demo"
+DEMO_ROUND_SECONDS = 5  # short, so a first-time user sees a suggestion within two minutes
+
+
+class Command(BaseCommand):
+    help = "Create the simulated demo cluster and the admin user (password from CRS_ADMIN_PASSWORD)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--password", default=settings.CRS_ADMIN_PASSWORD,
+                            help="admin password (default: CRS_ADMIN_PASSWORD); generated when empty and new")
+        parser.add_argument("--round-interval", type=int, default=None,
+                            help="seconds between rounds of a newly created demo cluster")
+
+    def handle(self, *args, password: str, round_interval: int | None, **options):
+        cluster, created = Cluster.objects.get_or_create(name=DEMO_CLUSTER, defaults={"source_kind": "simulator"})
+        if created:
+            policy = Policy.objects.get(cluster=cluster)
+            policy.mode = "dynamic"  # measured usage, so the trend moves as the simulated load shifts
+            policy.round_interval = round_interval or DEMO_ROUND_SECONDS
+            policy.save()  # the beat schedule follows the saved settings
+        self.stdout.write(self.admin_login(password))
+
+    def admin_login(self, password: str) -> str:
+        user, created = get_user_model().objects.get_or_create(
+            username="admin", defaults={"is_staff": True, "is_superuser": True})
+        if password:
+            user.set_password(password)
+            user.save()
+            return "login: admin / (the password in CRS_ADMIN_PASSWORD)"
+        if created:
+            password = secrets.token_urlsafe(12)
+            user.set_password(password)
+            user.save()
+            return f"login: admin / {password}"
+        return "login: admin / (the password printed on the first run; set CRS_ADMIN_PASSWORD to change it)"
+

@@ -1,0 +1,79 @@
+"""Storing a round's result: the trend sample, the hold counter, the suggestion and who approves it.
+
+The engine decides; this module only records. One suggestion is open per cluster at a
+time, because the next best move depends on whether this one is carried out.
+"""
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+import crs.usage
+from crs.decision import RoundResult
+from crs.model import Snapshot
+
+from . import live
+from .models import AuditEvent, Cluster, Migration, Round
+
+# Decisions that mean "no move is worth making now". Not `holding`: the engine restarts the
+# hold after every suggestion, and the imbalance is still above the threshold meanwhile.
+NO_LONGER_WARRANTED = frozenset({"below-threshold", "below-margin", "no-candidate"})
+
+
+def node_usage(snapshot: Snapshot, result: RoundResult) -> dict:
+    """Per node: measured CPU and memory utilisation (the bars) and the engine's load for the mode."""
+    return {
+        s.name: {"cpu": s.cpu_load, "memory": s.mem_load, "load": result.node_loads.get(s.name, 0.0)}
+        for s in crs.usage.node_stats(snapshot, "dynamic")
+    }
+
+
+def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult) -> None:
+    """Persist one round and queue its pushes (and an automatic approval) for after commit."""
+    from .tasks import execute  # tasks import this module
+
+    policy = cluster.policy
+    now = timezone.now()
+    with transaction.atomic():
+        round_ = Round.objects.create(
+            cluster=cluster, at=now, imbalance=result.imbalance, threshold=policy.threshold / 100.0,
+            decision=result.decision, hold_count=result.state.hold_count,
+            explanation=result.explanation.to_dict(), node_usage=node_usage(snapshot, result),
+        )
+        Cluster.objects.filter(pk=cluster.pk).update(hold_count=result.state.hold_count, last_round_at=now)
+        cluster.rounds.filter(at__lt=now - timezone.timedelta(hours=settings.CRS_HISTORY_KEEP_HOURS)).delete()
+        changed = expire_outdated(cluster, result) if result.decision in NO_LONGER_WARRANTED else []
+        suggestion = suggest(cluster, result) if result.decision == "migrate" else None
+        if suggestion and policy.approves_itself(suggestion.relative_gain):
+            Migration.objects.transition(suggestion.pk, "suggested", "approved", None, automatic=True,
+                                         details={"automation": policy.automation})
+            transaction.on_commit(lambda: execute.delay(suggestion.pk))
+        transaction.on_commit(lambda: live.push(cluster.pk, live.round_payload(round_, policy.hold_duration)))
+        for pk in changed + ([suggestion.pk] if suggestion else []):
+            transaction.on_commit(lambda pk=pk: live.push_migration(pk))
+
+
+def suggest(cluster: Cluster, result: RoundResult) -> Migration | None:
+    """A new suggestion from the round's move, unless one is already open for the cluster."""
+    if cluster.migrations.filter(state__in=Migration.OPEN_STATES).exists():
+        return None
+    move = result.move
+    migration = Migration.objects.create(
+        cluster=cluster, leader=move.leader, guests=list(move.guests), source=move.source, target=move.target,
+        imbalance_before=result.imbalance, imbalance_after=move.imbalance_after,
+        relative_gain=move.relative_gain, margin=result.explanation.margin, method=result.explanation.method,
+    )
+    AuditEvent.objects.create(actor=None, action="suggested", cluster=cluster, migration=migration,
+                              details={"explanation": result.explanation.to_dict()})
+    return migration
+
+
+def expire_outdated(cluster: Cluster, result: RoundResult) -> list[int]:
+    """Suggestions the latest round no longer supports (below threshold or margin, ...) expire."""
+    reason = f"no longer suggested: {result.explanation.reason}"
+    return [
+        pk for pk in cluster.migrations.filter(state="suggested").values_list("pk", flat=True)
+        if Migration.objects.transition(pk, "suggested", "expired", None, reason=reason,
+                                        details={"decision": result.decision})
+    ]
+

@@ -1,0 +1,185 @@
+"""Django settings. The environment is read here and only here, through strict parsers.
+
+Two modes, chosen by the environment (DESIGN.md "Two ways to run"):
+* embedded default (no REDIS_URL): SQLite, kombu's in-process `memory://` broker and a
+  thread-safe in-memory channel layer; everything runs in `manage.py runembedded`;
+* distributed (REDIS_URL, usually with DATABASE_URL): Redis as Celery broker and
+  channel layer, PostgreSQL, separate web / worker / beat processes.
+"""
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if value not in ("", "1", "0", "true", "false"):
+        raise ImproperlyConfigured(f"{name}={value!r}: use true or false")
+    return default if not value else value in ("1", "true")
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def database_config(url: str) -> dict:
+    """One DATABASES entry from a URL: postgres://user:pass@host:port/name or sqlite:///path."""
+    parts = urlsplit(url)
+    if parts.scheme in ("postgres", "postgresql"):
+        name = parts.path.lstrip("/")
+        if not name:
+            raise ImproperlyConfigured(f"DATABASE_URL={url!r}: name the database after the last /")
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(name),
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "",
+            "PORT": str(parts.port or ""),
+            "CONN_MAX_AGE": 60,
+            "CONN_HEALTH_CHECKS": True,
+        }
+    if parts.scheme == "sqlite":
+        return sqlite_config(Path(unquote(parts.path)))
+    raise ImproperlyConfigured(f"DATABASE_URL={url!r}: use postgres://... or sqlite:///path")
+
+
+def sqlite_config(path: Path) -> dict:
+    # The web server, the worker thread and beat all write; WAL lets reads go on during a
+    # write, IMMEDIATE takes the write lock up front so transactions never deadlock on upgrade.
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": path,
+        "OPTIONS": {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
+    }
+
+
+def secret_key() -> str:
+    """CRS_SECRET_KEY, or a key generated once and kept in var/ so logins survive restarts."""
+    if key := os.environ.get("CRS_SECRET_KEY"):
+        return key
+    path = VAR_DIR / "secret-key"
+    if not path.exists():
+        VAR_DIR.mkdir(exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = secret_key()
+DEBUG = env_bool("CRS_DEBUG", False)
+ALLOWED_HOSTS = env_list("CRS_ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = env_list("CRS_CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "daphne",  # first: its runserver replaces Django's (system check daphne.E001)
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_celery_beat",
+    "dashboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "dashboard.urls"
+ASGI_APPLICATION = "dashboard.asgi.application"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+DATABASES = {
+    "default": database_config(DATABASE_URL) if DATABASE_URL else sqlite_config(VAR_DIR / "crs.sqlite3")
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_TZ = True
+USE_I18N = False
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "dashboard.staticfiles.PlotlyFinder",
+]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard:home"
+LOGOUT_REDIRECT_URL = "login"
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+    CELERY_BROKER_URL = REDIS_URL
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.layers.ThreadSafeInMemoryChannelLayer"}}
+    CELERY_BROKER_URL = "memory://"
+
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Beat reads the per-cluster PeriodicTask rows; it must notice a changed round interval
+# within a few seconds, and short demo intervals need it to wake up often.
+CELERY_BEAT_MAX_LOOP_INTERVAL = 1
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# The demo admin's password for `make run`; generated and printed when empty.
+CRS_ADMIN_PASSWORD = os.environ.get("CRS_ADMIN_PASSWORD", "")
+
+# How long round samples are kept for the trend chart, and how much of it a page load shows.
+CRS_HISTORY_KEEP_HOURS = 24
+CRS_HISTORY_SHOW_HOURS = 3
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("CRS_LOG_LEVEL", "INFO")},
+    # Every few seconds a round would log "received"/"succeeded" twice; keep the console readable.
+    "loggers": {name: {"level": "WARNING"} for name in (
+        "daphne", "django.channels.server", "celery.app.trace", "celery.worker.strategy", "celery.beat",
+        "kombu.transport.memory", "celery.worker.consumer.connection")},
+}

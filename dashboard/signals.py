@@ -1,0 +1,42 @@
+"""Keep each cluster's beat schedule and hold counter in step with its settings.
+
+Receivers rather than calls in the views, because settings are saved from the page,
+the JSON API, the admin and the demo setup alike, and every path must do both.
+"""
+
+import json
+
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+from .models import Cluster, Policy
+
+
+def schedule_name(cluster_id: int) -> str:
+    return f"rounds of cluster {cluster_id}"
+
+
+@receiver(post_save, sender=Cluster)
+def give_new_cluster_settings(sender, instance: Cluster, created: bool, raw: bool = False, **kwargs) -> None:
+    if created and not raw:
+        Policy.objects.get_or_create(cluster=instance)
+
+
+@receiver(post_save, sender=Policy)
+def apply_settings(sender, instance: Policy, raw: bool = False, **kwargs) -> None:
+    """A settings change counts from the next round: the hold starts again, at the new interval."""
+    if raw:
+        return
+    Cluster.objects.filter(pk=instance.cluster_id).update(hold_count=0)
+    every, _ = IntervalSchedule.objects.get_or_create(every=instance.round_interval, period=IntervalSchedule.SECONDS)
+    PeriodicTask.objects.update_or_create(
+        name=schedule_name(instance.cluster_id),
+        defaults={"interval": every, "task": "dashboard.tasks.collect", "args": json.dumps([instance.cluster_id]),
+                  "enabled": True},
+    )
+
+
+@receiver(post_delete, sender=Cluster)
+def unschedule(sender, instance: Cluster, **kwargs) -> None:
+    PeriodicTask.objects.filter(name=schedule_name(instance.pk)).delete()

@@ -1,0 +1,145 @@
+"""The live page, its settings form, the JSON API for approvals and settings, and /healthz."""
+
+import json
+from functools import wraps
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.db import connection, transaction
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from . import live
+from .forms import PolicyForm, RejectForm
+from .models import Cluster, Migration
+from .tasks import execute
+
+
+def api_login_required(view):
+    """Like login_required, but an API client gets 401 JSON instead of a login page."""
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return JsonResponse({"error": "log in first"}, status=401)
+        return view(request, *args, **kwargs)
+    return wrapped
+
+
+@login_required
+def home(request):
+    cluster = Cluster.objects.select_related("policy").first()
+    if cluster is None:
+        return render(request, "dashboard/no_cluster.html")
+    return _page(request, cluster, PolicyForm(instance=cluster.policy))
+
+
+@login_required
+def cluster(request, pk):
+    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
+    return _page(request, cluster, PolicyForm(instance=cluster.policy))
+
+
+def _page(request, cluster, form, status=200):
+    context = {"cluster": cluster, "clusters": Cluster.objects.only("name"), "form": form,
+               "history": live.history(cluster)}
+    return render(request, "dashboard/cluster.html", context, status=status)
+
+
+@require_POST
+@login_required
+@permission_required("dashboard.change_policy", raise_exception=True)
+def change_settings(request, pk):
+    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
+    form = PolicyForm(request.POST, instance=cluster.policy)
+    if not form.is_valid():
+        return _page(request, cluster, form, status=400)
+    form.save_by(request.user)
+    messages.success(request, "Settings saved. They apply from the next round; the hold counter starts again.")
+    return redirect("dashboard:cluster", pk)
+
+
+@require_GET
+@api_login_required
+def api_cluster(request, pk):
+    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
+    settings = {name: getattr(cluster.policy, name) for name in PolicyForm.Meta.fields}
+    return JsonResponse({"id": cluster.pk, "name": cluster.name, "settings": settings, **live.history(cluster)})
+
+
+@require_POST
+@api_login_required
+@permission_required("dashboard.change_policy", raise_exception=True)
+def api_settings(request, pk):
+    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
+    try:
+        data = json.loads(request.body)
+    except ValueError:
+        return JsonResponse({"error": "body must be a JSON object of settings"}, status=400)
+    form = PolicyForm({**PolicyForm(instance=cluster.policy).initial, **data}, instance=cluster.policy)
+    if not form.is_valid():
+        return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
+    policy = form.save_by(request.user)
+    return JsonResponse({"settings": {name: getattr(policy, name) for name in PolicyForm.Meta.fields}})
+
+
+@require_POST
+@api_login_required
+@permission_required("dashboard.approve_migration", raise_exception=True)
+def approve(request, pk):
+    migration = get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
+    with transaction.atomic():
+        if reason := migration.stale_reason(migration.cluster.snapshot):
+            Migration.objects.transition(pk, "suggested", "expired", request.user, reason=reason)
+        elif Migration.objects.transition(pk, "suggested", "approved", request.user, decided_by=request.user):
+            transaction.on_commit(lambda: execute.delay(pk))
+        transaction.on_commit(lambda: live.push_migration(pk))
+    return _decided(pk, "approved")
+
+
+@require_POST
+@api_login_required
+@permission_required("dashboard.approve_migration", raise_exception=True)
+def reject(request, pk):
+    get_object_or_404(Migration, pk=pk)
+    form = RejectForm(request.POST)
+    if not form.is_valid():
+        return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
+    reason = form.cleaned_data["reason"]
+    with transaction.atomic():
+        Migration.objects.transition(pk, "suggested", "rejected", request.user, decided_by=request.user,
+                                     reason=reason, details={"reason": reason})
+        transaction.on_commit(lambda: live.push_migration(pk))
+    return _decided(pk, "rejected")
+
+
+def _decided(pk, wanted):
+    """200 with the migration if it is now in the wanted state, 409 saying where it is otherwise."""
+    migration = Migration.objects.select_related("decided_by").get(pk=pk)
+    payload = live.migration_payload(migration)
+    if migration.state == wanted or (wanted == "approved" and migration.state in ("running", "done", "failed")):
+        return JsonResponse({"migration": payload})
+    reason = f" ({migration.reason})" if migration.reason else ""
+    return JsonResponse({"error": f"migration {pk} is {migration.state}{reason}, not suggested",
+                         "migration": payload}, status=409)
+
+
+@require_GET
+def healthz(request):
+    checks = {"database": _check(lambda: connection.cursor().execute("SELECT 1")),
+              "channel_layer": _check(lambda: async_to_sync(get_channel_layer().group_send)(
+                  "healthz", {"type": "healthz.ping"}))}
+    rounds = {c.name: c.last_round_at.isoformat() if c.last_round_at else None
+              for c in Cluster.objects.only("name", "last_round_at")} if checks["database"] == "ok" else {}
+    ok = all(value == "ok" for value in checks.values())
+    return JsonResponse({"ok": ok, **checks, "last_round": rounds}, status=200 if ok else 503)
+
+
+def _check(probe) -> str:
+    try:
+        probe()
+    except Exception as exc:  # a health check reports any failure instead of raising it
+        return f"error: {exc}"
+    return "ok"

@@ -1,0 +1,145 @@
+// The live page: draws the history embedded in the page, then applies the events the
+// server pushes over the WebSocket (see dashboard/live.py for their shape). No polling.
+"use strict";
+
+const config = JSON.parse(document.getElementById("page-config").textContent);
+const migrations = new Map();  // id -> latest migration payload
+const MAX_POINTS = 5000;
+let everOpened = false;
+
+const pct = (fraction) => (fraction * 100).toFixed(1) + " %";
+const el = (id) => document.getElementById(id);
+
+function csrfToken() {
+  return document.querySelector("input[name=csrfmiddlewaretoken]").value;
+}
+
+function drawChart(rounds) {
+  const x = rounds.map((r) => r.at);
+  const traces = [
+    {x: x, y: rounds.map((r) => r.imbalance * 100), name: "imbalance", mode: "lines+markers",
+     line: {color: "#1f6feb"}, marker: {size: 4}},
+    {x: x.slice(), y: rounds.map((r) => r.threshold * 100), name: "threshold", mode: "lines",
+     line: {color: "#d1242f", dash: "dash"}},
+  ];
+  const layout = {margin: {t: 10, r: 10, b: 40, l: 50}, height: 300, yaxis: {title: {text: "%"}, rangemode: "tozero"},
+                  legend: {orientation: "h"}};
+  Plotly.newPlot("chart", traces, layout, {displaylogo: false, responsive: true});
+}
+
+function showRound(r) {
+  el("imbalance").textContent = pct(r.imbalance);
+  el("threshold").textContent = pct(r.threshold);
+  el("hold").textContent = `${r.hold_count} of ${r.hold_duration} rounds above ${pct(r.threshold)}`;
+  el("decision").textContent = `${r.decision}: ${r.explanation.reason}`;
+  el("decision").dataset.decision = r.decision;
+  el("last-round").textContent = new Date(r.at).toLocaleTimeString();
+  const body = el("nodes").tBodies[0];
+  body.replaceChildren(...Object.entries(r.node_usage).map(([name, u]) => {
+    const row = document.createElement("tr");
+    row.innerHTML = `<td></td><td>${bar(u.cpu)}</td><td>${bar(u.memory)}</td>`;
+    row.firstChild.textContent = name;
+    return row;
+  }));
+}
+
+function bar(fraction) {
+  const width = Math.min(100, Math.max(0, fraction * 100)).toFixed(1);
+  return `<div class="bar"><div style="width:${width}%"></div><span>${pct(fraction)}</span></div>`;
+}
+
+function addRound(r) {
+  Plotly.extendTraces("chart", {x: [[r.at], [r.at]], y: [[r.imbalance * 100], [r.threshold * 100]]}, [0, 1], MAX_POINTS);
+  showRound(r);
+}
+
+function showMigrations() {
+  const all = [...migrations.values()].sort((a, b) => b.id - a.id);
+  const pending = all.filter((m) => m.state === "suggested");
+  el("suggestions").replaceChildren(...pending.map(suggestionItem));
+  el("no-suggestions").hidden = pending.length > 0;
+  el("migrations").tBodies[0].replaceChildren(...all.filter((m) => m.state !== "suggested").slice(0, 20).map(migrationRow));
+}
+
+function suggestionItem(m) {
+  const li = document.createElement("li");
+  li.dataset.id = m.id;
+  li.innerHTML = `<div class="math"></div>
+    <button class="approve">Approve</button>
+    <input class="reason" placeholder="reason (optional)" maxlength="500">
+    <button class="reject">Reject</button> <span class="error"></span>`;
+  li.querySelector(".math").textContent =
+    `${m.guests.join(", ")}: ${m.source} → ${m.target} · imbalance ${pct(m.imbalance_before)} → ${pct(m.imbalance_after)}` +
+    ` · gain ${pct(m.relative_gain)} vs margin ${pct(m.margin)} · ${m.method}`;
+  li.querySelector(".approve").onclick = () => decide(li, config.approve, m.id, {});
+  li.querySelector(".reject").onclick = () => decide(li, config.reject, m.id, {reason: li.querySelector(".reason").value});
+  return li;
+}
+
+function migrationRow(m) {
+  const row = document.createElement("tr");
+  row.dataset.id = m.id;
+  row.className = "state-" + m.state;
+  const progress = m.state === "running" ? ` ${Math.round(m.progress * 100)} %` : "";
+  const cells = [m.id, m.guests.join(", "), `${m.source} → ${m.target}`,
+                 `${pct(m.imbalance_before)} → ${pct(m.imbalance_after)}`, m.state + progress,
+                 m.automatic ? "automatic" : (m.decided_by || "")];
+  cells.forEach((text) => { const td = document.createElement("td"); td.textContent = text; row.append(td); });
+  row.cells[4].className = "state";
+  if (m.reason) row.title = m.reason;
+  return row;
+}
+
+function setMigration(m) {
+  migrations.set(m.id, m);
+  showMigrations();
+}
+
+async function decide(li, template, id, fields) {
+  li.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+  const response = await fetch(template.replace("/0/", `/${id}/`), {
+    method: "POST", headers: {"X-CSRFToken": csrfToken()}, body: new URLSearchParams(fields),
+    credentials: "same-origin"});
+  const answer = await response.json();
+  if (answer.migration) setMigration(answer.migration);
+  if (!response.ok) {
+    li.querySelector(".error").textContent = answer.error || JSON.stringify(answer.errors);
+    li.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+  }
+}
+
+function load(state) {
+  drawChart(state.rounds);
+  if (state.rounds.length) showRound(state.rounds[state.rounds.length - 1]);
+  migrations.clear();
+  state.migrations.forEach((m) => migrations.set(m.id, m));
+  showMigrations();
+}
+
+function connect(delay) {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  const socket = new WebSocket(`${scheme}://${location.host}/ws/clusters/${config.cluster}/`);
+  el("ws-state").textContent = "connecting";
+  socket.onopen = async () => {
+    if (everOpened) load(await (await fetch(config.api, {credentials: "same-origin"})).json());  // catch up
+    everOpened = true;
+    delay = 1000;
+    el("ws-state").textContent = "open";
+  };
+  socket.onmessage = (event) => {
+    const data = JSON.parse(event.data);
+    if (data.type === "round") addRound(data);
+    else if (data.type === "migration") setMigration(data);
+  };
+  socket.onclose = (event) => {
+    if (event.code === 4401) {  // the session ended: reconnecting cannot help
+      el("ws-state").textContent = "logged out";
+      return;
+    }
+    el("ws-state").textContent = "closed";
+    setTimeout(() => connect(Math.min(delay * 2, 30000)), delay);
+  };
+}
+
+load(JSON.parse(document.getElementById("history").textContent));
+connect(1000);
