@@ -90,8 +90,10 @@ def plan(snapshot: Snapshot, steps: int = 1) -> RoundResult:
     first = run_round(snapshot, settings, RoundState())
     moves: list[Move] = []
     result, current = first, snapshot
-    while result.decision == "migrate" and result.move and len(moves) < steps:
+    while result.decision == "migrate" and result.move:
         moves.append(result.move)
+        if len(moves) == steps:
+            break
         current = apply_move(current, result.move)
         result = run_round(current, settings, RoundState())
     return replace(first, moves=tuple(moves))

@@ -44,36 +44,44 @@ def relative_gain(before: float, after: float) -> float:
 
 
 class MoveEvaluator:
-    """Imbalance after many single moves, each in O(1), from per-node sums.
+    """Squared imbalance after many single moves, each in O(1), from per-node sums.
 
     A move changes the load of two nodes only, so with Σd and Σd² (d = load minus the
     current mean, which keeps cancellation small) the new mean and variance follow
     without touching the other N−2 nodes. The result is approximate to ~1e-15; callers
-    re-check the best candidates with `imbalance()` so decisions stay bit-exact.
+    re-check the best candidates with the exact fold so decisions stay bit-exact.
+    Squared, because ranking needs no square root.
     """
 
     def __init__(self, loads: np.ndarray, scale: str) -> None:
         self.count = loads.size
         self.shift = float(loads.mean()) if loads.size else 0.0
-        d = loads - self.shift
-        self.sum_d = float(d.sum())
-        self.sum_d2 = float((d * d).sum())
-        self.scale = scale
-        self.loads = loads
+        self.d = loads - self.shift
+        self.twice_d = 2.0 * self.d
+        self.sum_d = float(self.d.sum())
+        self.sum_d2 = float((self.d * self.d).sum())
+        self.factor = 1.0 / (self.count - 1) if scale == "normalized" and self.count > 1 else 1.0
 
-    def after(self, src: np.ndarray, src_load: np.ndarray, tgt: np.ndarray, tgt_load: np.ndarray) -> np.ndarray:
-        """Imbalance after replacing loads[src] by src_load and loads[tgt] by tgt_load."""
+    def squared_after(self, src: np.ndarray, src_load: np.ndarray, delta: np.ndarray) -> np.ndarray:
+        """Imbalance² after each move; row r moves load off node src[r] (now src_load[r])
+        and adds delta[r, t] to target t. Overwrites and returns `delta`."""
         n = self.count
-        if n < 2:
-            return np.zeros(np.broadcast(src_load, tgt_load).shape)
-        old_s = self.loads[src] - self.shift
-        old_t = self.loads[tgt] - self.shift
+        old_s = self.d[src]
         new_s = src_load - self.shift
-        new_t = tgt_load - self.shift
-        s1 = self.sum_d - old_s - old_t + new_s + new_t
-        s2 = self.sum_d2 - old_s * old_s - old_t * old_t + new_s * new_s + new_t * new_t
-        mean = self.shift + s1 / n
-        var = np.maximum(s2 / n - (s1 / n) ** 2, 0.0)
+        s1_row = (self.sum_d - old_s + new_s)[:, None]
+        s2_row = (self.sum_d2 - old_s * old_s + new_s * new_s)[:, None]
+        s2 = self.twice_d + delta
+        s2 *= delta
+        s2 += s2_row
+        s2 *= 1.0 / n  # E[d²]
+        s1 = np.add(delta, s1_row, out=delta)
+        s1 *= 1.0 / n  # E[d]
+        s2 -= s1 * s1  # variance
+        s1 += self.shift  # mean
+        s1 *= s1
         with np.errstate(divide="ignore", invalid="ignore"):
-            cv = np.where(mean > 0.0, np.sqrt(var) / mean, 0.0)
-        return cv / math.sqrt(n - 1) if self.scale == "normalized" else cv
+            np.divide(s2, s1, out=s1)
+        np.nan_to_num(s1, copy=False, nan=0.0, posinf=0.0)  # a mean of 0 means nothing to balance
+        np.maximum(s1, 0.0, out=s1)
+        s1 *= self.factor
+        return s1

@@ -50,32 +50,30 @@ class Cluster:
         self.allowed_idx = [None if b.targets is None else [index[t] for t in b.targets] for b in bundles]
         self.scale = scale
 
-    def chunks(self) -> Iterator[tuple[slice, np.ndarray]]:
-        """(bundle rows, allowed-target mask) in row order, bounded in size."""
+    def chunks(self) -> Iterator[tuple[slice, list[tuple[int, list[int]]]]]:
+        """(bundle rows, [(row in chunk, allowed target columns)] for constrained rows),
+        in row order, bounded in size. Unconstrained rows may go to any node but their own."""
         n = len(self.names)
         rows = max(1, CHUNK_CELLS // max(n, 1))
         for start in range(0, len(self.bundles), rows):
             part = slice(start, min(start + rows, len(self.bundles)))
-            mask = np.ones((part.stop - part.start, n), dtype=bool)
-            mask[np.arange(part.stop - part.start), self.src[part]] = False
-            for r, allowed in enumerate(self.allowed_idx[part]):
-                if allowed is not None:
-                    mask[r] = False
-                    mask[r, allowed] = True
-            yield part, mask
+            constrained = [(r, a) for r, a in enumerate(self.allowed_idx[part]) if a is not None]
+            yield part, constrained
 
-    def moved(self, rows: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """For bundle rows: (src cpu', src mem', target cpu' [rows×N], target mem', ...).
+    def mask(self, part: slice, constrained: list[tuple[int, list[int]]]) -> np.ndarray:
+        """Allowed (row, target) cells of a chunk."""
+        mask = np.ones((part.stop - part.start, len(self.names)), dtype=bool)
+        mask[np.arange(part.stop - part.start), self.src[part]] = False
+        for r, allowed in constrained:
+            mask[r] = False
+            mask[r, allowed] = True
+        return mask
 
-        Same element-wise operations as Proxmox's remove/add of running resource stats,
-        so the two changed loads are exact; only the imbalance is approximated.
-        """
+    def moved_source(self, rows: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(source node, its cpu and memory after the bundle leaves) per bundle row, with
+        the same clamped subtraction as Proxmox's remove-running-resource."""
         src = self.src[rows]
-        src_cpu = np.maximum(0.0, self.cpu[src] - self.bcpu[rows])
-        src_mem = np.maximum(0.0, self.mem[src] - self.bmem[rows])
-        tgt_cpu = self.cpu[None, :] + self.bcpu[rows][:, None]
-        tgt_mem = self.mem[None, :] + self.bmem[rows][:, None]
-        return src, src_cpu, src_mem, tgt_cpu, tgt_mem
+        return src, np.maximum(0.0, self.cpu[src] - self.bcpu[rows]), np.maximum(0.0, self.mem[src] - self.bmem[rows])
 
     def candidate_count(self) -> int:
         n = len(self.names)
@@ -83,7 +81,7 @@ class Cluster:
 
     def exact_loads(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """The full load vector after each (bundle row, target col) move: K × N."""
-        src, src_cpu, src_mem, _, _ = self.moved(rows)
+        src, src_cpu, src_mem = self.moved_source(rows)
         out = np.repeat(self.loads[None, :], rows.size, axis=0)
         k = np.arange(rows.size)
         out[k, src] = (src_cpu / self.maxcpu[src] + src_mem / self.maxmem[src]) / 2.0
@@ -115,19 +113,27 @@ def exact_imbalances(loads: np.ndarray, scale: str) -> np.ndarray:
 def best_bruteforce(cluster: Cluster) -> Scored | None:
     """The move with the lowest imbalance after it; ties by (leader, source, target)."""
     evaluator = MoveEvaluator(cluster.loads, cluster.scale)
+    half_inv_cpu, half_inv_mem = 0.5 / cluster.maxcpu, 0.5 / cluster.maxmem
     near_rows: list[np.ndarray] = []
     near_cols: list[np.ndarray] = []
     best = np.inf
-    for part, mask in cluster.chunks():
-        src, src_cpu, src_mem, tgt_cpu, tgt_mem = cluster.moved(part)
+    for part, constrained in cluster.chunks():
+        src, src_cpu, src_mem = cluster.moved_source(part)
         src_load = (src_cpu / cluster.maxcpu[src] + src_mem / cluster.maxmem[src]) / 2.0
-        tgt_load = (tgt_cpu / cluster.maxcpu + tgt_mem / cluster.maxmem) / 2.0
-        cols = np.arange(len(cluster.names))[None, :]
-        approx = evaluator.after(src[:, None], src_load[:, None], cols, tgt_load)
-        approx[~mask] = np.inf
-        chunk_best = approx.min() if approx.size else np.inf
+        delta = np.multiply.outer(cluster.bcpu[part], half_inv_cpu)
+        delta += np.multiply.outer(cluster.bmem[part], half_inv_mem)
+        score = evaluator.squared_after(src, src_load, delta)
+        rows = np.arange(src.size)
+        score[rows, src] = np.inf
+        for r, allowed in constrained:
+            keep = score[r, allowed]
+            score[r] = np.inf
+            score[r, allowed] = keep
+        chunk_best = float(score.min())
+        if chunk_best > best + _tolerance(best):
+            continue
         best = min(best, chunk_best)
-        r, c = np.nonzero(approx <= best + _tolerance(best))
+        r, c = np.nonzero(score <= best + _tolerance(best))
         near_rows.append(r + part.start)
         near_cols.append(c)
     if not np.isfinite(best):
@@ -140,8 +146,9 @@ def best_bruteforce(cluster: Cluster) -> Scored | None:
 
 
 def _tolerance(best: float) -> float:
-    """Room for the O(1) formula's rounding: anything this close is re-checked exactly."""
-    return 1e-9 + 1e-6 * best if np.isfinite(best) else 0.0
+    """Room for the O(1) formula's rounding (on the squared imbalance): anything this
+    close to the best is re-checked exactly."""
+    return 1e-9 + 1e-6 * best if np.isfinite(best) else np.inf
 
 
 def _exact_in_chunks(cluster: Cluster, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -156,38 +163,44 @@ def _exact_in_chunks(cluster: Cluster, rows: np.ndarray, cols: np.ndarray) -> np
 def best_topsis(cluster: Cluster) -> Scored | None:
     """The move whose resulting cluster is closest to the ideal on Proxmox's four placement
     criteria (weights 1/2/5/10); ties keep candidate order. Reports its exact imbalance."""
-    rows, cols, criteria = _topsis_criteria(cluster)
-    if rows.size == 0:
-        return None
-    pick = int(topsis.rank(criteria, WEIGHTS)[0])
-    after = exact_imbalances(cluster.exact_loads(rows[pick : pick + 1], cols[pick : pick + 1]), cluster.scale)
-    return Scored(cluster.bundles[rows[pick]], cluster.names[cols[pick]], truncated(float(after[0])))
-
-
-def _topsis_criteria(cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows, cols, K × 4 criteria) of every candidate, in candidate order."""
-    all_rows, all_cols, all_criteria = [], [], []
     exact = cluster.candidate_count() * len(cluster.names) <= EXACT_TOPSIS_CELLS
-    for part, mask in cluster.chunks():
-        r, c = np.nonzero(mask)
+    pick = topsis.best(lambda: (c for _, _, c in _topsis_criteria(cluster, exact)), WEIGHTS)
+    if pick is None:
+        return None
+    for rows, cols, criteria in _topsis_criteria(cluster, exact, with_criteria=False):
+        if pick < rows.size:
+            row, col = rows[pick : pick + 1], cols[pick : pick + 1]
+            after = exact_imbalances(cluster.exact_loads(row, col), cluster.scale)
+            return Scored(cluster.bundles[row[0]], cluster.names[col[0]], truncated(float(after[0])))
+        pick -= rows.size
+    raise AssertionError("topsis picked a candidate beyond the candidate list")
+
+
+def _topsis_criteria(cluster: Cluster, exact: bool, with_criteria: bool = True) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(rows, cols, K × 4 criteria) of the candidates chunk by chunk, in candidate order."""
+    fold = _folded_criteria if exact else _incremental_criteria
+    for part, constrained in cluster.chunks():
+        r, c = np.nonzero(cluster.mask(part, constrained))
         rows = r + part.start
-        src, src_cpu, src_mem, _, _ = cluster.moved(rows)
+        if not with_criteria:
+            yield rows, c, np.zeros((0, 4))
+            continue
+        src, src_cpu, src_mem = cluster.moved_source(rows)
         tgt_cpu = cluster.cpu[c] + cluster.bcpu[rows]
         tgt_mem = cluster.mem[c] + cluster.bmem[rows]
-        fold = _folded_criteria if exact else _incremental_criteria
         cpu = fold(cluster.cpu / cluster.maxcpu, src, src_cpu / cluster.maxcpu[src], c, tgt_cpu / cluster.maxcpu[c])
         mem = fold(cluster.mem / cluster.maxmem, src, src_mem / cluster.maxmem[src], c, tgt_mem / cluster.maxmem[c])
-        all_rows.append(rows)
-        all_cols.append(c)
-        all_criteria.append(np.column_stack([cpu[0], cpu[1], mem[0], mem[1]]))
-    if not all_rows:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, 4))
-    return np.concatenate(all_rows), np.concatenate(all_cols), np.concatenate(all_criteria)
+        yield rows, c, np.column_stack([cpu[0], cpu[1], mem[0], mem[1]])
 
 
 def _folded_criteria(base: np.ndarray, src, src_util, tgt, tgt_util) -> tuple[np.ndarray, np.ndarray]:
     """(1 + RMS, 1 + max) of utilisation after each move, folded node by node like Proxmox."""
     k = src.size
+    if k * base.size > CHUNK_CELLS:  # keep the K × N work matrix bounded
+        step = max(1, CHUNK_CELLS // base.size)
+        parts = [_folded_criteria(base, src[i:i + step], src_util[i:i + step], tgt[i:i + step], tgt_util[i:i + step])
+                 for i in range(0, k, step)]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
     util = np.repeat(base[None, :], k, axis=0)
     util[np.arange(k), src] = src_util
     util[np.arange(k), tgt] = tgt_util

@@ -32,6 +32,9 @@ from .model import (
 FORMAT = "crs-snapshot/1"
 SID_PATTERN = re.compile(r"^(vm|ct):[0-9]+$")
 _MISSING = object()
+_STATE_NAMES = tuple(sorted(STATES))
+_GUEST_KEYS = frozenset(Guest.__dataclass_fields__)
+_NODE_KEYS = frozenset(Node.__dataclass_fields__)
 
 
 def load_file(path: str | Path) -> Snapshot:
@@ -97,7 +100,7 @@ def parse_settings(raw: Any, path: str = "settings") -> Settings:
 
 def _parse_node(raw: Any, path: str) -> Node:
     _expect_object(raw, path)
-    _refuse_unknown(raw, path, set(Node.__dataclass_fields__))
+    _refuse_unknown(raw, path, _NODE_KEYS)
     return Node(
         name=_name(raw, "name", path),
         cpus=_number(raw, "cpus", path, _MISSING, low=0.0, exclusive_low=True),
@@ -111,14 +114,14 @@ def _parse_node(raw: Any, path: str) -> Node:
 
 def _parse_guest(raw: Any, path: str, nodes: set[str]) -> Guest:
     _expect_object(raw, path)
-    _refuse_unknown(raw, path, set(Guest.__dataclass_fields__))
+    _refuse_unknown(raw, path, _GUEST_KEYS)
     sid = raw.get("sid", _MISSING)
     if sid is _MISSING:
         raise SnapshotError(f"{path}.sid: missing")
     if not isinstance(sid, str) or not SID_PATTERN.match(sid):
         raise SnapshotError(f"{path}.sid: {sid!r} is not 'vm:<id>' or 'ct:<id>'")
     node = _known_node(raw.get("node", _MISSING), f"{path}.node", nodes)
-    state = _choice(raw, "state", path, tuple(sorted(STATES)), "started")
+    state = _choice(raw, "state", path, _STATE_NAMES, "started")
     target = raw.get("target")
     if target is not None:
         target = _known_node(target, f"{path}.target", nodes)
@@ -187,7 +190,9 @@ def _expect_object(raw: Any, path: str) -> None:
         raise SnapshotError(f"{path}: expected an object, got {raw!r}")
 
 
-def _refuse_unknown(raw: dict, path: str, allowed: set[str]) -> None:
+def _refuse_unknown(raw: dict, path: str, allowed: set[str] | frozenset[str]) -> None:
+    if raw.keys() <= allowed:
+        return
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise SnapshotError(f"{path}.{unknown[0]}: unknown key; allowed: {', '.join(sorted(allowed))}")

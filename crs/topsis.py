@@ -5,59 +5,102 @@ normalization per criterion, weights multiply the *difference* before squaring (
 enter squared), closeness D⁻/(D⁺+D⁻), and a stable ranking so ties keep input order.
 Every sum is a left-to-right fold, as in Rust (NumPy's pairwise `sum` and Python 3.12's
 compensated `sum()` round differently and would split ties Proxmox does not split);
-`cumsum` is such a fold. One array implementation serves placement (a handful of nodes)
-and the balancing method (millions of candidate moves). Pure math.
+`cumsum` is such a fold. Alternatives may arrive in chunks (millions of candidate
+moves) or as one small matrix (placement over a handful of nodes). Pure math.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import CrsError
 
 
-def _normalized_weights(raw_weights: tuple[float, ...]) -> list[float]:
+@dataclass(frozen=True, slots=True)
+class _Columns:
+    norm: np.ndarray  # per criterion: L2 norm over all alternatives (0 = leave column as is)
+    best: np.ndarray  # normalized ideal value per criterion
+    worst: np.ndarray
+
+
+def _normalized_weights(raw_weights: tuple[float, ...]) -> np.ndarray:
     total = 0.0
     for w in raw_weights:
         total += abs(w)
     if total == 0.0 or not np.isfinite(total):
         raise CrsError(f"topsis weights {list(raw_weights)!r}: their absolute sum must be finite and > 0")
-    return [abs(w) / total for w in raw_weights]
+    return np.array([abs(w) / total for w in raw_weights])
 
 
-def scores(matrix: np.ndarray, raw_weights: tuple[float, ...]) -> np.ndarray:
-    """Closeness S_i in [0, 1] of each row (alternative); higher is better.
+def _columns(chunks: Iterable[np.ndarray], raw_weights: tuple[float, ...]) -> _Columns | None:
+    """One pass over all alternatives: column norms (folded in order) and ideal values."""
+    width = len(raw_weights)
+    squares, low, high, seen = np.zeros(width), np.full(width, np.inf), np.full(width, -np.inf), False
+    for chunk in chunks:
+        if chunk.shape[0] == 0:
+            continue
+        seen = True
+        for j in range(width):
+            column = chunk[:, j]
+            squares[j] = np.cumsum(np.concatenate(([squares[j]], column * column)))[-1]
+        low, high = np.minimum(low, chunk.min(axis=0)), np.maximum(high, chunk.max(axis=0))
+    if not seen:
+        return None
+    norm = np.sqrt(squares)
+    scale = np.where(norm != 0.0, norm, 1.0)
+    low, high = low / scale, high / scale  # dividing by a positive norm keeps the order
+    minimize = np.array([w < 0 for w in raw_weights])
+    return _Columns(norm, np.where(minimize, low, high), np.where(minimize, high, low))
 
-    A negative raw weight means the criterion is minimized. With a single alternative,
-    or when all alternatives are equal, every score is 0.
-    """
-    weights = _normalized_weights(raw_weights)
-    matrix = np.asarray(matrix, dtype=float)
-    if matrix.shape[0] == 0:
-        return np.zeros(0)
-    columns = []
-    for j in range(len(weights)):
-        column = matrix[:, j]
-        norm = float(np.sqrt(np.cumsum(column * column)[-1]))
-        columns.append(column / norm if norm != 0.0 else column)
-    d_best = np.zeros(matrix.shape[0])
-    d_worst = np.zeros(matrix.shape[0])
-    for column, weight, raw in zip(columns, weights, raw_weights):
-        low, high = column.min(), column.max()
-        best, worst = (low, high) if raw < 0 else (high, low)
-        to_best = (column - best) * weight
-        to_worst = (column - worst) * weight
+
+def _closeness(chunk: np.ndarray, columns: _Columns, weights: np.ndarray) -> np.ndarray:
+    d_best = np.zeros(chunk.shape[0])
+    d_worst = np.zeros(chunk.shape[0])
+    for j, weight in enumerate(weights):
+        column = chunk[:, j] / columns.norm[j] if columns.norm[j] != 0.0 else chunk[:, j]
+        to_best = (column - columns.best[j]) * weight
+        to_worst = (column - columns.worst[j]) * weight
         d_best += to_best * to_best
         d_worst += to_worst * to_worst
     d_best, d_worst = np.sqrt(d_best), np.sqrt(d_worst)
     denominator = d_worst + d_best
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(denominator != 0.0, d_worst / denominator, 0.0)
+        out = np.where(denominator != 0.0, d_worst / denominator, 0.0)  # all equal: every score 0
     if not np.all(np.isfinite(out)):
         raise CrsError("topsis produced a non-finite score")
     return out
 
 
+def scores(matrix: np.ndarray, raw_weights: tuple[float, ...]) -> np.ndarray:
+    """Closeness S_i in [0, 1] of each row (alternative); higher is better. A negative raw
+    weight means the criterion is minimized. One alternative alone scores 0."""
+    weights = _normalized_weights(raw_weights)
+    matrix = np.asarray(matrix, dtype=float)
+    columns = _columns([matrix], raw_weights)
+    return np.zeros(0) if columns is None else _closeness(matrix, columns, weights)
+
+
 def rank(matrix: np.ndarray, raw_weights: tuple[float, ...]) -> np.ndarray:
     """Row indices, best first; equal scores keep their input order (stable sort)."""
     return np.argsort(-scores(matrix, raw_weights), kind="stable")
+
+
+def best(chunks: Callable[[], Iterable[np.ndarray]], raw_weights: tuple[float, ...]) -> int | None:
+    """Index of the best alternative over all chunks (the first of equals), in two passes
+    so that memory holds one chunk at a time; `chunks()` must yield the same rows twice."""
+    weights = _normalized_weights(raw_weights)
+    columns = _columns(chunks(), raw_weights)
+    if columns is None:
+        return None
+    best_index, best_score, offset = None, -np.inf, 0
+    for chunk in chunks():
+        if chunk.shape[0]:
+            s = _closeness(chunk, columns, weights)
+            i = int(np.argmax(s))  # first maximum: stable
+            if s[i] > best_score:
+                best_index, best_score = offset + i, float(s[i])
+        offset += chunk.shape[0]
+    return best_index

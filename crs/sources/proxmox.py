@@ -1,0 +1,219 @@
+"""A Proxmox VE cluster as a source: collect through its API, migrate, follow the tasks.
+
+It talks to the API with proxmoxer and an API token (a token can be limited to
+exactly the rights the scheduler needs and revoked alone), with TLS verification on
+unless the admin turns it off or names a CA bundle. Converting the answers is
+`pve_resources`' job; this module does the HTTP, the migrations and the UPID tasks.
+An HA-managed guest answers a migrate request with an `hamigrate` task that only
+asks the HA manager; the real `qmigrate`/`vzmigrate` starts later, so it is looked
+up and followed to its end (as ProxLB does).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import requests
+from proxmoxer import ProxmoxAPI, ResourceException
+from proxmoxer.tools import Tasks
+
+from ..model import Snapshot
+from . import config as cfg
+from .base import SourceError, TaskStatus
+from .pve_resources import HaView, to_snapshot
+
+WHERE = "proxmox"
+KEYS = {"host", "port", "user", "token_name", "token_value", "token", "verify_ssl", "timeout_s", "cluster", "guests"}
+TOKEN = re.compile(r"^(?P<user>[^!\s]+@[^!\s]+)!(?P<name>[^=\s]+)=(?P<value>\S+)$")
+ENVIRONMENT = {"CRS_PVE_HOST": "host", "CRS_PVE_PORT": "port", "CRS_PVE_TOKEN": "token",
+               "CRS_PVE_VERIFY_SSL": "verify_ssl"}
+HA_PICKUP_S = 120.0  # an HA manager round is ~10 s; this long without a qmigrate means it was refused
+MIGRATION_TYPES = ("qmigrate", "vzmigrate")
+FINISHED_TASKS_KEPT = 50
+TRANSFER = re.compile(r"transferred ([\d.]+) ?([KMGT]iB|B) of ([\d.]+) ?([KMGT]iB|B)")
+UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+@dataclass(frozen=True)
+class ProxmoxConfig:
+    host: str
+    port: int
+    user: str  # "root@pam": the token's owner
+    token_name: str
+    token_value: str = field(repr=False)  # a secret: never in logs or error messages
+    verify_ssl: bool | str = True  # or the path of a CA bundle for a self-signed cluster CA
+    timeout_s: float = 10.0
+    cluster: str = "proxmox"
+    guests: str = "all"  # "all" guests may be moved, or only "ha" resources (Proxmox's own CRS)
+
+
+def parse_config(config: dict) -> ProxmoxConfig:
+    """Either `token` as PVE shows it ("user@realm!name=secret") or user, token_name and token_value."""
+    config = cfg.refuse_unknown(config, KEYS, WHERE)
+    if "token" in config:
+        if {"user", "token_name", "token_value"} & set(config):
+            raise cfg.ConfigError(f"{WHERE}.token: give either token or user/token_name/token_value, not both")
+        match = TOKEN.match(cfg.text(config, "token", WHERE))
+        if not match:
+            raise cfg.ConfigError(f"{WHERE}.token: not of the form USER@REALM!TOKENID=SECRET")
+        user, name, value = match["user"], match["name"], match["value"]
+    else:
+        user, name, value = (cfg.text(config, k, WHERE) for k in ("user", "token_name", "token_value"))
+    verify = config.get("verify_ssl", True)
+    if not isinstance(verify, bool) and not (isinstance(verify, str) and verify.strip()):
+        raise cfg.ConfigError(f"{WHERE}.verify_ssl: {verify!r} is not true, false or a CA bundle path")
+    return ProxmoxConfig(
+        host=cfg.text(config, "host", WHERE), port=cfg.integer(config, "port", WHERE, 8006, low=1, high=65535),
+        user=user, token_name=name, token_value=value, verify_ssl=verify,
+        timeout_s=cfg.number(config, "timeout_s", WHERE, 10.0, low=0.0, exclusive_low=True),
+        cluster=cfg.text(config, "cluster", WHERE, "proxmox"),
+        guests=cfg.choice(config, "guests", WHERE, ("all", "ha"), "all"),
+    )
+
+
+def config_from_env(environ: Mapping[str, str]) -> dict:
+    """Connection settings from CRS_PVE_HOST, CRS_PVE_PORT, CRS_PVE_TOKEN and CRS_PVE_VERIFY_SSL.
+
+    The edges (the command line, Django's settings) pass their environment in and
+    merge the result under a cluster's own settings; the engine reads none itself.
+    """
+    out: dict[str, Any] = {}
+    for variable, key in ENVIRONMENT.items():
+        value = environ.get(variable, "").strip()
+        if not value:
+            continue
+        if key == "port":
+            if not value.isdigit():
+                raise cfg.ConfigError(f"{variable}={value!r}: not a port number")
+            out[key] = int(value)
+        elif key == "verify_ssl":
+            out[key] = {"1": True, "true": True, "0": False, "false": False}.get(value.lower(), value)
+        else:
+            out[key] = value
+    return out
+
+
+class Proxmox:
+    """The `Source` for a Proxmox VE cluster. Its state is the migrations it started."""
+
+    def __init__(self, config: ProxmoxConfig, state: dict | None = None):
+        self.config = config
+        tasks = (state or {}).get("tasks", {})
+        if not isinstance(tasks, dict):
+            raise cfg.ConfigError(f"{WHERE} state.tasks: expected an object of tasks")
+        self._tasks: dict[str, dict] = copy.deepcopy(tasks)
+        self._api = ProxmoxAPI(config.host, port=config.port, user=config.user, token_name=config.token_name,
+                               token_value=config.token_value, verify_ssl=config.verify_ssl,
+                               timeout=config.timeout_s)
+
+    def collect(self, now: float) -> Snapshot:
+        resources = self._get("cluster/resources")
+        moving = {t["sid"]: t["target"] for t in self._tasks.values() if not t.get("finished")}
+        return to_snapshot(resources, self._ha_view(), moving, cluster=self.config.cluster,
+                           taken_at=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                           manage=self.config.guests)
+
+    def migrate(self, sid: str, target: str, now: float) -> str:
+        """Live migration for a running VM, restart migration for a running container."""
+        kind, _, vmid = sid.partition(":")
+        if kind not in ("vm", "ct") or not vmid.isdigit():
+            raise SourceError(f"migrate: {sid!r} is not 'vm:<id>' or 'ct:<id>'")
+        pve_type = "qemu" if kind == "vm" else "lxc"
+        entry = next((e for e in self._get("cluster/resources", type="vm")
+                      if e.get("type") == pve_type and str(e.get("vmid")) == vmid), None)
+        if entry is None:
+            raise SourceError(f"migrate: {sid} is not a guest of this cluster")
+        running = entry.get("status") == "running"
+        options = {"online": int(running)} if kind == "vm" else ({"restart": 1} if running else {})
+        upid = self._call(f"migrate {sid} to {target}", lambda: self._api(
+            f"nodes/{entry['node']}/{pve_type}/{vmid}/migrate").post(target=target, **options))
+        self._tasks[upid] = {"sid": sid, "source": entry["node"], "target": target, "started_at": now}
+        return upid
+
+    def task_status(self, task_id: str, now: float) -> TaskStatus:
+        task = self._tasks.setdefault(task_id, {})
+        followed = task.get("follow", task_id)
+        info = _decode(followed)
+        status = self._get(f"nodes/{info['node']}/tasks/{followed}/status")
+        if status.get("status") != "stopped":
+            return TaskStatus("running", self._progress(task, info["node"], followed))
+        exit_status = str(status.get("exitstatus", ""))
+        if exit_status != "OK" and not exit_status.startswith("WARNINGS"):
+            self._finish(task)
+            return TaskStatus("failed", task.get("progress", 0.0), exit_status or "task stopped without a status")
+        if info["type"] == "hamigrate":
+            return self._after_ha_request(task_id, task, info, now)
+        self._finish(task)
+        return TaskStatus("done", 1.0)
+
+    def state(self) -> dict:
+        return {"tasks": copy.deepcopy(self._tasks)}
+
+    def _after_ha_request(self, task_id: str, task: dict, info: dict, now: float) -> TaskStatus:
+        """The HA manager accepted the request; find the migration its LRM started, or keep waiting."""
+        source = task.get("source", info["node"])
+        found = self._get(f"nodes/{source}/tasks", vmid=int(info["id"]), since=info["starttime"], source="all")
+        runs = [t for t in found if t.get("type") in MIGRATION_TYPES and int(t.get("starttime", 0)) >= info["starttime"]]
+        if runs:
+            task["follow"] = max(runs, key=lambda t: (int(t["starttime"]), t["upid"]))["upid"]
+            return self.task_status(task_id, now)
+        waiting_since = task.setdefault("ha_accepted_at", now)
+        if now - waiting_since > HA_PICKUP_S:
+            self._finish(task)
+            return TaskStatus("failed", 0.0, f"the HA manager started no migration within {HA_PICKUP_S:.0f} s")
+        return TaskStatus("running", 0.0)
+
+    def _progress(self, task: dict, node: str, upid: str) -> float:
+        """From the task log's "transferred X of Y" lines, read incrementally; 0 until there is one."""
+        lines = self._get(f"nodes/{node}/tasks/{upid}/log", start=task.get("log_lines", 0), limit=500)
+        task["log_lines"] = task.get("log_lines", 0) + len(lines)
+        for line in lines:
+            if m := TRANSFER.search(str(line.get("t", ""))):
+                total = float(m[3]) * UNITS[m[4]]
+                task["progress"] = min(0.99, float(m[1]) * UNITS[m[2]] / total) if total else 0.0
+        return task.get("progress", 0.0)
+
+    def _finish(self, task: dict) -> None:
+        task["finished"] = True
+        finished = [k for k, t in self._tasks.items() if t.get("finished")]
+        for key in finished[:-FINISHED_TASKS_KEPT]:
+            del self._tasks[key]
+
+    def _ha_view(self) -> HaView:
+        """HA resources, manager status and PVE 9 rules, each only where the cluster has it."""
+        resources = self._get("cluster/ha/resources", optional=True) or []
+        status = (self._get("cluster/ha/status/manager_status", optional=True) or {}).get("manager_status", {})
+        rules = self._get("cluster/ha/rules", optional=True) or []
+        return HaView({r["sid"]: r for r in resources if "sid" in r}, status.get("service_status", {}),
+                      status.get("node_status", {}), tuple(rules))
+
+    def _get(self, path: str, *, optional: bool = False, **params: Any) -> Any:
+        return self._call(f"GET /{path}", lambda: self._api(path).get(**params), optional)
+
+    def _call(self, what: str, request: Callable[[], Any], optional: bool = False) -> Any:
+        """Every failure becomes a SourceError saying what was asked and what went wrong."""
+        where = f"{self.config.host}:{self.config.port}"
+        try:
+            return request()
+        except ResourceException as exc:
+            if optional and exc.status_code in (404, 501):
+                return None  # an older PVE without this endpoint
+            raise SourceError(f"{what}: Proxmox answered {exc.status_code} {exc.status_message}: "
+                              f"{exc.content}") from None
+        except requests.exceptions.SSLError:
+            raise SourceError(f"{what}: TLS verification of {where} failed; set verify_ssl to the "
+                              "cluster's CA bundle (or false on a trusted network only)") from None
+        except requests.exceptions.RequestException as exc:
+            raise SourceError(f"{what}: cannot reach {where} ({type(exc).__name__})") from None
+
+
+def _decode(upid: str) -> dict:
+    try:
+        return Tasks.decode_upid(upid)
+    except (AssertionError, ValueError):
+        raise SourceError(f"task {upid!r}: not a Proxmox UPID") from None

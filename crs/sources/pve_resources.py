@@ -1,0 +1,174 @@
+"""Proxmox VE API answers → a crs snapshot, refusing what must not be guessed.
+
+Pure functions over the decoded JSON of `/cluster/resources` and the HA endpoints,
+so the quirks of reference/pve-api.md are handled (and tested) in one place:
+`cpu` is a fraction of `maxcpu`; numbers may arrive as strings; stopped guests may
+lack usage fields; offline nodes may lack their sizes; templates are not guests.
+A NaN, a negative or a guest on an unknown node refuses the whole collection with
+a reason naming the entry, so stored history never takes in a half-true cluster.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import snapshot as contract
+from ..errors import CrsError
+from ..model import STATES, STATES_ON_TARGET_NODE, Snapshot
+from .base import SourceError
+
+_MISSING = object()
+DEFAULT_CORES, DEFAULT_MEMORY = 1.0, 512.0 * 2**20  # what Proxmox assumes for an unset VM config
+
+
+@dataclass(frozen=True)
+class HaView:
+    """What the HA manager says, where the cluster has one (all empty otherwise)."""
+
+    resources: dict[str, dict] = field(default_factory=dict)  # sid → /cluster/ha/resources entry
+    services: dict[str, dict] = field(default_factory=dict)  # sid → manager_status service_status entry
+    node_status: dict[str, str] = field(default_factory=dict)  # node → online, maintenance, …
+    rules: tuple[dict, ...] = ()  # /cluster/ha/rules entries (PVE 9)
+
+
+def to_snapshot(resources: list[dict], ha: HaView, moving: dict[str, str], *, cluster: str,
+                taken_at: str, manage: str = "all") -> Snapshot:
+    """The snapshot of one `/cluster/resources` answer.
+
+    `moving` maps a guest to the target of a migration this product started, the
+    only way to know where a non-HA guest with `lock: migrate` is going. `manage`
+    is `all` (every guest may be moved) or `ha` (only HA resources, as Proxmox's CRS).
+    """
+    if not isinstance(resources, list):
+        raise SourceError(f"cluster/resources: expected a list, got {type(resources).__name__}")
+    nodes, unsized = _nodes(resources, ha)
+    names = {n["name"] for n in nodes}
+    guests = [g for g in (_guest(e, names, unsized, ha, moving, manage) for e in resources
+                          if e.get("type") in ("qemu", "lxc")) if g is not None]
+    rules = _rules(ha.rules, {g["sid"] for g in guests}, sorted(names))
+    data = {"format": contract.FORMAT, "cluster": cluster, "taken_at": taken_at,
+            "nodes": nodes, "guests": guests, "rules": rules}
+    try:
+        return contract.parse(data)
+    except CrsError as exc:
+        raise SourceError(f"cluster/resources refused: {exc}") from exc
+
+
+def _nodes(resources: list[dict], ha: HaView) -> tuple[list[dict], set[str]]:
+    """Nodes with their sizes, and the names of offline nodes that report none.
+
+    An offline node often lacks maxcpu/maxmem; guessing them would show a false load,
+    so such a node and its guests are left out: nothing can move from or to it anyway.
+    """
+    nodes, unsized = [], set()
+    for e in (e for e in resources if e.get("type") == "node"):
+        where = f"cluster/resources {e.get('id', 'node')}"
+        name = _text(e, "node", where)
+        online = e.get("status") == "online"
+        if not online and ("maxcpu" not in e or "maxmem" not in e):
+            unsized.add(name)
+            continue
+        maxcpu, maxmem = number(e, "maxcpu", where), number(e, "maxmem", where)
+        node = {"name": name, "online": online, "cpus": maxcpu, "memory_bytes": maxmem,
+                "maintenance": ha.node_status.get(name) == "maintenance"}
+        if online:
+            node |= {"cpu_usage": number(e, "cpu", where) * maxcpu, "mem_usage_bytes": number(e, "mem", where)}
+        nodes.append(node)
+    return nodes, unsized
+
+
+def _guest(e: dict, nodes: set[str], unsized: set[str], ha: HaView, moving: dict[str, str],
+           manage: str) -> dict | None:
+    where = f"cluster/resources {e.get('id', e.get('type'))}"
+    if e.get("template") in (1, "1"):  # an int on the wire, a boolean in the schema
+        return None  # a template is a source for clones, not a running guest
+    node = _text(e, "node", where)
+    if node in unsized:
+        return None
+    if node not in nodes:
+        raise SourceError(f"{where}.node: {node!r} is not a node of this cluster")
+    vmid = int(number(e, "vmid", where))
+    sid = f"{'vm' if e['type'] == 'qemu' else 'ct'}:{vmid}"
+    running = e.get("status") == "running"
+    state, target = _state(sid, e, running, ha, moving, nodes)
+    maxcpu = number(e, "maxcpu", where, _MISSING if running else DEFAULT_CORES)
+    return {
+        "sid": sid, "node": node, "state": state, "target": target, "running": running,
+        "cores": maxcpu, "memory_bytes": number(e, "maxmem", where, _MISSING if running else DEFAULT_MEMORY),
+        "cpu_usage": number(e, "cpu", where, 0.0) * maxcpu if running else 0.0,
+        "mem_usage_bytes": number(e, "mem", where, 0.0) if running else 0.0,
+        "ha": manage == "all" or sid in ha.resources,
+    }
+
+
+def _state(sid: str, e: dict, running: bool, ha: HaView, moving: dict[str, str],
+           nodes: set[str]) -> tuple[str, str | None]:
+    """The HA state where HA manages the guest, else started/stopped; moving guests get their target."""
+    hastate = e.get("hastate")
+    state = hastate if hastate in STATES else ("started" if running else "stopped")
+    target = ha.services.get(sid, {}).get("target") or moving.get(sid)
+    if e.get("lock") == "migrate" and sid in moving and state == "started":
+        state = "migrate"
+    if state in STATES_ON_TARGET_NODE:
+        if target in nodes:
+            return state, target
+        return ("started" if running else "stopped"), None  # moving, but to where we cannot tell
+    return state, None
+
+
+def _rules(raw: tuple[dict, ...], sids: set[str], nodes: list[str]) -> list[dict]:
+    """PVE 9 HA rules in the snapshot's terms; disabled rules and absent guests are left out."""
+    out = []
+    for r in raw:
+        if r.get("disable") in (1, "1"):
+            continue
+        members = [s for s in _split(r.get("resources", "")) if s in sids]
+        if r.get("type") == "node-affinity" and members:
+            out.append({"id": r["rule"], "type": "node-affinity", "resources": members,
+                        "nodes": _rule_nodes(r, nodes), "strict": bool(r.get("strict", 0))})
+        elif r.get("type") == "resource-affinity" and len(members) >= 2:
+            out.append({"id": r["rule"], "type": "resource-affinity", "resources": members,
+                        "affinity": r.get("affinity", "positive")})
+    return [r for r in out if r["type"] != "node-affinity" or r["nodes"]]
+
+
+def _rule_nodes(rule: dict, nodes: list[str]) -> list[dict]:
+    listed = {}
+    for item in _split(rule.get("nodes", "")):
+        name, _, priority = item.partition(":")
+        if name in nodes:
+            listed[name] = int(priority) if priority.isdigit() else 0
+    if rule.get("affinity") == "negative":  # "not on these" = "on any of the others"
+        return [{"node": n, "priority": 0} for n in nodes if n not in listed]
+    return [{"node": n, "priority": p} for n, p in listed.items()]
+
+
+def _split(value: Any) -> list[str]:
+    items = value if isinstance(value, list) else str(value).split(",")
+    return [s.strip() for s in items if s.strip()]
+
+
+def number(entry: dict, key: str, where: str, default: Any = _MISSING) -> float:
+    """A finite, non-negative number; PVE sends some as strings ("0.00")."""
+    value = entry.get(key, default)
+    if value is _MISSING:
+        raise SourceError(f"{where}.{key}: missing")
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise SourceError(f"{where}.{key}: {entry[key]!r} is not a number") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SourceError(f"{where}.{key}: {entry.get(key, value)!r} is not a finite number")
+    if value < 0:
+        raise SourceError(f"{where}.{key}: {value!r} is negative")
+    return float(value)
+
+
+def _text(entry: dict, key: str, where: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str) or not value:
+        raise SourceError(f"{where}.{key}: {value!r} is not a name")
+    return value
