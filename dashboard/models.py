@@ -21,7 +21,7 @@ SOURCE_CHOICES = [("simulator", "simulator")]
 
 
 def percent_validators(field: str) -> list:
-    message = f"{field} must be between 0 and 100 %"
+    message = f"{field} must be between 0 and 100 %%"  # %% : Django formats messages with %
     return [MinValueValidator(0, message=message), MaxValueValidator(100, message=message)]
 
 

@@ -1,0 +1,131 @@
+"""Fixtures for the web tests. Engine tests use none of them and need no database."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+REQUIRE_SERVICES = os.environ.get("CRS_TEST_REQUIRE_SERVICES", "") in ("1", "true")
+# Migrations of the test cluster take the simulator's minimum of one second.
+FAST_SIMULATOR = {"migration_mib_s": 1e9, "nodes": 6, "hot_nodes": 2}
+
+
+def pytest_configure(config):
+    missing = [name for name in ("CRS_TEST_DATABASE_URL", "CRS_TEST_REDIS_URL") if not os.environ.get(name)]
+    if REQUIRE_SERVICES and missing:
+        raise pytest.UsageError(f"CRS_TEST_REQUIRE_SERVICES=1 but {', '.join(missing)} unset")
+
+
+def service_or_skip(name: str) -> str:
+    """The service URL from the environment; skip without it, unless CI requires the services."""
+    url = os.environ.get(name, "")
+    if not url:
+        if REQUIRE_SERVICES:
+            pytest.fail(f"{name} is required (CRS_TEST_REQUIRE_SERVICES=1)")
+        pytest.skip(f"{name} unset: this test needs the service")
+    return url
+
+
+@pytest.fixture
+def redis_url():
+    """A Redis database for this test alone: flushed before and after (that database only)."""
+    import redis
+
+    url = service_or_skip("CRS_TEST_REDIS_URL")
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.flushdb()
+
+
+@pytest.fixture
+def admin(django_user_model):
+    return django_user_model.objects.create_superuser("admin", "admin@example.com", "pw")
+
+
+@pytest.fixture
+def viewer(django_user_model):
+    """Logged in, but without permission to change settings or decide migrations."""
+    return django_user_model.objects.create_user("viewer", "viewer@example.com", "pw")
+
+
+@pytest.fixture
+def admin_client(client, admin):
+    client.force_login(admin)
+    return client
+
+
+@pytest.fixture
+def cluster(db):
+    from dashboard.models import Cluster
+
+    return Cluster.objects.create(name="test", source_kind="simulator", source_config=FAST_SIMULATOR)
+
+
+@pytest.fixture
+def collected(cluster):
+    """The cluster after one collect: it has a snapshot for rounds and approvals to check against."""
+    from dashboard.tasks import collect
+
+    collect.apply(args=[cluster.pk])  # queues the round on the in-memory broker: nobody consumes it
+    cluster.refresh_from_db()
+    return cluster
+
+
+@pytest.fixture
+def suggested(collected):
+    """A suggestion that fits the cluster's snapshot: a guest of the first node to the last node."""
+    from dashboard.models import Migration
+
+    guest = next(g for g in collected.snapshot["guests"] if g["node"] == "node01")
+    return Migration.objects.create(
+        cluster=collected, leader=guest["sid"], guests=[guest["sid"]], source="node01", target="node06",
+        imbalance_before=0.5, imbalance_after=0.4, relative_gain=0.2, margin=0.1, method="bruteforce")
+
+
+@pytest.fixture
+def eager():
+    """Run .delay() calls at once, in the caller (Celery reads its conf once; settings can't)."""
+    from dashboard.celery import app
+
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode} before listening on {port}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"nothing listens on port {port} after {timeout} s")
+
+
+def start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
+    """A server subprocess of this repository, logging to `log` (kept for CI artifacts)."""
+    return subprocess.Popen([sys.executable, *args] if args[0].endswith(".py") else args, cwd=ROOT,
+                            env={**os.environ, **env}, stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()  # SIGTERM: servers started from scripts ignore SIGINT (stack-notes.md)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -1,0 +1,46 @@
+"""The live page's WebSocket: who may connect, and that pushes arrive."""
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from dashboard import live
+from dashboard.asgi import application
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+
+
+def session_cookie(user) -> tuple[bytes, bytes]:
+    client = Client()
+    client.force_login(user)
+    return b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def test_anonymous_is_closed_with_4401(cluster):
+    communicator = WebsocketCommunicator(application, f"/ws/clusters/{cluster.pk}/", headers=[ORIGIN])
+    connected, _ = await communicator.connect()
+    assert connected
+    assert await communicator.receive_output() == {"type": "websocket.close", "code": 4401}
+
+
+async def test_foreign_origin_is_refused(admin, cluster):
+    cookie = await sync_to_async(session_cookie)(admin)
+    communicator = WebsocketCommunicator(application, f"/ws/clusters/{cluster.pk}/",
+                                         headers=[(b"origin", b"http://evil.example"), cookie])
+    connected, _ = await communicator.connect()
+    assert not connected
+
+
+async def test_logged_in_page_receives_its_clusters_pushes(admin, cluster):
+    cookie = await sync_to_async(session_cookie)(admin)
+    communicator = WebsocketCommunicator(application, f"/ws/clusters/{cluster.pk}/", headers=[ORIGIN, cookie])
+    connected, _ = await communicator.connect()
+    assert connected
+    await sync_to_async(live.push)(cluster.pk + 1, {"type": "round", "imbalance": 0.9})  # another cluster
+    await sync_to_async(live.push)(cluster.pk, {"type": "round", "imbalance": 0.4})
+    message = await communicator.receive_json_from(timeout=5)
+    assert (message["type"], message["imbalance"]) == ("round", 0.4)
+    assert await communicator.receive_nothing(timeout=0.2)
+    await communicator.disconnect()

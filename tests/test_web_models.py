@@ -1,0 +1,110 @@
+"""Settings validation, the engine bridge, migration transitions and the round lock."""
+
+import json
+
+import pytest
+from django_celery_beat.models import PeriodicTask
+
+from dashboard.forms import PolicyForm
+from dashboard.models import AuditEvent, Cluster, Migration, Policy
+
+pytestmark = pytest.mark.django_db
+
+
+def form_data(**changes):
+    data = {"mode": "static", "automation": "manual", "threshold": 30, "hold_duration": 3, "margin": 10,
+            "automatic_margin": 25, "method": "bruteforce", "imbalance_scale": "normalized", "round_interval": 10}
+    return {**data, **changes}
+
+
+def test_new_cluster_gets_proxmox_defaults(cluster):
+    policy = cluster.policy
+    assert (policy.threshold, policy.hold_duration, policy.margin, policy.method, policy.imbalance_scale) == (
+        30.0, 3, 10.0, "bruteforce", "normalized")
+    assert policy.automation == "manual"
+
+
+def test_engine_settings_turn_percent_into_fractions(cluster):
+    settings = cluster.policy.engine_settings()
+    assert settings.threshold == pytest.approx(0.3)
+    assert settings.margin == pytest.approx(0.1)
+    assert settings.hold_duration == 3
+    assert settings.auto_rebalance is False
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("threshold", 101, "threshold must be between 0 and 100 %"),
+    ("threshold", -1, "threshold must be between 0 and 100 %"),
+    ("margin", 150, "margin must be between 0 and 100 %"),
+    ("hold_duration", -1, "hold duration must be 0 or more rounds"),
+    ("round_interval", 0, "round interval must be at least 1 second"),
+    ("automatic_margin", 5, "automatic margin must be at least the margin"),
+    ("threshold", "lots", "threshold must be a number"),
+    ("mode", "fancy", "mode must be one of: basic, static, dynamic"),
+    ("method", "", "method is required"),
+])
+def test_bad_setting_is_refused_naming_the_field(cluster, field, value, message):
+    form = PolicyForm(form_data(**{field: value}), instance=cluster.policy)
+    assert not form.is_valid()
+    assert form.errors[field] == [message]
+    assert Policy.objects.get(cluster=cluster).threshold == 30.0  # nothing stored changed
+
+
+def test_settings_change_resets_hold_counter_and_audits_it(cluster, admin):
+    Cluster.objects.filter(pk=cluster.pk).update(hold_count=2)
+    form = PolicyForm(form_data(threshold=20), instance=cluster.policy)
+    assert form.is_valid(), form.errors
+    form.save_by(admin)
+    cluster.refresh_from_db()
+    assert cluster.hold_count == 0
+    event = AuditEvent.objects.get(action="settings-changed")
+    assert (event.actor, event.details) == (admin, {"changes": {"threshold": [30.0, 20.0]}})
+
+
+def test_round_interval_sets_the_clusters_beat_schedule(cluster, admin):
+    form = PolicyForm(form_data(round_interval=7), instance=cluster.policy)
+    assert form.is_valid(), form.errors
+    form.save_by(admin)
+    task = PeriodicTask.objects.get(task="dashboard.tasks.collect")
+    assert (task.interval.every, task.interval.period, json.loads(task.args)) == (7, "seconds", [cluster.pk])
+
+
+def test_deleting_a_cluster_removes_its_schedule(cluster):
+    cluster.delete()
+    assert not PeriodicTask.objects.filter(task="dashboard.tasks.collect").exists()
+
+
+@pytest.mark.parametrize("automation, gain, approves", [
+    ("manual", 0.9, False), ("automatic", 0.11, True), ("partial", 0.24, False), ("partial", 0.25, True)])
+def test_automation_level_decides_who_approves(cluster, automation, gain, approves):
+    cluster.policy.automation = automation
+    assert cluster.policy.approves_itself(gain) is approves
+
+
+def test_transition_happens_once(suggested, admin):
+    assert Migration.objects.transition(suggested.pk, "suggested", "approved", admin, decided_by=admin)
+    assert not Migration.objects.transition(suggested.pk, "suggested", "approved", admin, decided_by=admin)
+    assert not Migration.objects.transition(suggested.pk, "suggested", "rejected", admin)
+    suggested.refresh_from_db()
+    assert (suggested.state, suggested.decided_by) == ("approved", admin)
+    assert list(AuditEvent.objects.values_list("action", "actor")) == [("approved", admin.pk)]
+
+
+def test_transitions_outside_the_state_machine_are_refused(suggested):
+    with pytest.raises(AssertionError):
+        Migration.objects.transition(suggested.pk, "suggested", "done", None)
+
+
+def test_stale_suggestion_names_what_changed(suggested):
+    snapshot = suggested.cluster.snapshot
+    assert suggested.stale_reason(snapshot) == ""
+    moved = {**snapshot, "guests": [{**g, "node": "node02"} if g["sid"] == suggested.leader else g
+                                    for g in snapshot["guests"]]}
+    assert suggested.stale_reason(moved) == f"{suggested.leader} is on node02 now, not on node01"
+
+
+def test_two_rounds_of_one_cluster_never_overlap(cluster):
+    assert Cluster.objects.claim_round(cluster.pk)
+    assert not Cluster.objects.claim_round(cluster.pk)
+    Cluster.objects.release_round(cluster.pk)
+    assert Cluster.objects.claim_round(cluster.pk)

@@ -1,0 +1,128 @@
+"""Rounds, suggestions, automation and execution: in the caller, and with a real Celery worker."""
+
+import threading
+import time
+
+import pytest
+
+from dashboard.models import AuditEvent, Cluster, Migration, Policy, Round
+from dashboard.tasks import balancing_round, collect
+
+
+def set_policy(cluster, **fields):
+    policy = Policy.objects.get(cluster=cluster)
+    for name, value in fields.items():
+        setattr(policy, name, value)
+    policy.save()
+
+
+def run_rounds(cluster, count, capture):
+    for _ in range(count):
+        with capture(execute=True):
+            collect.apply(args=[cluster.pk])
+            balancing_round.apply(args=[cluster.pk])
+
+
+@pytest.mark.django_db
+def test_rounds_hold_then_suggest(cluster, django_capture_on_commit_callbacks):
+    run_rounds(cluster, 3, django_capture_on_commit_callbacks)
+    decisions = list(Round.objects.values_list("decision", "hold_count"))
+    assert decisions[:2] == [("holding", 1), ("holding", 2)]
+    assert decisions[2][0] == "migrate"
+    migration = Migration.objects.get()
+    assert (migration.state, migration.automatic) == ("suggested", False)
+    assert AuditEvent.objects.get().action == "suggested"
+
+
+@pytest.mark.django_db
+def test_hold_counter_is_persisted_between_rounds(cluster, django_capture_on_commit_callbacks):
+    run_rounds(cluster, 2, django_capture_on_commit_callbacks)
+    assert Cluster.objects.get(pk=cluster.pk).hold_count == 2
+
+
+@pytest.mark.django_db
+def test_one_suggestion_at_a_time(cluster, django_capture_on_commit_callbacks):
+    set_policy(cluster, hold_duration=0)
+    run_rounds(cluster, 3, django_capture_on_commit_callbacks)
+    assert Migration.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_suggestion_expires_when_imbalance_falls_below_threshold(cluster, django_capture_on_commit_callbacks):
+    set_policy(cluster, hold_duration=0)
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    set_policy(cluster, threshold=99)
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    migration = Migration.objects.get()
+    assert migration.state == "expired"
+    assert migration.reason.startswith("no longer suggested: ")
+
+
+@pytest.mark.django_db
+def test_partial_automation_waits_for_people_below_the_automatic_margin(cluster, django_capture_on_commit_callbacks,
+                                                                         monkeypatch):
+    monkeypatch.setattr("dashboard.tasks.execute.delay", lambda pk: None)
+    set_policy(cluster, hold_duration=0, automation="partial", automatic_margin=100)
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    assert Migration.objects.get().state == "suggested"
+
+
+@pytest.mark.django_db
+def test_refused_source_data_is_logged_not_stored(cluster, caplog):
+    Cluster.objects.filter(pk=cluster.pk).update(source_config={"nodes": "twelve"})
+    collect.apply(args=[cluster.pk])
+    assert Cluster.objects.get(pk=cluster.pk).snapshot is None
+    assert "simulator.nodes: 'twelve' is not a whole number" in caplog.text
+
+
+@pytest.mark.django_db
+def test_a_round_already_running_is_not_doubled(collected):
+    Cluster.objects.claim_round(collected.pk)
+    balancing_round.apply(args=[collected.pk])
+    assert not Round.objects.exists()
+
+
+@pytest.fixture
+def worker():
+    """A real Celery worker (threads pool) consuming the in-memory broker, as runembedded runs it."""
+    from dashboard.celery import app
+
+    controller = app.WorkController(pool="threads", concurrency=2, without_heartbeat=True, without_mingle=True,
+                                    without_gossip=True, loglevel="WARNING")
+    thread = threading.Thread(target=controller.start, daemon=True)
+    thread.start()
+    yield controller
+    controller.stop(in_sighandler=False)
+    thread.join(10)
+
+
+def wait_until(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.1)
+    raise TimeoutError(f"not true after {timeout} s: {predicate.__doc__ or predicate}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_worker_runs_round_and_automatic_migration_to_done(cluster, worker):
+    set_policy(cluster, hold_duration=0, automation="automatic")
+    collect.delay(cluster.pk)
+
+    def done():
+        """a migration is done"""
+        return Migration.objects.filter(state="done").first()
+
+    migration = wait_until(done)
+    assert migration.automatic and migration.decided_by is None and migration.progress == 1.0
+    actions = list(AuditEvent.objects.filter(migration=migration).order_by("pk").values_list("action", "actor"))
+    assert actions == [("suggested", None), ("approved", None), ("running", None), ("done", None)]
+    collect.delay(cluster.pk)
+
+    def moved():
+        """the next collect shows the guest on its target"""
+        guests = {g["sid"]: g["node"] for g in Cluster.objects.get(pk=cluster.pk).snapshot["guests"]}
+        return guests[migration.leader] == migration.target
+
+    wait_until(moved)

@@ -1,0 +1,138 @@
+"""The live page, settings form, JSON API, approve / reject and /healthz."""
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from dashboard.models import AuditEvent, Migration, Policy
+
+pytestmark = pytest.mark.django_db
+
+
+def test_page_requires_login(client, cluster):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_login_form_logs_in(client, admin, cluster):
+    response = client.post("/accounts/login/", {"username": "admin", "password": "pw"})
+    assert response.status_code == 302
+    assert client.get("/").status_code == 200
+
+
+def test_page_embeds_history_and_settings(admin_client, suggested):
+    response = admin_client.get("/")
+    assert response.status_code == 200
+    history = response.context["history"]
+    assert [m["id"] for m in history["migrations"]] == [suggested.pk]
+    body = response.content.decode()
+    assert 'id="history"' in body and 'id="ws-state"' in body and "plotly.min.js" in body
+
+
+def test_plotly_is_found_in_the_installed_package():
+    import plotly
+    from django.contrib.staticfiles import finders
+
+    found = finders.find("plotly.min.js")
+    assert found.startswith(plotly.__path__[0]) and found.endswith("package_data/plotly.min.js")
+
+
+def test_settings_form_saves_and_redirects(admin_client, cluster):
+    data = {"mode": "dynamic", "automation": "partial", "threshold": 25, "hold_duration": 2, "margin": 10,
+            "automatic_margin": 40, "method": "topsis", "imbalance_scale": "normalized", "round_interval": 5}
+    response = admin_client.post(reverse("dashboard:settings", args=[cluster.pk]), data)
+    assert response.status_code == 302
+    policy = Policy.objects.get(cluster=cluster)
+    assert (policy.mode, policy.automation, policy.threshold, policy.method) == ("dynamic", "partial", 25, "topsis")
+
+
+def test_bad_settings_form_shows_field_error_and_changes_nothing(admin_client, cluster):
+    data = {"mode": "static", "automation": "manual", "threshold": 130, "hold_duration": 3, "margin": 10,
+            "automatic_margin": 25, "method": "bruteforce", "imbalance_scale": "normalized", "round_interval": 10}
+    response = admin_client.post(reverse("dashboard:settings", args=[cluster.pk]), data)
+    assert response.status_code == 400
+    assert "threshold must be between 0 and 100 %" in response.content.decode()
+    assert Policy.objects.get(cluster=cluster).threshold == 30
+    assert not AuditEvent.objects.exists()
+
+
+def test_viewer_may_not_change_settings(client, viewer, cluster):
+    client.force_login(viewer)
+    response = client.post(reverse("dashboard:settings", args=[cluster.pk]), {"threshold": 5})
+    assert response.status_code == 403
+
+
+def test_api_settings_accepts_a_partial_change(admin_client, cluster):
+    url = reverse("dashboard:api-settings", args=[cluster.pk])
+    response = admin_client.post(url, json.dumps({"hold_duration": 0}), content_type="application/json")
+    assert response.status_code == 200
+    assert response.json()["settings"]["hold_duration"] == 0
+    assert response.json()["settings"]["threshold"] == 30
+
+
+def test_api_settings_error_names_the_field(admin_client, cluster):
+    url = reverse("dashboard:api-settings", args=[cluster.pk])
+    response = admin_client.post(url, json.dumps({"margin": -3}), content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["errors"]["margin"][0]["message"] == "margin must be between 0 and 100 %"
+
+
+def test_api_requires_login(client, cluster):
+    assert client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).status_code == 401
+
+
+def test_approve_queues_execution_once(admin_client, suggested, django_capture_on_commit_callbacks, monkeypatch):
+    started = []
+    monkeypatch.setattr("dashboard.views.execute.delay", started.append)
+    url = reverse("dashboard:approve", args=[suggested.pk])
+    with django_capture_on_commit_callbacks(execute=True):
+        first = admin_client.post(url)
+        second = admin_client.post(url)
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert started == [suggested.pk]
+    assert AuditEvent.objects.filter(action="approved").count() == 1
+    assert Migration.objects.get(pk=suggested.pk).state == "approved"
+
+
+def test_approving_a_rejected_suggestion_says_where_it_is(admin_client, suggested):
+    admin_client.post(reverse("dashboard:reject", args=[suggested.pk]))
+    response = admin_client.post(reverse("dashboard:approve", args=[suggested.pk]))
+    assert response.status_code == 409
+    assert response.json()["error"] == f"migration {suggested.pk} is rejected, not suggested"
+
+
+def test_reject_keeps_the_reason(admin_client, admin, suggested):
+    response = admin_client.post(reverse("dashboard:reject", args=[suggested.pk]), {"reason": "backup window"})
+    assert response.status_code == 200
+    migration = Migration.objects.get(pk=suggested.pk)
+    assert (migration.state, migration.reason, migration.decided_by) == ("rejected", "backup window", admin)
+    assert AuditEvent.objects.get(action="rejected").details == {"reason": "backup window"}
+
+
+def test_approving_a_stale_suggestion_expires_it(admin_client, suggested):
+    cluster = suggested.cluster
+    cluster.snapshot["guests"] = [{**g, "node": "node03"} if g["sid"] == suggested.leader else g
+                                  for g in cluster.snapshot["guests"]]
+    cluster.save()
+    response = admin_client.post(reverse("dashboard:approve", args=[suggested.pk]))
+    assert response.status_code == 409
+    assert Migration.objects.get(pk=suggested.pk).state == "expired"
+    assert "is on node03 now" in response.json()["error"]
+
+
+def test_viewer_may_not_approve(client, viewer, suggested):
+    client.force_login(viewer)
+    assert client.post(reverse("dashboard:approve", args=[suggested.pk])).status_code == 403
+    assert Migration.objects.get(pk=suggested.pk).state == "suggested"
+
+
+def test_approve_needs_post(admin_client, suggested):
+    assert admin_client.get(reverse("dashboard:approve", args=[suggested.pk])).status_code == 405
+
+
+def test_healthz_reports_database_layer_and_last_rounds(client, cluster):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"ok": True, "database": "ok", "channel_layer": "ok", "last_round": {"test": None}}
