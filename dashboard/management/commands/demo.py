@@ -1,5 +1,6 @@
 """Create the demo cluster and the admin account; safe to run again (`make run` does each time)."""
 
+import json
 import secrets
 
 from django.conf import settings
@@ -20,9 +21,12 @@ class Command(BaseCommand):
                             help="admin password (default: CRS_ADMIN_PASSWORD); generated when empty and new")
         parser.add_argument("--round-interval", type=int, default=None,
                             help="seconds between rounds of a newly created demo cluster")
+        parser.add_argument("--source-config", type=json.loads, default={},
+                            help='JSON options for a newly created demo simulator, e.g. {"migration_mib_s": 8192}')
 
-    def handle(self, *args, password: str, round_interval: int | None, **options):
-        cluster, created = Cluster.objects.get_or_create(name=DEMO_CLUSTER, defaults={"source_kind": "simulator"})
+    def handle(self, *args, password: str, round_interval: int | None, source_config: dict, **options):
+        cluster, created = Cluster.objects.get_or_create(
+            name=DEMO_CLUSTER, defaults={"source_kind": "simulator", "source_config": source_config})
         if created:
             policy = Policy.objects.get(cluster=cluster)
             policy.mode = "dynamic"  # measured usage, so the trend moves as the simulated load shifts
@@ -36,7 +40,7 @@ class Command(BaseCommand):
         if password:
             user.set_password(password)
             user.save()
-            return "login: admin / (the password in CRS_ADMIN_PASSWORD)"
+            return "login: admin / (the password given in CRS_ADMIN_PASSWORD)"
         if created:
             password = secrets.token_urlsafe(12)
             user.set_password(password)

@@ -6,6 +6,7 @@ thread-safe in-memory channel layer. Tasks, `.delay()` calls and the beat schedu
 the production ones; only the transports differ (reference/stack-notes.md, step 4c).
 """
 
+import json
 import threading
 
 from django.conf import settings
@@ -21,14 +22,16 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--round-interval", type=int, default=None,
                             help="seconds between rounds, for a demo cluster created by this run")
+        parser.add_argument("--source-config", type=json.loads, default={},
+                            help="JSON options of the simulator, for a demo cluster created by this run")
 
-    def handle(self, *args, host: str, port: int, round_interval: int | None, **options):
+    def handle(self, *args, host: str, port: int, round_interval: int | None, source_config: dict, **options):
         if settings.REDIS_URL:
             # The memory broker and channel layer do not cross processes: with Redis, run
             # `make web`, `make worker` and `make beat` instead.
             raise CommandError("REDIS_URL is set: runembedded is the single-process mode; use make web/worker/beat")
         call_command("migrate", interactive=False, verbosity=0)
-        call_command("demo", round_interval=round_interval, stdout=self.stdout)
+        call_command("demo", round_interval=round_interval, source_config=source_config, stdout=self.stdout)
 
         import daphne.server  # noqa: F401  (installs Twisted's asyncio reactor before anything else can)
         from celery.beat import EmbeddedService

@@ -1,0 +1,125 @@
+"""The dashboard in a real browser, against `manage.py runembedded` (the `make run` path).
+
+Run on their own (`pytest -m e2e`): Playwright's sync API and pytest-django's database
+setup do not mix in one process, so these tests touch no database themselves.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import free_port, start, stop, wait_for_port
+
+pytestmark = pytest.mark.e2e
+ARTIFACTS = Path(__file__).parent / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+PASSWORD = "e2e-password"
+WAIT_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def server():
+    """runembedded on a fresh SQLite file: one-second rounds, migrations that take seconds."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"DATABASE_URL": f"sqlite:///{tmp}/e2e.sqlite3", "REDIS_URL": "", "CRS_ADMIN_PASSWORD": PASSWORD,
+               "CRS_SECRET_KEY": "e2e-only"}
+        process = start(["manage.py", "runembedded", "--port", str(port), "--round-interval", "1",
+                         "--source-config", '{"migration_mib_s": 65536}'], env, ARTIFACTS / "e2e-server.log")
+        try:
+            wait_for_port(port, process)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop(process)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium (never `playwright install`)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, server, request):
+    """A logged-in page with its WebSocket open; a screenshot is kept whatever the outcome."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1100})
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(server + "/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_function("document.getElementById('ws-state')?.textContent === 'open'")
+    yield page
+    page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
+    context.close()
+    assert errors == []
+
+
+def chart_points(page) -> int:
+    return page.evaluate("document.getElementById('chart').data[0].x.length")
+
+
+def test_chart_grows_from_live_pushes(page):
+    before = chart_points(page)
+    page.wait_for_function(f"document.getElementById('chart').data[0].x.length >= {before + 3}")
+    assert page.locator("#nodes tbody tr").count() == 12
+    assert "rounds above" in page.inner_text("#hold")
+
+
+def test_changed_setting_is_applied_at_the_next_round(page):
+    page.fill("#id_threshold", "20")
+    page.fill("#id_hold_duration", "1")
+    page.click("#save-settings")
+    page.wait_for_selector("text=Settings saved")
+    page.wait_for_function("document.getElementById('ws-state')?.textContent === 'open'")
+    page.wait_for_function("document.getElementById('threshold').textContent === '20.0 %'"
+                           " && document.getElementById('hold').textContent.includes(' of 1 rounds')")
+    assert page.evaluate("document.getElementById('chart').data[1].y.at(-1)") == 20
+
+
+def test_bad_setting_shows_the_field_error(page):
+    page.fill("#id_margin", "150")
+    page.click("#save-settings")
+    assert page.inner_text("[data-field=margin]") == "margin must be between 0 and 100 %"
+
+
+def decide(page, button: str, reason: str = "") -> str:
+    """Click a pending suggestion's button; retry with the next one if a round expired it first."""
+    for _ in range(5):
+        item = page.wait_for_selector("#suggestions li")
+        migration_id = item.get_attribute("data-id")
+        if reason:
+            item.query_selector(".reason").fill(reason)
+        item.query_selector(button).click()
+        state = page.wait_for_function(
+            f"document.querySelector('#migrations tr[data-id=\"{migration_id}\"]')?.className", timeout=WAIT_MS)
+        if state.json_value() != "state-expired":
+            return migration_id
+    pytest.fail("five suggestions in a row expired before the click")
+
+
+def test_approved_suggestion_runs_to_done(page):
+    migration_id = decide(page, ".approve")
+    row = f"#migrations tr[data-id=\"{migration_id}\"]"
+    page.wait_for_selector(f"{row}.state-done", timeout=120_000)
+    assert page.inner_text(f"{row} td:last-child") == "admin"
+
+
+def test_rejected_suggestion_keeps_its_reason(page):
+    migration_id = decide(page, ".reject", reason="maintenance window tonight")
+    row = page.wait_for_selector(f"#migrations tr[data-id=\"{migration_id}\"].state-rejected")
+    assert row.get_attribute("title") == "maintenance window tonight"
