@@ -1,0 +1,74 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from engine_clusters import GIB
+
+ROOT = Path(__file__).resolve().parent.parent
+SNAPSHOT = {
+    "format": "crs-snapshot/1", "cluster": "lab", "settings": {"mode": "dynamic"},
+    "nodes": [{"name": f"node{i}", "cpus": 24, "memory_bytes": 32 * GIB} for i in (1, 2, 3)],
+    "guests": [{"sid": f"vm:10{i}", "node": "node1", "cores": 2, "memory_bytes": 4 * GIB, "cpu_usage": 2.0,
+                "mem_usage_bytes": 2 * GIB} for i in range(1, 5)],
+}
+
+
+def crs(*args):
+    return subprocess.run([sys.executable, "-m", "crs", *map(str, args)], capture_output=True, text=True, cwd=ROOT)
+
+
+@pytest.fixture
+def snapshot_file(tmp_path):
+    path = tmp_path / "lab.json"
+    path.write_text(json.dumps(SNAPSHOT))
+    return path
+
+
+def test_plan_json_follows_the_contract(snapshot_file):
+    out = crs("plan", snapshot_file, "--json")
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    assert plan["format"] == "crs-plan/1" and plan["decision"] == "migrate" and plan["imbalance"] == 1.0
+    assert set(plan["node_loads"]) == {"node1", "node2", "node3"} and plan["candidates"] == 8
+    assert plan["move"] == {"leader": "vm:101", "guests": ["vm:101"], "source": "node1", "target": "node2",
+                            "imbalance_after": plan["move"]["imbalance_after"], "relative_gain": plan["move"]["relative_gain"]}
+    assert round(plan["move"]["imbalance_after"], 2) == 0.66 and "moves" not in plan
+
+
+def test_plan_steps_lists_each_move(snapshot_file):
+    plan = json.loads(crs("plan", snapshot_file, "--json", "--steps", 3).stdout)
+    assert [(m["leader"], m["target"]) for m in plan["moves"]] == [("vm:101", "node2"), ("vm:102", "node3")]
+
+
+def test_plan_table_is_readable(snapshot_file):
+    out = crs("plan", snapshot_file).stdout
+    assert "node1" in out and "29.2%" in out and "decision: migrate" in out
+    assert "vm:101: node1 -> node2, imbalance after 0.6614 (gain 33.9%)" in out
+
+
+def test_score_ranks_nodes_for_a_guest(snapshot_file):
+    out = json.loads(crs("score", snapshot_file, "vm:101", "--json").stdout)
+    assert out["selected"] == "node2" and [r["node"] for r in out["ranking"]] == ["node2", "node3", "node1"]
+
+
+def test_bad_snapshot_exits_2_naming_the_key(tmp_path):
+    bad = dict(SNAPSHOT, guests=[dict(SNAPSHOT["guests"][0], node="node9")])
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad))
+    out = crs("plan", path, "--json")
+    assert out.returncode == 2 and out.stdout == ""
+    assert "guests[0].node: 'node9' is not a node of this snapshot" in out.stderr
+
+
+def test_unreadable_and_non_json_files_exit_2(tmp_path):
+    assert crs("plan", tmp_path / "missing.json").returncode == 2
+    (tmp_path / "x.json").write_text("{nope")
+    assert "not JSON" in crs("plan", tmp_path / "x.json").stderr
+
+
+def test_engine_imports_no_web_code():
+    code = "import sys, crs.cli, crs.balancer, crs.sources; print(sorted({m.split('.')[0] for m in sys.modules} & {'django', 'celery', 'channels'}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,63 @@
+import numpy as np
+import pytest
+from engine_clusters import GIB, pve_crate_cluster
+
+from crs import topsis
+from crs.errors import CrsError
+from crs.placement import WEIGHTS, score_nodes
+
+
+def test_minimized_criteria_prefer_the_smaller_values():
+    matrix = np.array([[1.0, 1.0], [2.0, 2.0], [1.5, 1.5]])
+    assert list(topsis.rank(matrix, (-1.0, -1.0))) == [0, 2, 1]
+    assert list(topsis.rank(matrix, (1.0, 1.0))) == [1, 2, 0]
+
+
+def test_weights_enter_squared_so_the_heavy_criterion_dominates():
+    # alt 0 is better on the weight-1 criterion, alt 1 on the weight-3 one
+    matrix = np.array([[1.0, 2.0], [2.0, 1.0]])
+    assert list(topsis.rank(matrix, (-1.0, -3.0))) == [1, 0]
+
+
+def test_equal_alternatives_score_zero_and_keep_input_order():
+    matrix = np.array([[1.0, 2.0]] * 3)
+    assert list(topsis.scores(matrix, (-1.0, -2.0))) == [0.0, 0.0, 0.0]
+    assert list(topsis.rank(matrix, (-1.0, -2.0))) == [0, 1, 2]
+
+
+def test_single_alternative_scores_zero():
+    assert list(topsis.scores(np.array([[3.0, 4.0]]), (-1.0, 1.0))) == [0.0]
+
+
+def test_zero_weights_are_refused():
+    with pytest.raises(CrsError, match="weights"):
+        topsis.scores(np.array([[1.0]]), (0.0,))
+
+
+def test_chunked_best_equals_ranking_of_the_whole_matrix():
+    rng = np.random.default_rng(3)
+    matrix = rng.uniform(1, 2, size=(1000, 4))
+    chunks = lambda: (matrix[i : i + 77] for i in range(0, 1000, 77))  # noqa: E731
+    assert topsis.best(chunks, WEIGHTS) == int(topsis.rank(matrix, WEIGHTS)[0])
+
+
+def _ranking(snap, sid):
+    scores = score_nodes(snap, sid)
+    return sorted(scores, key=lambda n: (scores[n], n))
+
+
+START = {  # proxmox-resource-scheduling tests/scheduler.rs start-node rankings
+    "memory-heavy": ((1, 12 * GIB), ["node2", "node3", "node1"], ["node2", "node1", "node3"]),
+    "cpu-heavy": ((12, 0), ["node1", "node3", "node2"], ["node3", "node2", "node1"]),
+    "unlimited-cpu": ((0, 0), ["node1", "node3", "node2"], ["node1", "node3", "node2"]),
+    "combined": ((12, 12 * GIB), ["node2", "node3", "node1"], ["node2", "node1", "node3"]),
+}
+
+
+@pytest.mark.parametrize("case", START)
+@pytest.mark.parametrize("heterogeneous", [False, True])
+def test_start_node_ranking_matches_proxmox(case, heterogeneous):
+    (cores, memory), homogeneous_order, heterogeneous_order = START[case]
+    guest = {"sid": "vm:200", "node": "node1", "state": "stopped", "cores": cores, "memory_bytes": memory}
+    snap = pve_crate_cluster(heterogeneous, guests=[guest])
+    assert _ranking(snap, "vm:200") == (heterogeneous_order if heterogeneous else homogeneous_order)
