@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ import numpy as np
 from .balancer import run_round
 from .decision import RoundState
 from .model import METHODS, MODES, SCALES, Settings
+from .sources.base import SourceError
 from .sources.config import ConfigError
 from .sources.simulator import Simulator, parse_config
 from .sources.trace import SAMPLE_SECONDS
@@ -149,13 +151,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    config = _source_config(args)
-    cluster = Simulator(parse_config(config))
-    rounds = args.rounds if args.rounds is not None else _rounds_for(args, cluster.trace.samples)
-    if rounds < 1:
-        raise ConfigError(f"--rounds/--hours: {rounds} rounds; must be at least 1")
     began = time.perf_counter()
-    result = replay(config, settings, rounds)
+    try:
+        config = _source_config(args)
+        samples = Simulator(parse_config(config)).trace.samples
+        rounds = args.rounds if args.rounds is not None else _rounds_for(args, samples)
+        if rounds < 1:
+            raise ConfigError(f"--rounds/--hours: {rounds} rounds; must be at least 1")
+        result = replay(config, settings, rounds)
+    except SourceError as exc:  # a CrsError (bad policy value) is reported by the CLI itself
+        print(f"crs: {exc}", file=sys.stderr)
+        return 2
     out = summary(result) | {"runtime_s": time.perf_counter() - began}
     if args.html:
         from .replay_report import write_html
