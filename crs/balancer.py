@@ -13,14 +13,15 @@ from dataclasses import replace
 from .bundles import movable_bundles
 from .decision import Explanation, Move, RoundResult, RoundState
 from .imbalance import imbalance, relative_gain
-from .model import Settings, Snapshot
+from .model import Guards, Settings, Snapshot
 from .moves import Cluster, Scored, best_bruteforce, best_topsis
 from .rules import compile_rules
 from .usage import demand, node_stats
 
 
 def run_round(
-    snapshot: Snapshot, settings: Settings, state: RoundState, *, proxmox_gate: bool = False
+    snapshot: Snapshot, settings: Settings, state: RoundState, *, proxmox_gate: bool = False,
+    guards: Guards = Guards(),
 ) -> RoundResult:
     """One round. With `proxmox_gate`, auto-rebalance off or mode basic means no round at
     all, as in Proxmox; the product instead always evaluates and lets the automation
@@ -54,7 +55,7 @@ def run_round(
         return result("holding", f"Imbalance {_fmt(current)} has been above the threshold "
                       f"{_fmt(settings.threshold)} for {hold} of {settings.hold_duration} rounds: "
                       "waiting to see that it lasts.", RoundState(hold))
-    cluster = Cluster(stats, movable_bundles(snapshot, compile_rules(snapshot), settings.mode),
+    cluster = Cluster(stats, movable_bundles(snapshot, compile_rules(snapshot), settings.mode, guards),
                       settings.imbalance_scale)
     candidates = cluster.candidate_count()
     scored = (best_topsis if settings.method == "topsis" else best_bruteforce)(cluster)
@@ -118,3 +119,34 @@ def apply_move(snapshot: Snapshot, move: Move) -> Snapshot:
                         mem_usage_bytes=max(0.0, (n.mem_usage_bytes or 0.0) + sign * mem))
         nodes.append(n)
     return replace(snapshot, guests=guests, nodes=tuple(nodes))
+
+
+def stale_reason(snapshot: Snapshot, move: Move, guards: Guards = Guards()) -> str | None:
+    """Why `move` must not run on this (fresh) snapshot, or None if it still may.
+
+    A suggestion waits for a person; meanwhile guests move, nodes fail and rules change.
+    Executing it on stale data is what admins fear most, so it is re-checked right
+    before it starts: same guests on the same source, target usable and allowed, no
+    guest resting after a recent migration.
+    """
+    guests = {g.sid: g for g in snapshot.guests}
+    for sid in move.guests:
+        guest = guests.get(sid)
+        if guest is None:
+            return f"{sid} no longer exists"
+        if guest.node != move.source or guest.state != "started":
+            return f"{sid} is no longer running on {move.source} (now {guest.state} on {guest.node})"
+        if sid in guards.resting:
+            return f"{sid} is in its cooldown after a recent migration"
+    nodes = {n.name: n for n in snapshot.nodes}
+    if move.target not in nodes or not nodes[move.target].usable:
+        return f"{move.target} is offline, in maintenance or gone"
+    mode = snapshot.settings.mode
+    bundle = next((b for b in movable_bundles(snapshot, compile_rules(snapshot), mode, guards)
+                   if b.leader == move.leader), None)
+    if bundle is None or set(bundle.guests) != set(move.guests):
+        return f"the rules no longer let {' + '.join(move.guests)} move together"
+    allowed = bundle.targets if bundle.targets is not None else tuple(n for n in nodes if n != move.source)
+    if move.target not in allowed:
+        return f"the rules no longer allow {move.leader} on {move.target}"
+    return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import Snapshot
+from .model import Guards, Snapshot
 from .rules import CompiledRules, node_affinity, resource_affinity
 from .usage import demand, usable_nodes
 
@@ -25,7 +25,7 @@ class Bundle:
     targets: tuple[str, ...] | None  # allowed targets in name order; None = every other usable node
 
 
-def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str) -> list[Bundle]:
+def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str, guards: Guards = Guards()) -> list[Bundle]:
     """Active stationary bundles with at least one allowed target, by leader name."""
     guests = {g.sid: g for g in snapshot.guests}
     online = usable_nodes(snapshot)
@@ -46,11 +46,16 @@ def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str) -> list
                 members.append(partner)
         if not members or len({m.node for m in members}) > 1 or not all(m.auto_rebalance for m in members):
             continue
+        if any(m.sid in guards.resting for m in members):
+            continue
         members.sort(key=lambda g: g.sid)
         leader = members[0]
         if leader.sid in out or leader.node not in online_set:
             continue
         targets = _targets(rules, leader.sid, leader.node, guests, online)
+        barred = {node for m in members for sid, node in guards.barred if sid == m.sid} if guards.barred else ()
+        if barred:
+            targets = tuple(n for n in (targets if targets is not None else online) if n not in barred and n != leader.node)
         if targets == ():
             continue
         cpu = mem = 0.0

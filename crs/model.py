@@ -47,6 +47,18 @@ class Settings:
 
 
 @dataclass(frozen=True, slots=True)
+class Guards:
+    """What the product adds to Proxmox's rules against thrashing; empty = Proxmox exactly.
+
+    Admins of every peer balancer complain about ping-pong and about suggestions they
+    already rejected coming back; the web side derives these sets from its history.
+    """
+
+    resting: frozenset[str] = frozenset()  # guests in cooldown after a migration: not moved
+    barred: frozenset[tuple[str, str]] = frozenset()  # (guest, node) not to suggest: way back, rejected
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str
     cpus: float  # CPU threads of the host

@@ -118,3 +118,33 @@ def test_reported_imbalance_after_equals_a_direct_recomputation(caps, guests, mo
     # Proxmox evaluates "as if moved" by adding the bundle to the target's sum, a
     # recomputation sums guests in sid order: the two may differ in the last bit.
     assert result.move.imbalance_after == pytest.approx(truncated(direct), abs=2e-15)
+
+
+def test_guards_keep_resting_guests_and_barred_targets_out_of_suggestions():
+    from crs.model import Guards
+
+    snap = four_on_one(hold_duration=0)
+    resting = Guards(resting=frozenset({"vm:101"}))
+    assert run_round(snap, snap.settings, RoundState(), guards=resting).move.leader == "vm:102"
+    barred = Guards(barred=frozenset({("vm:101", "node2"), ("vm:102", "node2"), ("vm:103", "node2"), ("vm:104", "node2")}))
+    assert run_round(snap, snap.settings, RoundState(), guards=barred).move.target == "node3"
+    everything = Guards(resting=frozenset(f"vm:10{i}" for i in range(1, 5)))
+    assert run_round(snap, snap.settings, RoundState(), guards=everything).decision == "no-candidate"
+
+
+def test_a_suggestion_is_stale_once_its_guest_moved_or_its_target_left():
+    from crs.balancer import stale_reason
+    from crs.model import Guards
+
+    snap = four_on_one(hold_duration=0)
+    move = plan(snap).move
+    assert stale_reason(snap, move) is None
+    assert "no longer running on node1" in stale_reason(apply_move(snap, move), move)
+    down = snap.with_nodes(tuple(n if n.name != "node2" else n.__class__(n.name, n.cpus, n.memory_bytes, online=False) for n in snap.nodes))
+    assert "node2 is offline" in stale_reason(down, move)
+    assert "cooldown" in stale_reason(snap, move, Guards(resting=frozenset({"vm:101"})))
+    pinned = snapshot([node(f"node{i}", 24, 32 * GIB) for i in (1, 2, 3)],
+                      [vm(f"vm:10{i}", "node1", cpu=2.0, mem=2 * GIB) for i in range(1, 5)],
+                      [{"id": "pin", "type": "node-affinity", "resources": ["vm:101"], "nodes": ["node1", "node3"], "strict": True}],
+                      mode="dynamic")
+    assert "no longer allow vm:101 on node2" in stale_reason(pinned, move)
