@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -37,7 +37,7 @@ class Migration:
     source: str
     target: str
     started_s: float  # trace seconds since the replay began
-    outcome: str  # done, failed, or running when the replay ended
+    outcome: str = "running"  # done, failed, or still running when the replay ended
     reason: str = ""
 
 
@@ -67,32 +67,22 @@ def replay(source_config: dict, settings: Settings, rounds: int) -> Replay:
         for task_id in list(running):
             status = cluster.task_status(task_id, now)
             if status.state != "running":
-                migrations.append(running.pop(task_id)._ended(status.state, status.reason))
+                migrations.append(replace(running.pop(task_id), outcome=status.state, reason=status.reason))
         result = run_round(snap, settings, state)
         state = result.state
         series.append((r * interval * trace_per_caller_s, result.imbalance, result.decision, result.node_loads))
         if result.decision == "migrate" and result.move:
             for sid in result.move.guests:
                 task_id = cluster.migrate(sid, result.move.target, now)
-                running[task_id] = _Started(sid, snap.guest(sid).node, result.move.target, series[-1][0])
-    migrations += [m._ended("running", "") for m in running.values()]
+                running[task_id] = Migration(sid, snap.guest(sid).node, result.move.target, series[-1][0])
+    migrations += running.values()
     migrations.sort(key=lambda m: (m.started_s, m.sid))
     trace_s, values, decisions, loads = zip(*series) if series else ((), (), (), ())
     return Replay(settings, tuple(trace_s), tuple(values), tuple(decisions), tuple(loads), tuple(migrations))
 
 
-@dataclass(frozen=True, slots=True)
-class _Started:
-    sid: str
-    source: str
-    target: str
-    started_s: float
-
-    def _ended(self, outcome: str, reason: str) -> Migration:
-        return Migration(self.sid, self.source, self.target, self.started_s, outcome, reason)
-
-
-def ping_pongs(migrations: tuple[Migration, ...], window_s: float = PING_PONG_WINDOW_S) -> list[tuple[Migration, Migration]]:
+def ping_pongs(migrations: tuple[Migration, ...],
+               window_s: float = PING_PONG_WINDOW_S) -> list[tuple[Migration, Migration]]:
     """Pairs of completed moves of one guest where the second sends it back within `window_s`."""
     last: dict[str, Migration] = {}
     pairs = []

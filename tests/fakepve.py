@@ -121,9 +121,10 @@ class FakePve:
 
     def _task(self, node: str, kind: str, vmid: int, extra: dict) -> str:
         self._clock += 2
-        upid = f"UPID:{node}:{0x1F000 + len(self.tasks):08X}:{0x10F9374C:08X}:{self._clock:08X}:{kind}:{vmid}:root@pam!crs:"
+        pid = 0x1F000 + len(self.tasks)
+        upid = f"UPID:{node}:{pid:08X}:{0x10F9374C:08X}:{self._clock:08X}:{kind}:{vmid}:root@pam!crs:"
         self.tasks[upid] = {"upid": upid, "node": node, "type": kind, "id": str(vmid), "user": "root@pam!crs",
-                            "pid": 0x1F000 + len(self.tasks), "pstart": 0x10F9374C, "starttime": self._clock,
+                            "pid": pid, "pstart": 0x10F9374C, "starttime": self._clock,
                             "status": "running", "log": [f"starting {kind} of {vmid}"], **extra}
         if kind == "hamigrate":
             self.tasks[upid] |= {"status": "stopped", "exitstatus": "OK", "endtime": self._clock}

@@ -1,5 +1,6 @@
 """The simulated cluster: what a demo user and `crs replay` rely on."""
 
+import gzip
 import json
 
 import pytest
@@ -203,3 +204,12 @@ def test_what_if_cluster_refuses_a_bad_snapshot_naming_the_key():
     bad = {"format": "crs-snapshot/1", "nodes": [{"name": "a", "cpus": -1, "memory_bytes": 1}]}
     with pytest.raises(ConfigError, match=r"nodes\[0\].cpus: -1 is out of range"):
         open_source("snapshot", {"snapshot": bad}, None)
+
+
+def test_trace_with_a_negative_value_is_refused_naming_the_row(tmp_path):
+    rows = ["vm_id,timestamp,cpu_cores,cpu_usage_pct,mem_capacity_kb,mem_usage_kb",
+            "1,1372809600,2,5.0,1048576,1000", "1,1372809900,2,-5.0,1048576,1000"]
+    with gzip.open(tmp_path / "usage-bad.csv.gz", "wt") as f:
+        f.write("\n".join(rows) + "\n")
+    with pytest.raises(SourceError, match="data row 2 has a negative or non-finite value"):
+        sim(trace=str(tmp_path))

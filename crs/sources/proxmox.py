@@ -158,7 +158,8 @@ class Proxmox:
         """The HA manager accepted the request; find the migration its LRM started, or keep waiting."""
         source = task.get("source", info["node"])
         found = self._get(f"nodes/{source}/tasks", vmid=int(info["id"]), since=info["starttime"], source="all")
-        runs = [t for t in found if t.get("type") in MIGRATION_TYPES and int(t.get("starttime", 0)) >= info["starttime"]]
+        runs = [t for t in found
+                if t.get("type") in MIGRATION_TYPES and int(t.get("starttime", 0)) >= info["starttime"]]
         if runs:
             task["follow"] = max(runs, key=lambda t: (int(t["starttime"]), t["upid"]))["upid"]
             return self.task_status(task_id, now)
