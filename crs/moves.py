@@ -188,9 +188,12 @@ def _topsis_criteria(cluster: Cluster, exact: bool, with_criteria: bool = True) 
         src, src_cpu, src_mem = cluster.moved_source(rows)
         tgt_cpu = cluster.cpu[c] + cluster.bcpu[rows]
         tgt_mem = cluster.mem[c] + cluster.bmem[rows]
-        cpu = fold(cluster.cpu / cluster.maxcpu, src, src_cpu / cluster.maxcpu[src], c, tgt_cpu / cluster.maxcpu[c])
-        mem = fold(cluster.mem / cluster.maxmem, src, src_mem / cluster.maxmem[src], c, tgt_mem / cluster.maxmem[c])
-        yield rows, c, np.column_stack([cpu[0], cpu[1], mem[0], mem[1]])
+        criteria = np.empty((rows.size, 4), order="F")  # column-major: TOPSIS works per criterion
+        criteria[:, 0], criteria[:, 1] = fold(cluster.cpu / cluster.maxcpu, src, src_cpu / cluster.maxcpu[src],
+                                              c, tgt_cpu / cluster.maxcpu[c])
+        criteria[:, 2], criteria[:, 3] = fold(cluster.mem / cluster.maxmem, src, src_mem / cluster.maxmem[src],
+                                              c, tgt_mem / cluster.maxmem[c])
+        yield rows, c, criteria
 
 
 def _folded_criteria(base: np.ndarray, src, src_util, tgt, tgt_util) -> tuple[np.ndarray, np.ndarray]:
@@ -219,8 +222,10 @@ def _incremental_criteria(base: np.ndarray, src, src_util, tgt, tgt_util) -> tup
     last bits, which only matters between candidates that tie to ~1e-15."""
     squares = float(np.dot(base, base)) - base[src] ** 2 - base[tgt] ** 2 + src_util**2 + tgt_util**2
     top = np.argsort(base)[::-1][:3]
-    others = np.full(src.size, 0.0)
-    for i in top[::-1]:
-        others = np.where((src != i) & (tgt != i), np.maximum(others, base[i]), others)
+    values = np.concatenate([base[top], np.zeros(3 - top.size)])
+    top = np.concatenate([top, np.full(3 - top.size, -1)])
+    first_out = (src == top[0]) | (tgt == top[0])
+    second_out = (src == top[1]) | (tgt == top[1])
+    others = np.where(first_out, np.where(second_out, values[2], values[1]), values[0])  # max of the untouched
     high = np.maximum(np.maximum(others, src_util), tgt_util)
     return 1.0 + np.sqrt(np.maximum(squares, 0.0) / base.size), 1.0 + high

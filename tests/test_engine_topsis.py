@@ -61,3 +61,21 @@ def test_start_node_ranking_matches_proxmox(case, heterogeneous):
     guest = {"sid": "vm:200", "node": "node1", "state": "stopped", "cores": cores, "memory_bytes": memory}
     snap = pve_crate_cluster(heterogeneous, guests=[guest])
     assert _ranking(snap, "vm:200") == (heterogeneous_order if heterogeneous else homogeneous_order)
+
+
+def test_topsis_at_scale_picks_the_same_move_as_the_exact_fold(monkeypatch):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from make_snapshot import synthetic
+
+    from crs import moves
+    from crs.balancer import plan
+    from crs.snapshot import parse
+
+    snap = parse(synthetic(30, 400, "dynamic", "topsis"))
+    exact = plan(snap).move
+    monkeypatch.setattr(moves, "EXACT_TOPSIS_CELLS", 0)  # force the O(1) criteria
+    monkeypatch.setattr(moves, "CHUNK_CELLS", 1000)  # and many small chunks
+    assert plan(snap).move == exact
