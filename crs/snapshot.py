@@ -8,12 +8,12 @@ refusal names the key path and the offending value, so an admin can fix the file
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any
 
 from .errors import RuleError, SnapshotError
+from .fields import MISSING, Fields
 from .model import (
     METHODS,
     MODES,
@@ -31,7 +31,7 @@ from .model import (
 
 FORMAT = "crs-snapshot/1"
 SID_PATTERN = re.compile(r"^(vm|ct):[0-9]+$")
-_MISSING = object()
+_f = Fields(SnapshotError)
 _STATE_NAMES = tuple(sorted(STATES))
 _GUEST_KEYS = frozenset(Guest.__dataclass_fields__)
 _NODE_KEYS = frozenset(Node.__dataclass_fields__)
@@ -84,44 +84,42 @@ def parse_settings(raw: Any, path: str = "settings") -> Settings:
     """Validate a settings object; absent keys take Proxmox's defaults."""
     if not isinstance(raw, dict):
         raise SnapshotError(f"{path}: expected an object, got {raw!r}")
-    _refuse_unknown(raw, path, set(Settings.__dataclass_fields__))
+    _f.refuse_unknown(raw, set(Settings.__dataclass_fields__), path)
     d = Settings()
     return Settings(
-        mode=_choice(raw, "mode", path, MODES, d.mode),
-        auto_rebalance=_bool(raw, "auto_rebalance", path, d.auto_rebalance),
-        threshold=_number(raw, "threshold", path, d.threshold, low=0.0),
-        hold_duration=_integer(raw, "hold_duration", path, d.hold_duration),
-        margin=_number(raw, "margin", path, d.margin, low=0.0, high=1.0),
-        method=_choice(raw, "method", path, METHODS, d.method),
-        imbalance_scale=_choice(raw, "imbalance_scale", path, SCALES, d.imbalance_scale),
-        rebalance_on_start=_bool(raw, "rebalance_on_start", path, d.rebalance_on_start),
+        mode=_f.choice(raw, "mode", path, MODES, d.mode),
+        auto_rebalance=_f.boolean(raw, "auto_rebalance", path, d.auto_rebalance),
+        threshold=_f.number(raw, "threshold", path, d.threshold, low=0.0),
+        hold_duration=_f.integer(raw, "hold_duration", path, d.hold_duration),
+        margin=_f.number(raw, "margin", path, d.margin, low=0.0, high=1.0),
+        method=_f.choice(raw, "method", path, METHODS, d.method),
+        imbalance_scale=_f.choice(raw, "imbalance_scale", path, SCALES, d.imbalance_scale),
+        rebalance_on_start=_f.boolean(raw, "rebalance_on_start", path, d.rebalance_on_start),
     )
 
 
 def _parse_node(raw: Any, path: str) -> Node:
-    _expect_object(raw, path)
-    _refuse_unknown(raw, path, _NODE_KEYS)
+    _f.refuse_unknown(raw, _NODE_KEYS, path)
     return Node(
-        name=_name(raw, "name", path),
-        cpus=_number(raw, "cpus", path, _MISSING, low=0.0, exclusive_low=True),
-        memory_bytes=_number(raw, "memory_bytes", path, _MISSING, low=0.0, exclusive_low=True),
-        online=_bool(raw, "online", path, True),
-        maintenance=_bool(raw, "maintenance", path, False),
-        cpu_usage=_optional_number(raw, "cpu_usage", path),
-        mem_usage_bytes=_optional_number(raw, "mem_usage_bytes", path),
+        name=_f.text(raw, "name", path),
+        cpus=_f.number(raw, "cpus", path, MISSING, low=0.0, exclusive_low=True),
+        memory_bytes=_f.number(raw, "memory_bytes", path, MISSING, low=0.0, exclusive_low=True),
+        online=_f.boolean(raw, "online", path, True),
+        maintenance=_f.boolean(raw, "maintenance", path, False),
+        cpu_usage=_f.optional_number(raw, "cpu_usage", path, low=0.0),
+        mem_usage_bytes=_f.optional_number(raw, "mem_usage_bytes", path, low=0.0),
     )
 
 
 def _parse_guest(raw: Any, path: str, nodes: set[str]) -> Guest:
-    _expect_object(raw, path)
-    _refuse_unknown(raw, path, _GUEST_KEYS)
-    sid = raw.get("sid", _MISSING)
-    if sid is _MISSING:
+    _f.refuse_unknown(raw, _GUEST_KEYS, path)
+    sid = raw.get("sid", MISSING)
+    if sid is MISSING:
         raise SnapshotError(f"{path}.sid: missing")
     if not isinstance(sid, str) or not SID_PATTERN.match(sid):
         raise SnapshotError(f"{path}.sid: {sid!r} is not 'vm:<id>' or 'ct:<id>'")
-    node = _known_node(raw.get("node", _MISSING), f"{path}.node", nodes)
-    state = _choice(raw, "state", path, _STATE_NAMES, "started")
+    node = _known_node(raw.get("node", MISSING), f"{path}.node", nodes)
+    state = _f.choice(raw, "state", path, _STATE_NAMES, "started")
     target = raw.get("target")
     if target is not None:
         target = _known_node(target, f"{path}.target", nodes)
@@ -131,22 +129,22 @@ def _parse_guest(raw: Any, path: str, nodes: set[str]) -> Guest:
         sid=sid,
         node=node,
         state=state,
-        cores=_number(raw, "cores", path, 1.0, low=0.0),
-        memory_bytes=_number(raw, "memory_bytes", path, 512.0 * 2**20, low=0.0),
-        cpu_usage=_number(raw, "cpu_usage", path, 0.0, low=0.0),
-        mem_usage_bytes=_number(raw, "mem_usage_bytes", path, 0.0, low=0.0),
-        ha=_bool(raw, "ha", path, True),
-        auto_rebalance=_bool(raw, "auto_rebalance", path, True),
+        cores=_f.number(raw, "cores", path, 1.0, low=0.0),
+        memory_bytes=_f.number(raw, "memory_bytes", path, 512.0 * 2**20, low=0.0),
+        cpu_usage=_f.number(raw, "cpu_usage", path, 0.0, low=0.0),
+        mem_usage_bytes=_f.number(raw, "mem_usage_bytes", path, 0.0, low=0.0),
+        ha=_f.boolean(raw, "ha", path, True),
+        auto_rebalance=_f.boolean(raw, "auto_rebalance", path, True),
         target=target,
-        running=_bool(raw, "running", path, True),
+        running=_f.boolean(raw, "running", path, True),
     )
 
 
 def parse_rule(raw: Any, path: str, sids: set[str], nodes: set[str]) -> Rule:
-    _expect_object(raw, path)
-    rule_id = _name(raw, "id", path)
-    kind = _choice(raw, "type", path, ("node-affinity", "resource-affinity"), _MISSING)
-    resources = raw.get("resources", _MISSING)
+    _f.refuse_unknown(raw, {"id", "type", "resources", "nodes", "strict", "affinity"}, path)
+    rule_id = _f.text(raw, "id", path)
+    kind = _f.choice(raw, "type", path, ("node-affinity", "resource-affinity"), MISSING)
+    resources = raw.get("resources", MISSING)
     if not isinstance(resources, list) or not resources:
         raise RuleError(f"{path}.resources: {resources!r} is not a non-empty list of guest sids")
     for i, sid in enumerate(resources):
@@ -155,15 +153,15 @@ def parse_rule(raw: Any, path: str, sids: set[str], nodes: set[str]) -> Rule:
     if len(set(resources)) != len(resources):
         raise RuleError(f"{path}.resources: {resources!r} lists a guest twice")
     if kind == "node-affinity":
-        _refuse_unknown(raw, path, {"id", "type", "resources", "nodes", "strict"})
+        _f.refuse_unknown(raw, {"id", "type", "resources", "nodes", "strict"}, path)
         return NodeAffinityRule(
-            rule_id, tuple(resources), _rule_nodes(raw.get("nodes", _MISSING), f"{path}.nodes", nodes),
-            strict=_bool(raw, "strict", path, False),
+            rule_id, tuple(resources), _rule_nodes(raw.get("nodes", MISSING), f"{path}.nodes", nodes),
+            strict=_f.boolean(raw, "strict", path, False),
         )
-    _refuse_unknown(raw, path, {"id", "type", "resources", "affinity"})
+    _f.refuse_unknown(raw, {"id", "type", "resources", "affinity"}, path)
     if len(resources) < 2:
         raise RuleError(f"{path}.resources: a resource-affinity rule needs at least two guests")
-    affinity = _choice(raw, "affinity", path, ("positive", "negative"), _MISSING)
+    affinity = _f.choice(raw, "affinity", path, ("positive", "negative"), MISSING)
     return ResourceAffinityRule(rule_id, tuple(resources), affinity)
 
 
@@ -175,27 +173,14 @@ def _rule_nodes(raw: Any, path: str, nodes: set[str]) -> tuple[tuple[str, int], 
         if isinstance(entry, str):  # "node" or "node:priority", as in rules.cfg
             name, _, prio = entry.partition(":")
             entry = {"node": name, "priority": int(prio) if prio.isdigit() else (prio or 0)}
-        _expect_object(entry, f"{path}[{i}]")
-        name = _known_node(entry.get("node", _MISSING), f"{path}[{i}].node", nodes)
-        out.append((name, _integer(entry, "priority", f"{path}[{i}]", 0)))
+        _f.refuse_unknown(entry, {"node", "priority"}, f"{path}[{i}]")
+        name = _known_node(entry.get("node", MISSING), f"{path}[{i}].node", nodes)
+        out.append((name, _f.integer(entry, "priority", f"{path}[{i}]", 0)))
     _refuse_duplicates([n for n, _ in out], path, "node")
     return tuple(out)
 
 
-# -- field helpers: each names the key path and the allowed values ----------------
-
-
-def _expect_object(raw: Any, path: str) -> None:
-    if not isinstance(raw, dict):
-        raise SnapshotError(f"{path}: expected an object, got {raw!r}")
-
-
-def _refuse_unknown(raw: dict, path: str, allowed: set[str] | frozenset[str]) -> None:
-    if raw.keys() <= allowed:
-        return
-    unknown = sorted(set(raw) - allowed)
-    if unknown:
-        raise SnapshotError(f"{path}.{unknown[0]}: unknown key; allowed: {', '.join(sorted(allowed))}")
+# -- helpers ----------------------------------------------------------------------
 
 
 def _refuse_duplicates(values: list[str], path: str, key: str) -> None:
@@ -213,66 +198,11 @@ def _parse_list(data: dict, key: str, parse_item: Any) -> list:
     return [parse_item(item, f"{key}[{i}]") for i, item in enumerate(raw)]
 
 
-def _name(raw: dict, key: str, path: str) -> str:
-    value = raw.get(key, _MISSING)
-    if value is _MISSING:
-        raise SnapshotError(f"{path}.{key}: missing")
-    if not isinstance(value, str) or not value.strip():
-        raise SnapshotError(f"{path}.{key}: {value!r} is not a non-empty string")
-    return value
-
-
 def _known_node(value: Any, path: str, nodes: set[str]) -> str:
-    if value is _MISSING:
+    if value is MISSING:
         raise SnapshotError(f"{path}: missing")
     if value not in nodes:
         raise SnapshotError(f"{path}: {value!r} is not a node of this snapshot")
-    return value
-
-
-def _choice(raw: dict, key: str, path: str, allowed: tuple[str, ...], default: Any) -> Any:
-    value = raw.get(key, default)
-    if value is _MISSING:
-        raise SnapshotError(f"{path}.{key}: missing; allowed: {', '.join(allowed)}")
-    if value not in allowed:
-        raise SnapshotError(f"{path}.{key}: {value!r} is not one of {', '.join(allowed)}")
-    return value
-
-
-def _bool(raw: dict, key: str, path: str, default: bool) -> bool:
-    value = raw.get(key, default)
-    if not isinstance(value, bool):
-        raise SnapshotError(f"{path}.{key}: {value!r} is not true or false")
-    return value
-
-
-def _number(raw: dict, key: str, path: str, default: Any, *, low: float | None = None,
-            high: float | None = None, exclusive_low: bool = False) -> float:
-    value = raw.get(key, default)
-    if value is _MISSING:
-        raise SnapshotError(f"{path}.{key}: missing")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise SnapshotError(f"{path}.{key}: {value!r} is not a finite number")
-    if low is not None and (value < low or (exclusive_low and value == low)):
-        bound = f"> {low:g}" if exclusive_low else f">= {low:g}"
-        raise SnapshotError(f"{path}.{key}: {value!r} is out of range; must be {bound}")
-    if high is not None and value > high:
-        raise SnapshotError(f"{path}.{key}: {value!r} is out of range; must be <= {high:g}")
-    return float(value)
-
-
-def _optional_number(raw: dict, key: str, path: str) -> float | None:
-    if raw.get(key) is None:
-        return None
-    return _number(raw, key, path, None, low=0.0)
-
-
-def _integer(raw: dict, key: str, path: str, default: int) -> int:
-    value = raw.get(key, default)
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SnapshotError(f"{path}.{key}: {value!r} is not a whole number >= 0")
     return value
 
 
