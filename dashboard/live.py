@@ -5,6 +5,7 @@ so a reloaded page and a live one show the same thing.
 """
 
 import time
+from datetime import timedelta
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -56,7 +57,7 @@ def migration_payload(migration: Migration) -> dict:
 
 def history(cluster: Cluster) -> dict:
     """Everything the page shows on load: recent trend, last round, open and recent migrations."""
-    since = timezone.now() - timezone.timedelta(hours=settings.CRS_HISTORY_SHOW_HOURS)
+    since = timezone.now() - timedelta(hours=settings.CRS_HISTORY_SHOW_HOURS)
     hold_duration = cluster.policy.hold_duration
     rounds = list(cluster.rounds.filter(at__gte=since).order_by("-at")[:5000])[::-1]
     migrations = cluster.migrations.select_related("decided_by")[:30]

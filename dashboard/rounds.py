@@ -4,6 +4,8 @@ The engine decides; this module only records. One suggestion is open per cluster
 time, because the next best move depends on whether this one is carried out.
 """
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -41,7 +43,7 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult) -> None:
             explanation=result.explanation.to_dict(), node_usage=node_usage(snapshot, result),
         )
         Cluster.objects.filter(pk=cluster.pk).update(hold_count=result.state.hold_count, last_round_at=now)
-        cluster.rounds.filter(at__lt=now - timezone.timedelta(hours=settings.CRS_HISTORY_KEEP_HOURS)).delete()
+        cluster.rounds.filter(at__lt=now - timedelta(hours=settings.CRS_HISTORY_KEEP_HOURS)).delete()
         changed = expire_outdated(cluster, result) if result.decision in NO_LONGER_WARRANTED else []
         suggestion = suggest(cluster, result) if result.decision == "migrate" else None
         if suggestion and policy.approves_itself(suggestion.relative_gain):

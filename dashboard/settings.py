@@ -149,7 +149,10 @@ LOGOUT_REDIRECT_URL = "login"
 REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+        # redis-py's async pool refuses (not queues) past max_connections, 100 by default; every
+        # page's join is a command, and after a web restart all pages reconnect at once.
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                    "CONFIG": {"hosts": [{"address": REDIS_URL, "max_connections": 2000}]}}
     }
     CELERY_BROKER_URL = REDIS_URL
 else:

@@ -137,7 +137,8 @@ function connect(delay) {
       return;
     }
     el("ws-state").textContent = "closed";
-    setTimeout(() => connect(Math.min(delay * 2, 30000)), delay);
+    // Jitter, so that after a server restart the pages do not all reconnect in the same instant.
+    setTimeout(() => connect(Math.min(delay * 2, 30000)), delay * (0.5 + Math.random()));
   };
 }
 

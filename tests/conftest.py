@@ -5,6 +5,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -88,14 +89,22 @@ def suggested(collected):
         imbalance_before=0.5, imbalance_after=0.4, relative_gain=0.2, margin=0.1, method="bruteforce")
 
 
-@pytest.fixture
-def eager():
-    """Run .delay() calls at once, in the caller (Celery reads its conf once; settings can't)."""
-    from dashboard.celery import app
+def fresh_database(url: str) -> None:
+    """Drop and create the PostgreSQL database named in `url` (for the server subprocesses)."""
+    import psycopg
 
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = False
+    parts = urllib.parse.urlsplit(url)
+    with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{parts.path.lstrip("/")}"')
+
+
+def drop_database(url: str) -> None:
+    import psycopg
+
+    parts = urllib.parse.urlsplit(url)
+    with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
 
 
 def free_port() -> int:

@@ -8,10 +8,9 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import psycopg
 import pytest
 
-from conftest import ROOT, free_port, service_or_skip, start, stop, wait_for_port
+from conftest import ROOT, drop_database, free_port, fresh_database, service_or_skip, start, stop, wait_for_port
 from wsclient import Client, login
 
 VENV_BIN = Path(sys.executable).parent
@@ -34,14 +33,10 @@ def test_compose_runs_the_commands_tested_here():
 def database_url():
     """A database of its own on the test PostgreSQL server, made fresh and dropped afterwards."""
     url = urllib.parse.urlsplit(service_or_skip("CRS_TEST_DATABASE_URL"))
-    name = f"{url.path.lstrip('/') or 'crs'}_distributed"
-    admin = url._replace(path="/postgres").geturl()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield url._replace(path=f"/{name}").geturl()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    url = url._replace(path=f"/{url.path.lstrip('/') or 'crs'}_distributed").geturl()
+    fresh_database(url)
+    yield url
+    drop_database(url)
 
 
 @pytest.fixture

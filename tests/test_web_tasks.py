@@ -87,6 +87,7 @@ def worker():
     """A real Celery worker (threads pool) consuming the in-memory broker, as runembedded runs it."""
     from dashboard.celery import app
 
+    app.control.purge()  # rounds queued, never consumed, by earlier tests' collects
     controller = app.WorkController(pool="threads", concurrency=2, without_heartbeat=True, without_mingle=True,
                                     without_gossip=True, loglevel="WARNING")
     thread = threading.Thread(target=controller.start, daemon=True)

@@ -1,0 +1,132 @@
+"""Round → browser latency with 1, 50 and 200 WebSocket clients, and the memory of each process.
+
+Starts the product as the Makefile does (Redis mode: daphne, a Celery worker and beat on
+PostgreSQL and Redis; embedded mode: runembedded), connects N logged-in WebSocket clients
+and times every round push from `live.push` (the payload's `sent_at`, just after the
+round commits) to its arrival at each client. Same host, so one clock.
+
+    .venv/bin/python bench/latency.py [--mode redis|embedded] [--rounds 30]
+        [--database-url postgres://postgres@127.0.0.1:5432/crs_bench] [--redis-url redis://127.0.0.1:6379/0]
+
+The Redis database given is flushed; the PostgreSQL database is dropped and recreated.
+"""
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from conftest import free_port, fresh_database, start, stop, wait_for_port  # noqa: E402
+from wsclient import Client, login  # noqa: E402
+
+PASSWORD = "bench-password"
+BIN = Path(sys.executable).parent
+LOGS = Path(tempfile.gettempdir()) / "crs-bench"
+
+
+def redis_stack(args, port):
+    import redis
+
+    fresh_database(args.database_url)
+    redis.Redis.from_url(args.redis_url).flushdb()
+    env = {"DATABASE_URL": args.database_url, "REDIS_URL": args.redis_url, "CRS_ADMIN_PASSWORD": PASSWORD}
+    for setup in (["manage.py", "migrate", "--noinput"], ["manage.py", "demo", "--round-interval", "1"]):
+        assert start(setup, env, LOGS / "setup.log").wait(120) == 0
+    return {
+        "web (daphne)": start([str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port),
+                               "dashboard.asgi:application"], env, LOGS / "web.log"),
+        "worker (celery)": start([str(BIN / "celery"), "-A", "dashboard", "worker", "-l", "warning"],
+                                 env, LOGS / "worker.log"),
+        "beat (celery)": start([str(BIN / "celery"), "-A", "dashboard", "beat", "-l", "warning", "--scheduler",
+                                "django_celery_beat.schedulers:DatabaseScheduler"], env, LOGS / "beat.log"),
+    }
+
+
+def embedded_stack(args, port):
+    env = {"DATABASE_URL": f"sqlite:///{LOGS}/bench.sqlite3", "REDIS_URL": "", "CRS_ADMIN_PASSWORD": PASSWORD}
+    for path in LOGS.glob("bench.sqlite3*"):
+        path.unlink()
+    return {"runembedded": start(["manage.py", "runembedded", "--port", str(port), "--round-interval", "1"],
+                                 env, LOGS / "embedded.log")}
+
+
+async def measure(base_url: str, cookie: str, clients: int, rounds: int) -> list[float]:
+    """Latencies in ms of `rounds` round pushes at each of `clients` connections."""
+    connections = await asyncio.gather(*(Client.connect(base_url, "/ws/clusters/1/", cookie)
+                                         for _ in range(clients)))
+
+    async def collect(client: Client) -> list[float]:
+        out = []
+        while len(out) < rounds:
+            message = await client.receive_json()
+            if message["type"] == "round":
+                out.append((time.time() - message["sent_at"]) * 1000)
+        return out
+
+    try:
+        per_client = await asyncio.wait_for(asyncio.gather(*(collect(c) for c in connections)), rounds * 5 + 60)
+    finally:
+        for client in connections:
+            client.close()
+    return [ms for latencies in per_client for ms in latencies]
+
+
+def memory_mb(pid: int) -> tuple[float, float]:
+    """RSS and PSS of a process and all its descendants (prefork children count)."""
+    rss = pss = 0.0
+    for p in [pid, *descendants(pid)]:
+        for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Rss:"):
+                rss += int(line.split()[1]) / 1024
+            elif line.startswith("Pss:"):
+                pss += int(line.split()[1]) / 1024
+    return rss, pss
+
+
+def descendants(pid: int) -> list[int]:
+    children = [int(c) for t in Path(f"/proc/{pid}/task").iterdir()
+                for c in (t / "children").read_text().split()]
+    return children + [d for c in children for d in descendants(c)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mode", choices=["redis", "embedded"], default="redis")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 50, 200])
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/crs_bench")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    args = parser.parse_args()
+    LOGS.mkdir(exist_ok=True)
+    port = free_port()
+    processes = (redis_stack if args.mode == "redis" else embedded_stack)(args, port)
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        first = next(iter(processes.values()))
+        wait_for_port(port, first)
+        cookie = login(base_url, "admin", PASSWORD)
+        print(f"mode {args.mode}, {args.rounds} rounds per client count, one round per second")
+        print("| clients | pushes timed | median ms | p95 ms | max ms |")
+        print("| ---: | ---: | ---: | ---: | ---: |")
+        for clients in args.clients:
+            ms = sorted(asyncio.run(measure(base_url, cookie, clients, args.rounds)))
+            p95 = ms[min(len(ms) - 1, int(0.95 * len(ms)))]
+            print(f"| {clients} | {len(ms)} | {statistics.median(ms):.1f} | {p95:.1f} | {ms[-1]:.1f} |")
+        print("\n| process | RSS MB | PSS MB |\n| --- | ---: | ---: |")
+        for name, process in processes.items():
+            rss, pss = memory_mb(process.pid)
+            print(f"| {name} | {rss:.0f} | {pss:.0f} |")
+    finally:
+        for process in processes.values():
+            stop(process)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
