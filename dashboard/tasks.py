@@ -86,6 +86,9 @@ def follow(migration_id: int) -> None:
     migration = Migration.objects.get(pk=migration_id)
     if migration.state != "running":
         return
+    if not migration.task_ids:
+        finish(migration_id, "failed", reason="the worker stopped before the migration was started")
+        return
     try:
         with opened_source(migration.cluster_id) as (_, source):
             now = time.time()
@@ -102,6 +105,15 @@ def follow(migration_id: int) -> None:
         Migration.objects.filter(pk=migration_id, state="running").update(progress=progress)
         live.push_migration(migration_id)
         follow.apply_async((migration_id,), countdown=FOLLOW_SECONDS)
+
+
+def resume_unfinished() -> None:
+    """Queue again what a restart dropped: the embedded broker keeps no messages across restarts,
+    and an approved or running migration nobody follows would block its cluster's suggestions."""
+    for pk in Migration.objects.filter(state="approved").values_list("pk", flat=True):
+        execute.delay(pk)
+    for pk in Migration.objects.filter(state="running").values_list("pk", flat=True):
+        follow.delay(pk)
 
 
 def finish(migration_id: int, state: str, **fields) -> None:

@@ -5,7 +5,6 @@
 const config = JSON.parse(document.getElementById("page-config").textContent);
 const migrations = new Map();  // id -> latest migration payload
 const MAX_POINTS = 5000;
-let everOpened = false;
 
 const pct = (fraction) => (fraction * 100).toFixed(1) + " %";
 const el = (id) => document.getElementById(id);
@@ -121,8 +120,9 @@ function connect(delay) {
   const socket = new WebSocket(`${scheme}://${location.host}/ws/clusters/${config.cluster}/`);
   el("ws-state").textContent = "connecting";
   socket.onopen = async () => {
-    if (everOpened) load(await (await fetch(config.api, {credentials: "same-origin"})).json());  // catch up
-    everOpened = true;
+    // Whatever happened between rendering the page (or losing the socket) and now was
+    // pushed to nobody: fetch the state once the socket listens, then pushes keep it current.
+    load(await (await fetch(config.api, {credentials: "same-origin"})).json());
     delay = 1000;
     el("ws-state").textContent = "open";
   };

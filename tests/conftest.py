@@ -126,9 +126,14 @@ def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 60.0) -
 
 
 def start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
-    """A server subprocess of this repository, logging to `log` (kept for CI artifacts)."""
+    """A server subprocess of this repository, logging to `log` (kept for CI artifacts).
+
+    It runs the production settings: pytest-django exports the test settings module, which
+    the subprocess would otherwise inherit along with the test database.
+    """
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env}
     return subprocess.Popen([sys.executable, *args] if args[0].endswith(".py") else args, cwd=ROOT,
-                            env={**os.environ, **env}, stdout=log.open("w"), stderr=subprocess.STDOUT)
+                            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
 
 def stop(process: subprocess.Popen) -> None:

@@ -45,7 +45,7 @@ def stack(database_url, redis_url):
     ARTIFACTS.mkdir(exist_ok=True)
     port = free_port()
     env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "CRS_ADMIN_PASSWORD": PASSWORD,
-           "CRS_SECRET_KEY": "distributed-test", "DJANGO_SETTINGS_MODULE": "dashboard.settings"}
+           "CRS_SECRET_KEY": "distributed-test"}
     for setup in (["manage.py", "migrate", "--noinput"], ["manage.py", "demo", "--round-interval", "1"]):
         assert start(setup, env, ARTIFACTS / "distributed-setup.log").wait(120) == 0
     web = [str(VENV_BIN / WEB[0]), "-b", "127.0.0.1", "-p", str(port), *WEB[5:]]

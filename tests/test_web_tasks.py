@@ -127,3 +127,29 @@ def test_worker_runs_round_and_automatic_migration_to_done(cluster, worker):
         return guests[migration.leader] == migration.target
 
     wait_until(moved)
+
+
+@pytest.mark.django_db
+def test_restart_resumes_approved_and_running_migrations(suggested, monkeypatch):
+    from dashboard import tasks
+
+    queued = []
+    monkeypatch.setattr(tasks.execute, "delay", lambda pk: queued.append(("execute", pk)))
+    monkeypatch.setattr(tasks.follow, "delay", lambda pk: queued.append(("follow", pk)))
+    Migration.objects.transition(suggested.pk, "suggested", "approved", None)
+    tasks.resume_unfinished()
+    Migration.objects.transition(suggested.pk, "approved", "running", None)
+    tasks.resume_unfinished()
+    assert queued == [("execute", suggested.pk), ("follow", suggested.pk)]
+
+
+@pytest.mark.django_db
+def test_running_migration_that_never_started_fails_with_reason(suggested, django_capture_on_commit_callbacks):
+    from dashboard.tasks import follow
+
+    Migration.objects.transition(suggested.pk, "suggested", "approved", None)
+    Migration.objects.transition(suggested.pk, "approved", "running", None)
+    with django_capture_on_commit_callbacks(execute=True):
+        follow.apply(args=[suggested.pk])
+    migration = Migration.objects.get(pk=suggested.pk)
+    assert (migration.state, migration.reason) == ("failed", "the worker stopped before the migration was started")
