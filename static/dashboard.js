@@ -30,7 +30,9 @@ function showRound(r) {
   el("imbalance").textContent = pct(r.imbalance);
   el("threshold").textContent = pct(r.threshold);
   el("hold").textContent = `${r.hold_count} of ${r.hold_duration} rounds above ${pct(r.threshold)}`;
-  el("decision").textContent = `${r.decision}: ${r.explanation.reason}`;
+  const open = [...migrations.values()].find((m) => ["suggested", "approved", "running"].includes(m.state));
+  const waiting = r.decision === "migrate" && open ? ` (one migration at a time: #${open.id} is ${open.state})` : "";
+  el("decision").textContent = `${r.decision}: ${r.explanation.reason}${waiting}`;
   el("decision").dataset.decision = r.decision;
   el("last-round").textContent = new Date(r.at).toLocaleTimeString();
   const body = el("nodes").tBodies[0];
