@@ -12,7 +12,10 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 from django.utils import timezone
 
+import crs.balancer
+import crs.decision
 import crs.model
+import crs.snapshot
 
 MODE_CHOICES = [(m, m) for m in crs.model.MODES]
 METHOD_CHOICES = [(m, m) for m in crs.model.METHODS]
@@ -204,19 +207,16 @@ class Migration(models.Model):
         return f"{self.leader} {self.source} → {self.target} ({self.state})"
 
     def stale_reason(self, snapshot: dict | None) -> str:
-        """Why the latest snapshot (crs-snapshot/1) makes this move pointless or illegal; "" if it fits."""
+        """Why the latest snapshot (crs-snapshot/1) makes this move illegal or pointless; "" if it fits.
+
+        The engine decides (crs.balancer.stale_reason), under the cluster's current settings.
+        """
         if snapshot is None:
             return ""
-        where = {g["sid"]: g["node"] for g in snapshot["guests"]}
-        for sid in self.guests:
-            if sid not in where:
-                return f"{sid} is no longer in the cluster"
-            if where[sid] != self.source:
-                return f"{sid} is on {where[sid]} now, not on {self.source}"
-        usable = {n["name"] for n in snapshot["nodes"] if n.get("online", True) and not n.get("maintenance", False)}
-        if self.target not in usable:
-            return f"target {self.target} is offline or in maintenance"
-        return ""
+        move = crs.decision.Move(self.leader, tuple(self.guests), self.source, self.target,
+                                 self.imbalance_after, self.relative_gain)
+        current = crs.snapshot.parse(snapshot).with_settings(self.cluster.policy.engine_settings())
+        return crs.balancer.stale_reason(current, move) or ""
 
 
 class AuditEvent(models.Model):

@@ -100,7 +100,7 @@ def test_stale_suggestion_names_what_changed(suggested):
     assert suggested.stale_reason(snapshot) == ""
     moved = {**snapshot, "guests": [{**g, "node": "node02"} if g["sid"] == suggested.leader else g
                                     for g in snapshot["guests"]]}
-    assert suggested.stale_reason(moved) == f"{suggested.leader} is on node02 now, not on node01"
+    assert suggested.stale_reason(moved) == f"{suggested.leader} is no longer running on node01 (now started on node02)"
 
 
 def test_two_rounds_of_one_cluster_never_overlap(cluster):

@@ -119,7 +119,7 @@ def test_approving_a_stale_suggestion_expires_it(admin_client, suggested):
     response = admin_client.post(reverse("dashboard:approve", args=[suggested.pk]))
     assert response.status_code == 409
     assert Migration.objects.get(pk=suggested.pk).state == "expired"
-    assert "is on node03 now" in response.json()["error"]
+    assert "is no longer running on node01 (now started on node03)" in response.json()["error"]
 
 
 def test_viewer_may_not_approve(client, viewer, suggested):
