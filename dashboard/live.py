@@ -64,7 +64,13 @@ def history(cluster: Cluster) -> dict:
     return {
         "rounds": [round_payload(r, hold_duration) for r in rounds],
         "migrations": [migration_payload(m) for m in migrations],
+        "source": source_payload(cluster.source_error, cluster.source_error_at),
     }
+
+
+def source_payload(error: str, at) -> dict:
+    """The source's health: an error text (empty = collecting fine) and when it was seen."""
+    return {"type": "source", "error": error, "at": at.isoformat() if at else None}
 
 
 def push(cluster_id: int, payload: dict) -> None:

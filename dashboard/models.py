@@ -16,11 +16,12 @@ import crs.balancer
 import crs.decision
 import crs.model
 import crs.snapshot
+import crs.sources
 
 MODE_CHOICES = [(m, m) for m in crs.model.MODES]
 METHOD_CHOICES = [(m, m) for m in crs.model.METHODS]
 SCALE_CHOICES = [(s, s) for s in crs.model.SCALES]
-SOURCE_CHOICES = [("simulator", "simulator")]
+SOURCE_CHOICES = [(kind, kind) for kind in crs.sources.KINDS]
 
 
 def percent_validators(field: str) -> list:
@@ -53,6 +54,9 @@ class Cluster(models.Model):
     source_state = models.JSONField(default=dict, blank=True, editable=False)
     snapshot = models.JSONField(null=True, blank=True, editable=False, help_text="Latest crs-snapshot/1.")
     collected_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Why the last collection was refused (cluster unreachable, bad data); empty once one works.
+    source_error = models.TextField(blank=True, editable=False)
+    source_error_at = models.DateTimeField(null=True, blank=True, editable=False)
     hold_count = models.PositiveIntegerField(default=0, editable=False)
     last_round_at = models.DateTimeField(null=True, blank=True, editable=False)
     round_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
@@ -64,6 +68,11 @@ class Cluster(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def read_only(self) -> bool:
+        """An imported snapshot: rounds and plans run on it, but nothing can be migrated."""
+        return self.source_kind == "snapshot"
 
 
 class Policy(models.Model):

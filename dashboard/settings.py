@@ -14,6 +14,8 @@ from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+import crs.sources.proxmox
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
@@ -171,6 +173,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # The demo admin's password for `make run`; generated and printed when empty.
 CRS_ADMIN_PASSWORD = os.environ.get("CRS_ADMIN_PASSWORD", "")
+# Proxmox VE connection defaults (CRS_PVE_HOST, CRS_PVE_PORT, CRS_PVE_TOKEN, CRS_PVE_VERIFY_SSL), so the
+# API token can stay out of the database; a cluster's own source settings override them.
+CRS_PVE_DEFAULTS = crs.sources.proxmox.config_from_env(os.environ)
 
 # How long round samples are kept for the trend chart, and how much of it a page load shows.
 CRS_HISTORY_KEEP_HOURS = 24

@@ -32,14 +32,22 @@ def collect(cluster_id: int) -> None:
     try:
         with opened_source(cluster_id) as (cluster, source):
             snapshot = source.collect(time.time())
+            recovered = bool(cluster.source_error)
             cluster.snapshot = crs.snapshot.to_dict(snapshot)
             cluster.collected_at = timezone.now()
-            cluster.save(update_fields=["snapshot", "collected_at"])
+            cluster.source_error = ""
+            cluster.save(update_fields=["snapshot", "collected_at", "source_error"])
     except Cluster.DoesNotExist:
         return  # deleted since beat read its schedule
     except (SourceError, CrsError) as exc:
+        # The stored snapshot and history stay as they were; the page and /healthz say why.
         log.warning("cluster %s: collect refused: %s", cluster_id, exc)
+        now = timezone.now()
+        Cluster.objects.filter(pk=cluster_id).update(source_error=str(exc), source_error_at=now)
+        live.push(cluster_id, live.source_payload(str(exc), now))
         return
+    if recovered:
+        live.push(cluster_id, live.source_payload("", None))
     balancing_round.delay(cluster_id)
 
 

@@ -131,10 +131,12 @@ def healthz(request):
     checks = {"database": _check(lambda: connection.cursor().execute("SELECT 1")),
               "channel_layer": _check(lambda: async_to_sync(get_channel_layer().group_send)(
                   "healthz", {"type": "healthz.ping"}))}
-    rounds = {c.name: c.last_round_at.isoformat() if c.last_round_at else None
-              for c in Cluster.objects.only("name", "last_round_at")} if checks["database"] == "ok" else {}
+    clusters = list(Cluster.objects.only("name", "last_round_at", "source_error")) if checks["database"] == "ok" else []
+    rounds = {c.name: c.last_round_at.isoformat() if c.last_round_at else None for c in clusters}
+    sources = {c.name: f"error: {c.source_error}" if c.source_error else "ok" for c in clusters}
     ok = all(value == "ok" for value in checks.values())
-    return JsonResponse({"ok": ok, **checks, "last_round": rounds}, status=200 if ok else 503)
+    # An unreachable cluster is reported, not a 503: the service itself is healthy.
+    return JsonResponse({"ok": ok, **checks, "last_round": rounds, "sources": sources}, status=200 if ok else 503)
 
 
 def _check(probe) -> str:

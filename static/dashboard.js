@@ -72,7 +72,9 @@ function suggestionItem(m) {
   li.querySelector(".math").textContent =
     `${m.guests.join(", ")}: ${m.source} → ${m.target} · imbalance ${pct(m.imbalance_before)} → ${pct(m.imbalance_after)}` +
     ` · gain ${pct(m.relative_gain)} vs margin ${pct(m.margin)} · ${m.method}`;
-  li.querySelector(".approve").onclick = () => decide(li, config.approve, m.id, {});
+  const approve = li.querySelector(".approve");
+  approve.onclick = () => decide(li, config.approve, m.id, {});
+  approve.hidden = config.read_only;  // a what-if cluster only shows what would be suggested
   li.querySelector(".reject").onclick = () => decide(li, config.reject, m.id, {reason: li.querySelector(".reason").value});
   return li;
 }
@@ -109,7 +111,15 @@ async function decide(li, template, id, fields) {
   }
 }
 
+function showSource(source) {
+  // The cluster could not be collected: say why, and that the figures are from before.
+  const box = el("source-error");
+  box.hidden = !source.error;
+  box.textContent = source.error ? `Source unreachable or refused since ${new Date(source.at).toLocaleTimeString()}: ${source.error}. Figures below are from the last good collection.` : "";
+}
+
 function load(state) {
+  showSource(state.source);
   drawChart(state.rounds);
   if (state.rounds.length) showRound(state.rounds[state.rounds.length - 1]);
   migrations.clear();
@@ -132,6 +142,7 @@ function connect(delay) {
     const data = JSON.parse(event.data);
     if (data.type === "round") addRound(data);
     else if (data.type === "migration") setMigration(data);
+    else if (data.type === "source") showSource(data);
   };
   socket.onclose = (event) => {
     if (event.code === 4401) {  // the session ended: reconnecting cannot help

@@ -135,4 +135,5 @@ def test_approve_needs_post(admin_client, suggested):
 def test_healthz_reports_database_layer_and_last_rounds(client, cluster):
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"ok": True, "database": "ok", "channel_layer": "ok", "last_round": {"test": None}}
+    assert response.json() == {"ok": True, "database": "ok", "channel_layer": "ok", "last_round": {"test": None},
+                               "sources": {"test": "ok"}}

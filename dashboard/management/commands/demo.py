@@ -25,12 +25,15 @@ class Command(BaseCommand):
                             help='JSON options for a newly created demo simulator, e.g. {"migration_mib_s": 8192}')
 
     def handle(self, *args, password: str, round_interval: int | None, source_config: dict, **options):
+        interval = round_interval or DEMO_ROUND_SECONDS
+        # One trace sample per round: the simulator's clock runs at the rounds' pace.
+        source_config = {"round_interval_s": interval, **source_config}
         cluster, created = Cluster.objects.get_or_create(
             name=DEMO_CLUSTER, defaults={"source_kind": "simulator", "source_config": source_config})
         if created:
             policy = Policy.objects.get(cluster=cluster)
             policy.mode = "dynamic"  # measured usage, so the trend moves as the simulated load shifts
-            policy.round_interval = round_interval or DEMO_ROUND_SECONDS
+            policy.round_interval = interval
             policy.save()  # the beat schedule follows the saved settings
         self.stdout.write(self.admin_login(password))
 

@@ -1,0 +1,117 @@
+"""Snapshots in and out: download a cluster's crs-snapshot/1, import one as a read-only
+"what-if" cluster, and preview the engine's multi-step plan on any cluster.
+
+The file is the engine's public contract (docs/snapshot-format.md), so what an admin
+downloads here is exactly what `python -m crs plan` reads, and a snapshot attached to a
+bug report can be replayed on the page with the same policy.
+"""
+
+import json
+
+from django import forms
+from django.contrib.auth.decorators import login_required, permission_required
+from django.db import transaction
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+import crs.balancer
+import crs.model
+import crs.snapshot
+from crs.errors import CrsError
+
+from .models import AuditEvent, Cluster, Policy
+
+MAX_UPLOAD_BYTES = 20 * 2**20
+MAX_PLAN_STEPS = 20
+
+
+def cluster_snapshot(cluster: Cluster) -> crs.model.Snapshot | None:
+    """The latest collected snapshot under the cluster's current settings, or None before the first."""
+    if cluster.snapshot is None:
+        return None
+    return crs.snapshot.parse(cluster.snapshot).with_settings(cluster.policy.engine_settings())
+
+
+@require_GET
+@login_required
+def export(request, pk):
+    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
+    snapshot = cluster_snapshot(cluster)
+    if snapshot is None:
+        return JsonResponse({"error": "no snapshot yet: the cluster has not been collected"}, status=404)
+    response = HttpResponse(crs.snapshot.dumps(snapshot), content_type="application/json")
+    stamp = (cluster.collected_at or timezone.now()).strftime("%Y%m%dT%H%M%SZ")
+    response["Content-Disposition"] = f'attachment; filename="{cluster.name}-{stamp}.json"'
+    return response
+
+
+class ImportForm(forms.Form):
+    name = forms.SlugField(max_length=100, error_messages={
+        "required": "name is required", "invalid": "name may contain only letters, digits, - and _"})
+    snapshot = forms.FileField(error_messages={"required": "snapshot: choose a crs-snapshot/1 JSON file"})
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        if Cluster.objects.filter(name=name).exists():
+            raise forms.ValidationError(f"name: a cluster called {name!r} already exists")
+        return name
+
+    def clean_snapshot(self) -> dict:
+        upload = self.cleaned_data["snapshot"]
+        if upload.size > MAX_UPLOAD_BYTES:
+            raise forms.ValidationError(f"snapshot: the file is larger than {MAX_UPLOAD_BYTES // 2**20} MB")
+        try:
+            data = json.loads(upload.read())
+            crs.snapshot.parse(data)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise forms.ValidationError(f"snapshot: not a JSON file ({exc})") from exc
+        except CrsError as exc:
+            raise forms.ValidationError(f"snapshot: {exc}") from exc
+        return data
+
+
+@require_POST
+@login_required
+@permission_required("dashboard.add_cluster", raise_exception=True)
+def import_snapshot(request):
+    form = ImportForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return render(request, "dashboard/import.html", {"form": form}, status=400)
+    data = form.cleaned_data["snapshot"]
+    settings = crs.snapshot.parse(data).settings
+    with transaction.atomic():
+        cluster = Cluster.objects.create(name=form.cleaned_data["name"], source_kind="snapshot",
+                                         source_config={"snapshot": data})
+        Policy.objects.filter(cluster=cluster).update(
+            mode=settings.mode, threshold=settings.threshold * 100, hold_duration=settings.hold_duration,
+            margin=settings.margin * 100, method=settings.method, imbalance_scale=settings.imbalance_scale)
+        Policy.objects.get(cluster=cluster).save()  # the schedule and hold counter follow saved settings
+        AuditEvent.objects.create(actor=request.user, action="snapshot-imported", cluster=cluster,
+                                  details={"file": request.FILES["snapshot"].name})
+    return redirect("dashboard:cluster", cluster.pk)
+
+
+@require_GET
+@login_required
+def import_form(request):
+    return render(request, "dashboard/import.html", {"form": ImportForm()})
+
+
+@require_GET
+@login_required
+def plan(request, pk):
+    """What the engine would do now, up to `steps` moves ahead, as a page or as crs-plan/1 JSON."""
+    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
+    raw = request.GET.get("steps", "5")
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PLAN_STEPS:
+        return JsonResponse({"errors": {"steps": [f"steps must be a whole number from 1 to {MAX_PLAN_STEPS}"]}},
+                            status=400)
+    snapshot = cluster_snapshot(cluster)
+    if snapshot is None:
+        return JsonResponse({"error": "no snapshot yet: the cluster has not been collected"}, status=404)
+    result = crs.balancer.plan(snapshot, steps=int(raw))
+    if request.GET.get("format") == "json":
+        return JsonResponse(result.to_plan_dict(steps=True))
+    return render(request, "dashboard/plan.html", {"cluster": cluster, "result": result, "steps": int(raw)})
