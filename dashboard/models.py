@@ -29,6 +29,11 @@ def percent_validators(field: str) -> list:
     return [MinValueValidator(0, message=message), MaxValueValidator(100, message=message)]
 
 
+def whole_number_validators(field: str, low: int, high: int, unit: str) -> list:
+    message = f"{field} must be between {low} and {high} {unit}".rstrip()
+    return [MinValueValidator(low, message=message), MaxValueValidator(high, message=message)]
+
+
 class ClusterManager(models.Manager):
     ROUND_LEASE = timedelta(seconds=120)
 
@@ -69,6 +74,42 @@ class Cluster(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def source_settings(self) -> dict:
+        """The adapter config: the cluster's own options over the site's Proxmox defaults
+        (read from the environment in settings.py, so an API token need not be stored)."""
+        if self.source_kind == "proxmox":
+            return {**settings.CRS_PVE_DEFAULTS, **self.source_config}
+        return self.source_config
+
+    def clean(self) -> None:
+        """Refuse a source config the adapter would refuse, naming the key, before it is stored."""
+        try:
+            crs.sources.open_source(self.source_kind, self.source_settings())
+        except crs.sources.ConfigError as exc:
+            raise ValidationError({"source_config": str(exc)}) from exc
+
+    def guards(self) -> crs.model.Guards:
+        """The engine's anti-thrashing sets, from this cluster's migration history.
+
+        One place for rounds, approvals and executions alike, so what the page suggests and
+        what a worker agrees to run never disagree: guests of migrations that ended within
+        the cooldown rest (and are not sent back where they came from), and a rejected guest
+        → node move stays barred for the rejection memory.
+        """
+        policy = self.policy
+        now = timezone.now()
+        moved = self.migrations.filter(state__in=["done", "failed"],
+                                       finished_at__gte=now - timedelta(minutes=policy.cooldown))
+        rejected = self.migrations.filter(state="rejected",
+                                          decided_at__gte=now - timedelta(minutes=policy.rejection_memory))
+        resting, barred = set(), set()
+        for guests, source in moved.values_list("guests", "source"):
+            resting.update(guests)
+            barred.update((sid, source) for sid in guests)
+        for guests, target in rejected.values_list("guests", "target"):
+            barred.update((sid, target) for sid in guests)
+        return crs.model.Guards(frozenset(resting), frozenset(barred))
+
     @property
     def read_only(self) -> bool:
         """An imported snapshot: rounds and plans run on it, but nothing can be migrated."""
@@ -91,7 +132,7 @@ class Policy(models.Model):
     threshold = models.FloatField(default=30.0, validators=percent_validators("threshold"),
                                   help_text="Imbalance (%) above which a round looks for a migration.")
     hold_duration = models.IntegerField(
-        default=3, validators=[MinValueValidator(0, message="hold duration must be 0 or more rounds")],
+        default=3, validators=whole_number_validators("hold duration", 0, 1000, "rounds"),
         help_text="Rounds the imbalance must stay above the threshold before a suggestion.")
     margin = models.FloatField(default=10.0, validators=percent_validators("margin"),
                                help_text="Minimum relative gain (%) of the imbalance for a suggestion.")
@@ -101,8 +142,20 @@ class Policy(models.Model):
     method = models.CharField(max_length=10, choices=METHOD_CHOICES, default="bruteforce")
     imbalance_scale = models.CharField(max_length=10, choices=SCALE_CHOICES, default="normalized")
     round_interval = models.IntegerField(
-        default=10, validators=[MinValueValidator(1, message="round interval must be at least 1 second")],
+        default=10, validators=whole_number_validators("round interval", 1, 86400, "seconds"),
         help_text="Seconds between rounds.")
+    cooldown = models.IntegerField(
+        default=30, validators=whole_number_validators("cooldown", 0, 10080, "minutes"),
+        help_text="Minutes a guest stays put after a migration; it is not moved back meanwhile either.")
+    rejection_memory = models.IntegerField(
+        default=60, validators=whole_number_validators("rejection memory", 0, 10080, "minutes"),
+        help_text="Minutes a rejected guest → node move is not suggested again.")
+    suggestion_expiry = models.IntegerField(
+        default=15, validators=whole_number_validators("suggestion expiry", 1, 10080, "minutes"),
+        help_text="Minutes a suggestion waits for a decision before it expires.")
+    max_concurrent_migrations = models.IntegerField(
+        default=1, validators=whole_number_validators("concurrent migrations", 1, 100, ""),
+        help_text="Migrations of this cluster that may run at once (1, like Proxmox).")
 
     class Meta:
         verbose_name = "settings"
@@ -159,7 +212,7 @@ class MigrationManager(models.Manager):
     # DESIGN.md "Migration states": the only transitions there are.
     TRANSITIONS = frozenset({
         ("suggested", "approved"), ("suggested", "rejected"), ("suggested", "expired"),
-        ("approved", "running"), ("running", "done"), ("running", "failed"),
+        ("approved", "running"), ("approved", "expired"), ("running", "done"), ("running", "failed"),
     })
 
     def transition(self, pk: int, old: str, new: str, actor, details: dict | None = None, **fields) -> bool:
@@ -216,30 +269,65 @@ class Migration(models.Model):
         return f"{self.leader} {self.source} → {self.target} ({self.state})"
 
     def stale_reason(self, snapshot: dict | None) -> str:
-        """Why the latest snapshot (crs-snapshot/1) makes this move illegal or pointless; "" if it fits.
+        """Why the latest snapshot (crs-snapshot/1) makes this move illegal or unwise; "" if it fits.
 
-        The engine decides (crs.balancer.stale_reason), under the cluster's current settings.
+        The engine decides (crs.balancer.stale_reason), under the cluster's current settings
+        and guards (cooldown, way back, rejection memory).
         """
         if snapshot is None:
             return ""
         move = crs.decision.Move(self.leader, tuple(self.guests), self.source, self.target,
                                  self.imbalance_after, self.relative_gain)
         current = crs.snapshot.parse(snapshot).with_settings(self.cluster.policy.engine_settings())
-        return crs.balancer.stale_reason(current, move) or ""
+        return crs.balancer.stale_reason(current, move, self.cluster.guards()) or ""
+
+
+class AuditTrailError(Exception):
+    """Raised when code tries to edit or delete an audit event: the trail is append-only."""
+
+
+class AuditEventQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AuditTrailError("audit events are never edited")
+
+    def delete(self):
+        raise AuditTrailError("audit events are never deleted")
 
 
 class AuditEvent(models.Model):
-    """Who did what, when. `actor` None means the system did it (a round, a worker)."""
+    """Who did what, when. `actor` None means the system did it (a round, a worker).
+
+    Append-only: an auditor must be able to trust that what is listed is what happened.
+    Clusters and migrations with events cannot be deleted (PROTECT), and a user who is
+    deleted leaves their username in `actor_name`.
+    """
+
+    ACTIONS = ["settings-changed", "suggested", "approved", "rejected", "expired", "running", "done", "failed",
+               "snapshot-imported"]
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    actor_name = models.CharField(max_length=150, blank=True, editable=False)
     action = models.CharField(max_length=30)
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="audit_events")
-    migration = models.ForeignKey(Migration, null=True, blank=True, on_delete=models.CASCADE)
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="audit_events")
+    migration = models.ForeignKey(Migration, null=True, blank=True, on_delete=models.PROTECT)
     details = models.JSONField(default=dict, blank=True)
+
+    objects = AuditEventQuerySet.as_manager()
 
     class Meta:
         ordering = ["-at", "-pk"]
+        indexes = [models.Index(fields=["cluster", "at"]), models.Index(fields=["action", "at"])]
 
     def __str__(self) -> str:
-        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor or 'system'} {self.action}"
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor_name or 'system'} {self.action}"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            raise AuditTrailError("audit events are never edited")
+        if self.actor is not None:
+            self.actor_name = self.actor.get_username()
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AuditTrailError("audit events are never deleted")

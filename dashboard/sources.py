@@ -2,7 +2,6 @@
 
 from contextlib import contextmanager
 
-from django.conf import settings
 from django.db import transaction
 
 import crs.sources
@@ -20,9 +19,6 @@ def opened_source(cluster_id: int):
     """
     with transaction.atomic():
         cluster = Cluster.objects.select_for_update().get(pk=cluster_id)
-        config = cluster.source_config
-        if cluster.source_kind == "proxmox":
-            config = {**settings.CRS_PVE_DEFAULTS, **config}
-        source = crs.sources.open_source(cluster.source_kind, config, cluster.source_state or None)
+        source = crs.sources.open_source(cluster.source_kind, cluster.source_settings(), cluster.source_state or None)
         yield cluster, source
         Cluster.objects.filter(pk=cluster_id).update(source_state=source.state())

@@ -139,3 +139,19 @@ def test_proxmox_clusters_take_connection_defaults_from_the_environment(settings
     cluster = Cluster.objects.create(name="pve", source_kind="proxmox", source_config={"verify_ssl": False})
     with opened_source(cluster.pk) as (_, source):
         assert source.config.host == "pve.example" and source.config.verify_ssl is False
+
+
+@pytest.mark.parametrize(("kind", "config", "message"), [
+    ("simulator", {"nodes": 1}, "simulator.nodes: 1 is not a whole number 2..500"),
+    ("simulator", {"colour": "red"}, "simulator.colour: unknown key"),
+    ("proxmox", {"host": "pve.example"}, "proxmox.user: missing"),
+    ("snapshot", {}, "give exactly one of path"),
+])
+def test_cluster_source_settings_are_checked_before_they_are_stored(db, kind, config, message):
+    from django.core.exceptions import ValidationError
+
+    cluster = Cluster(name="new", source_kind=kind, source_config=config)
+    with pytest.raises(ValidationError) as info:
+        cluster.full_clean()
+    assert message in " ".join(info.value.message_dict["source_config"])
+    assert not Cluster.objects.filter(name="new").exists()
