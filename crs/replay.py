@@ -20,6 +20,7 @@ import numpy as np
 
 from .balancer import run_round
 from .decision import RoundState
+from .guards import PastMove, guards_from
 from .model import METHODS, MODES, SCALES, Settings
 from .sources.base import SourceError
 from .sources.config import ConfigError
@@ -39,6 +40,7 @@ class Migration:
     started_s: float  # trace seconds since the replay began
     outcome: str = "running"  # done, failed, or still running when the replay ended
     reason: str = ""
+    ended_s: float = 0.0  # trace seconds, once it ended
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +55,9 @@ class Replay:
     migrations: tuple[Migration, ...]
 
 
-def replay(source_config: dict, settings: Settings, rounds: int) -> Replay:
-    """Run `rounds` balancing rounds on a fresh simulator built from `source_config`."""
+def replay(source_config: dict, settings: Settings, rounds: int, cooldown_s: float = 0.0) -> Replay:
+    """Run `rounds` balancing rounds on a fresh simulator built from `source_config`; a guest
+    rests `cooldown_s` of trace time after its migration ended, as in the product."""
     cluster = Simulator(parse_config(source_config))
     interval = cluster.config.round_interval_s
     trace_per_caller_s = SAMPLE_SECONDS / cluster.config.seconds_per_sample
@@ -64,13 +67,16 @@ def replay(source_config: dict, settings: Settings, rounds: int) -> Replay:
     for r in range(rounds):
         now = START + r * interval
         snap = cluster.collect(now)
+        trace_now = r * interval * trace_per_caller_s
         for task_id in list(running):
             status = cluster.task_status(task_id, now)
             if status.state != "running":
-                migrations.append(replace(running.pop(task_id), outcome=status.state, reason=status.reason))
-        result = run_round(snap, settings, state)
+                migrations.append(replace(running.pop(task_id), outcome=status.state, reason=status.reason,
+                                          ended_s=trace_now))
+        history = (PastMove((m.sid,), m.source, m.target, m.outcome, m.ended_s) for m in migrations)
+        result = run_round(snap, settings, state, guards=guards_from(history, trace_now, cooldown_s, 0.0))
         state = result.state
-        series.append((r * interval * trace_per_caller_s, result.imbalance, result.decision, result.node_loads))
+        series.append((trace_now, result.imbalance, result.decision, result.node_loads))
         if result.decision == "migrate" and result.move:
             for sid in result.move.guests:
                 task_id = cluster.migrate(sid, result.move.target, now)
@@ -126,6 +132,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, default=d.threshold, help=f"default {d.threshold}")
     parser.add_argument("--hold-duration", type=int, default=d.hold_duration, help=f"rounds, default {d.hold_duration}")
     parser.add_argument("--margin", type=float, default=d.margin, help=f"default {d.margin}")
+    parser.add_argument("--cooldown", type=float, default=30.0,
+                        help="minutes of trace time a guest rests after its migration, and is not sent back "
+                             "(default 30, the dashboard's default; 0 = Proxmox, no cooldown)")
     length = parser.add_mutually_exclusive_group()
     length.add_argument("--rounds", type=int, help="rounds to run (default: the whole trace day)")
     length.add_argument("--hours", type=float, help="hours of trace time to run")
@@ -148,7 +157,9 @@ def run(args: argparse.Namespace) -> int:
         rounds = args.rounds if args.rounds is not None else _rounds_for(args, samples)
         if rounds < 1:
             raise ConfigError(f"--rounds/--hours: {rounds} rounds; must be at least 1")
-        result = replay(config, settings, rounds)
+        if args.cooldown < 0:
+            raise ConfigError(f"--cooldown: {args.cooldown!r} minutes; must be >= 0")
+        result = replay(config, settings, rounds, cooldown_s=args.cooldown * 60.0)
     except SourceError as exc:  # a CrsError (bad policy value) is reported by the CLI itself
         print(f"crs: {exc}", file=sys.stderr)
         return 2

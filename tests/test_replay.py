@@ -95,3 +95,23 @@ def test_html_report_is_self_contained(tmp_path, capsys):
 def test_bad_options_are_refused_naming_them(argv, message, capsys):
     assert main(["replay", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_cooldown_keeps_a_migrated_guest_put_for_its_duration():
+    aggressive = Settings(mode="dynamic", threshold=0.05, hold_duration=0, margin=0.0)
+    config = {"nodes": 6, "hot_nodes": 2}
+    hour = 3600.0
+
+    def quickest_second_move(result):
+        last: dict[str, float] = {}
+        gaps = []
+        for m in result.migrations:
+            if m.sid in last:
+                gaps.append(m.started_s - last[m.sid])
+            last[m.sid] = m.ended_s or m.started_s
+        return min(gaps, default=float("inf"))
+
+    free = replay(config, aggressive, 60, cooldown_s=0.0)
+    rested = replay(config, aggressive, 60, cooldown_s=hour)
+    assert quickest_second_move(free) < hour  # without a cooldown guests move again soon
+    assert quickest_second_move(rested) > hour
