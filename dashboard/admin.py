@@ -37,14 +37,22 @@ class MigrationAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # migrations are the history the audit trail points at
+
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(admin.ModelAdmin):
-    list_display = ["at", "actor", "action", "cluster", "migration"]
+    # Append-only (AuditEvent): listed and filtered here and on /audit/, never added, edited or deleted.
+    list_display = ["at", "actor_name", "action", "cluster", "migration"]
     list_filter = ["action", "cluster"]
+    search_fields = ["actor_name"]
 
     def has_change_permission(self, request, obj=None):
         return False
 
     def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False

@@ -1,5 +1,6 @@
 """The live page's WebSocket: a pipe from the cluster's group to the browser."""
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from . import live
@@ -7,11 +8,12 @@ from . import live
 
 class ClusterConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
-        if not self.scope["user"].is_authenticated:
+        user = self.scope["user"]
+        if not user.is_authenticated or not await database_sync_to_async(user.has_perm)("dashboard.view_cluster"):
             # Accept first: a refused handshake reaches the browser without a code, and the
-            # page must tell "log in again" (4401) from a network drop (reconnect).
+            # page must tell "log in again" (4401) or "no role" (4403) from a network drop (reconnect).
             await self.accept()
-            await self.close(code=4401)
+            await self.close(code=4401 if not user.is_authenticated else 4403)
             return
         self.group = live.group_name(self.scope["url_route"]["kwargs"]["cluster_id"])
         await self.channel_layer.group_add(self.group, self.channel_name)

@@ -4,6 +4,7 @@
 so a reloaded page and a live one show the same thing.
 """
 
+import logging
 import time
 from datetime import timedelta
 
@@ -11,8 +12,11 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from .models import Cluster, Migration, Round
+
+log = logging.getLogger(__name__)
 
 
 def group_name(cluster_id: int) -> str:
@@ -74,9 +78,18 @@ def source_payload(error: str, at) -> dict:
 
 
 def push(cluster_id: int, payload: dict) -> None:
-    """Send one event to every page watching the cluster. Call it after commit."""
+    """Send one event to every page watching the cluster. Call it after commit.
+
+    A push is a courtesy, the database is the record: with Redis down the event is logged
+    and dropped, and pages catch up from the database when their socket reopens. Raising
+    instead would stop a round or leave a running migration unfollowed.
+    """
     payload = {**payload, "sent_at": time.time()}  # lets bench/latency.py time round → browser
-    async_to_sync(get_channel_layer().group_send)(group_name(cluster_id), {"type": "cluster.event", "payload": payload})
+    try:
+        async_to_sync(get_channel_layer().group_send)(
+            group_name(cluster_id), {"type": "cluster.event", "payload": payload})
+    except (OSError, RedisError) as exc:
+        log.warning("cluster %s: live update not sent (pages catch up on reconnect): %s", cluster_id, exc)
 
 
 def push_migration(pk: int) -> None:

@@ -224,6 +224,8 @@ class MigrationManager(models.Manager):
         stamp = {"approved": "decided_at", "rejected": "decided_at", "expired": "decided_at",
                  "running": "started_at", "done": "finished_at", "failed": "finished_at"}[new]
         fields.setdefault(stamp, timezone.now())
+        if fields.get("reason"):
+            details = {**(details or {}), "reason": fields["reason"]}  # the audit trail says why too
         with transaction.atomic():
             done = self.filter(pk=pk, state=old).update(state=new, **fields) == 1
             if done:

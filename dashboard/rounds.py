@@ -1,7 +1,8 @@
 """Storing a round's result: the trend sample, the hold counter, the suggestion and who approves it.
 
-The engine decides; this module only records. One suggestion is open per cluster at a
-time, because the next best move depends on whether this one is carried out.
+The engine decides; this module only records. One suggestion is pending per cluster at a
+time: a newer round's move supersedes it, and it expires when the round no longer supports
+it or nobody decides within the suggestion expiry.
 """
 
 from datetime import timedelta
@@ -45,21 +46,30 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult) -> None:
         Cluster.objects.filter(pk=cluster.pk).update(hold_count=result.state.hold_count, last_round_at=now)
         cluster.rounds.filter(at__lt=now - timedelta(hours=settings.CRS_HISTORY_KEEP_HOURS)).delete()
         changed = expire_outdated(cluster, result) if result.decision in NO_LONGER_WARRANTED else []
-        suggestion = suggest(cluster, result) if result.decision == "migrate" else None
+        changed += expire_overdue(cluster, now)
+        suggestion, superseded = suggest(cluster, result) if result.decision == "migrate" else (None, [])
         if suggestion and policy.approves_itself(suggestion.relative_gain):
             Migration.objects.transition(suggestion.pk, "suggested", "approved", None, automatic=True,
                                          details={"automation": policy.automation})
-            transaction.on_commit(lambda: execute.delay(suggestion.pk))
+            transaction.on_commit(lambda: execute.delay(suggestion.pk), robust=True)  # Redis down: rounds retry
         transaction.on_commit(lambda: live.push(cluster.pk, live.round_payload(round_, policy.hold_duration)))
-        for pk in changed + ([suggestion.pk] if suggestion else []):
+        for pk in changed + superseded + ([suggestion.pk] if suggestion else []):
             transaction.on_commit(lambda pk=pk: live.push_migration(pk))
 
 
-def suggest(cluster: Cluster, result: RoundResult) -> Migration | None:
-    """A new suggestion from the round's move, unless one is already open for the cluster."""
-    if cluster.migrations.filter(state__in=Migration.OPEN_STATES).exists():
-        return None
+def suggest(cluster: Cluster, result: RoundResult) -> tuple[Migration | None, list[int]]:
+    """A new suggestion from the round's move, and the older pending ones it supersedes.
+
+    None while the migrations already approved or running fill the cluster's slots (the
+    next best move depends on them), or when the pending suggestion is this same move.
+    """
     move = result.move
+    busy = cluster.migrations.filter(state__in=["approved", "running"]).count()
+    pending = cluster.migrations.filter(state="suggested")
+    if busy >= cluster.policy.max_concurrent_migrations or pending.filter(
+            leader=move.leader, source=move.source, target=move.target).exists():
+        return None, []
+    older = list(pending.values_list("pk", flat=True))
     migration = Migration.objects.create(
         cluster=cluster, leader=move.leader, guests=list(move.guests), source=move.source, target=move.target,
         imbalance_before=result.imbalance, imbalance_after=move.imbalance_after,
@@ -67,7 +77,18 @@ def suggest(cluster: Cluster, result: RoundResult) -> Migration | None:
     )
     AuditEvent.objects.create(actor=None, action="suggested", cluster=cluster, migration=migration,
                               details={"explanation": result.explanation.to_dict()})
-    return migration
+    reason = f"superseded by suggestion #{migration.pk}, from a newer round"
+    return migration, [pk for pk in older if Migration.objects.transition(pk, "suggested", "expired", None,
+                                                                           reason=reason)]
+
+
+def expire_overdue(cluster: Cluster, now) -> list[int]:
+    """Suggestions nobody decided on within the suggestion expiry: the data they rest on is old."""
+    minutes = cluster.policy.suggestion_expiry
+    reason = f"not decided within the suggestion expiry of {minutes} minutes"
+    overdue = cluster.migrations.filter(state="suggested", suggested_at__lt=now - timedelta(minutes=minutes))
+    return [pk for pk in overdue.values_list("pk", flat=True)
+            if Migration.objects.transition(pk, "suggested", "expired", None, reason=reason)]
 
 
 def expire_outdated(cluster: Cluster, result: RoundResult) -> list[int]:

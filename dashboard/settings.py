@@ -27,6 +27,15 @@ def env_bool(name: str, default: bool) -> bool:
     return default if not value else value in ("1", "true")
 
 
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit():
+        raise ImproperlyConfigured(f"{name}={value!r}: use a whole number of 0 or more")
+    return int(value)
+
+
 def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
@@ -67,10 +76,18 @@ def sqlite_config(path: Path) -> dict:
     }
 
 
-def secret_key() -> str:
-    """CRS_SECRET_KEY, or a key generated once and kept in var/ so logins survive restarts."""
+def secret_key(embedded: bool, debug: bool) -> str:
+    """CRS_SECRET_KEY, or for the embedded mode (and debugging) a key generated once in var/.
+
+    The embedded mode is one process on one machine, so a key file beside its database is
+    as safe as the database and lets `make run` work out of the box. The distributed mode
+    runs processes on several machines that must share one key: it has to be given.
+    """
     if key := os.environ.get("CRS_SECRET_KEY"):
         return key
+    if not (embedded or debug):
+        raise ImproperlyConfigured("CRS_SECRET_KEY is required with REDIS_URL (the distributed mode): "
+                                   "give every web, worker and beat process the same long random value")
     path = VAR_DIR / "secret-key"
     if not path.exists():
         VAR_DIR.mkdir(exist_ok=True)
@@ -79,10 +96,24 @@ def secret_key() -> str:
     return path.read_text().strip()
 
 
-SECRET_KEY = secret_key()
+REDIS_URL = os.environ.get("REDIS_URL", "")
 DEBUG = env_bool("CRS_DEBUG", False)
+SECRET_KEY = secret_key(embedded=not REDIS_URL, debug=DEBUG)
 ALLOWED_HOSTS = env_list("CRS_ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("CRS_CSRF_TRUSTED_ORIGINS", "")
+
+# Served over HTTPS (CRS_HTTPS=true): cookies only over TLS, redirect plain HTTP, and HSTS.
+# Off by default because `make run` serves http://127.0.0.1. Behind a proxy that terminates
+# TLS, CRS_BEHIND_PROXY=true trusts its X-Forwarded-Proto header (and only then).
+HTTPS = env_bool("CRS_HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = env_bool("CRS_SSL_REDIRECT", HTTPS)
+SECURE_HSTS_SECONDS = env_int("CRS_HSTS_SECONDS", 31536000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("CRS_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("CRS_HSTS_PRELOAD", False)
+if env_bool("CRS_BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # load balancers probe over plain HTTP
 
 INSTALLED_APPS = [
     "daphne",  # first: its runserver replaces Django's (system check daphne.E001)
@@ -103,6 +134,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Every page needs a login unless its view says otherwise (the login page, /healthz,
+    # and the JSON API, which answers 401 itself instead of redirecting).
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -148,7 +182,6 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:home"
 LOGOUT_REDIRECT_URL = "login"
 
-REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         # redis-py's async pool refuses (not queues) past max_connections, 100 by default; every
@@ -162,6 +195,14 @@ else:
     CELERY_BROKER_URL = "memory://"
 
 CELERY_TASK_IGNORE_RESULT = True
+# A task is acknowledged when it ends, not when it starts: a worker killed mid-task leaves
+# the message to be delivered again, and every task is written to be safe to run twice.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# With Redis, a message a dead worker held comes back after this many seconds. It must
+# exceed the longest task (an adapter call) and countdown (a second), yet keep a migration
+# from waiting long for its follower.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CRS_TASK_VISIBILITY_TIMEOUT", 300)}
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"

@@ -6,11 +6,12 @@ the JSON API, the admin and the demo setup alike, and every path must do both.
 
 import json
 
-from django.db.models.signals import post_delete, post_save
+from django.db.models.signals import post_delete, post_migrate, post_save
 from django.dispatch import receiver
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from .models import Cluster, Policy
+from .roles import ensure_roles
 
 
 def schedule_name(cluster_id: int) -> str:
@@ -40,3 +41,10 @@ def apply_settings(sender, instance: Policy, raw: bool = False, **kwargs) -> Non
 @receiver(post_delete, sender=Cluster)
 def unschedule(sender, instance: Cluster, **kwargs) -> None:
     PeriodicTask.objects.filter(name=schedule_name(instance.pk)).delete()
+
+
+@receiver(post_migrate)
+def keep_roles(sender, app_config=None, **kwargs) -> None:
+    # After this app's permissions exist (auth creates them in the same signal, earlier).
+    if app_config is not None and app_config.name == "dashboard":
+        ensure_roles()

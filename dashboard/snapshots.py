@@ -9,7 +9,7 @@ bug report can be replayed on the page with the same policy.
 import json
 
 from django import forms
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import permission_required
 from django.db import transaction
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -35,7 +35,7 @@ def cluster_snapshot(cluster: Cluster) -> crs.model.Snapshot | None:
 
 
 @require_GET
-@login_required
+@permission_required("dashboard.view_cluster", raise_exception=True)
 def export(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
     snapshot = cluster_snapshot(cluster)
@@ -73,7 +73,6 @@ class ImportForm(forms.Form):
 
 
 @require_POST
-@login_required
 @permission_required("dashboard.add_cluster", raise_exception=True)
 def import_snapshot(request):
     form = ImportForm(request.POST, request.FILES)
@@ -94,13 +93,13 @@ def import_snapshot(request):
 
 
 @require_GET
-@login_required
+@permission_required("dashboard.view_cluster", raise_exception=True)
 def import_form(request):
     return render(request, "dashboard/import.html", {"form": ImportForm()})
 
 
 @require_GET
-@login_required
+@permission_required("dashboard.view_cluster", raise_exception=True)
 def plan(request, pk):
     """What the engine would do now, up to `steps` moves ahead, as a page or as crs-plan/1 JSON."""
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)

@@ -7,6 +7,7 @@ migration and hands over to `follow` until the adapter reports it done or failed
 
 import logging
 import time
+from datetime import timedelta
 
 from celery import shared_task
 from django.db import transaction
@@ -24,6 +25,8 @@ from .sources import opened_source
 
 log = logging.getLogger(__name__)
 FOLLOW_SECONDS = 1.0  # how often a running migration's progress is polled and pushed
+# An approved migration not started after this long lost its message; rounds queue it again.
+STALLED_APPROVAL = timedelta(seconds=30)
 
 
 @shared_task(ignore_result=True)
@@ -58,34 +61,89 @@ def balancing_round(cluster_id: int) -> None:
         return  # this cluster's round is already running on another worker
     try:
         cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
-        if cluster.snapshot is None:
-            return
+        if cluster.snapshot is None or (cluster.last_round_at and cluster.collected_at <= cluster.last_round_at):
+            return  # no snapshot yet, or a redelivered message: this snapshot has had its round
         snapshot = crs.snapshot.parse(cluster.snapshot)
-        result = crs.balancer.run_round(snapshot, cluster.policy.engine_settings(),
-                                        RoundState(cluster.hold_count), proxmox_gate=False)
+        result = crs.balancer.run_round(snapshot, cluster.policy.engine_settings(), RoundState(cluster.hold_count),
+                                        proxmox_gate=False, guards=cluster.guards())
         rounds.record(cluster, snapshot, result)
     finally:
         Cluster.objects.release_round(cluster_id)
+    requeue_stalled(cluster_id)
 
 
 @shared_task(ignore_result=True)
 def execute(migration_id: int) -> None:
-    """Start an approved migration through the cluster's adapter."""
-    if not Migration.objects.transition(migration_id, "approved", "running", None):
-        return  # already started by another worker
-    live.push_migration(migration_id)
-    migration = Migration.objects.get(pk=migration_id)
+    """Start an approved migration: claim it, re-check it on a fresh snapshot, start it, follow it.
+
+    Safe to deliver twice (acks_late after a killed worker, the stalled-approval sweep):
+    only the call that moves it from approved to running starts it. A call that finds it
+    running without a started task knows its starter died and marks it failed, so a
+    migration is never started twice.
+    """
+    migration = Migration.objects.filter(pk=migration_id).first()
+    if migration is None:
+        return
+    if migration.state == "approved" and claim(migration_id) == "running":
+        start(migration_id)
+    elif migration.state == "running" and not migration.task_ids:
+        settle_unstarted(migration_id)
+
+
+def claim(migration_id: int) -> str:
+    """approved → running if a migration slot is free and a fresh snapshot still supports the
+    move; approved → expired (with the reason) if not. Returns the state it is left in.
+
+    Under the cluster's lock (opened_source), so two workers never both take the last slot.
+    """
     try:
-        with opened_source(migration.cluster_id) as (cluster, source):
-            if reason := migration.stale_reason(cluster.snapshot):
-                raise SourceError(reason)
+        with opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (cluster, source):
+            migration = Migration.objects.select_related("cluster__policy").get(pk=migration_id)
+            if migration.state != "approved":
+                return migration.state
+            running = cluster.migrations.filter(state="running").count()
+            if running >= migration.cluster.policy.max_concurrent_migrations:
+                return "approved"  # queued again when a running one finishes
+            fresh = crs.snapshot.to_dict(source.collect(time.time()))
+            # Only claim() moves an approved migration on, under this lock: the transitions succeed.
+            if reason := migration.stale_reason(fresh):
+                Migration.objects.transition(migration_id, "approved", "expired", None, reason=reason)
+                return "expired"
+            Migration.objects.transition(migration_id, "approved", "running", None)
+            return "running"
+    except (SourceError, CrsError) as exc:
+        Migration.objects.transition(migration_id, "approved", "expired", None,
+                                     reason=f"could not re-check it on a fresh snapshot: {exc}")
+        return "expired"
+    finally:
+        live.push_migration(migration_id)
+
+
+def start(migration_id: int) -> None:
+    """Ask the adapter to migrate; its task ids are stored in the transaction that stores the
+    adapter's state, so a worker killed here leaves a running migration with no task: failed
+    by the next look (settle_unstarted), never started again."""
+    try:
+        with opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (_, source):
+            migration = Migration.objects.get(pk=migration_id)
+            if migration.state != "running" or migration.task_ids:
+                return  # settled by someone who thought this worker dead
             now = time.time()
             task_ids = [source.migrate(sid, migration.target, now) for sid in migration.guests]
+            Migration.objects.filter(pk=migration_id).update(task_ids=task_ids)
     except (SourceError, CrsError) as exc:
         finish(migration_id, "failed", reason=str(exc))
         return
-    Migration.objects.filter(pk=migration_id).update(task_ids=task_ids)
     follow.apply_async((migration_id,), countdown=FOLLOW_SECONDS)
+
+
+def settle_unstarted(migration_id: int) -> None:
+    """A running migration without a task: its starter stopped. Holding the cluster lock the
+    starter held while starting proves it is not half-way; fail it, with the reason."""
+    with opened_source(Migration.objects.get(pk=migration_id).cluster_id):
+        if Migration.objects.filter(pk=migration_id, state="running", task_ids=[]).exists():
+            finish(migration_id, "failed", reason="the worker stopped while starting it; no migration task "
+                                                  "was recorded, so it was not started again")
 
 
 @shared_task(ignore_result=True)
@@ -95,7 +153,7 @@ def follow(migration_id: int) -> None:
     if migration.state != "running":
         return
     if not migration.task_ids:
-        finish(migration_id, "failed", reason="the worker stopped before the migration was started")
+        settle_unstarted(migration_id)
         return
     try:
         with opened_source(migration.cluster_id) as (_, source):
@@ -115,6 +173,15 @@ def follow(migration_id: int) -> None:
         follow.apply_async((migration_id,), countdown=FOLLOW_SECONDS)
 
 
+def requeue_stalled(cluster_id: int) -> None:
+    """Approved migrations nobody started: their message was lost (broker down at approval)
+    or they wait for a slot. Queued again every round; execute is safe to repeat."""
+    before = timezone.now() - STALLED_APPROVAL
+    for pk in Migration.objects.filter(cluster_id=cluster_id, state="approved",
+                                       decided_at__lt=before).values_list("pk", flat=True):
+        execute.delay(pk)
+
+
 def resume_unfinished() -> None:
     """Queue again what a restart dropped: the embedded broker keeps no messages across restarts,
     and an approved or running migration nobody follows would block its cluster's suggestions."""
@@ -125,7 +192,11 @@ def resume_unfinished() -> None:
 
 
 def finish(migration_id: int, state: str, **fields) -> None:
+    """running → done or failed; a freed slot starts the next approved migration of the cluster."""
     with transaction.atomic():
         if Migration.objects.transition(migration_id, "running", state, None, details=fields, **fields):
             transaction.on_commit(lambda: live.push_migration(migration_id))
-
+            cluster_id = Migration.objects.filter(pk=migration_id).values_list("cluster_id", flat=True).get()
+            waiting = Migration.objects.filter(cluster_id=cluster_id, state="approved").order_by("decided_at")
+            if pk := waiting.values_list("pk", flat=True).first():
+                transaction.on_commit(lambda: execute.delay(pk))

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from . import snapshots, views
+from . import audit, snapshots, views
 
 app_patterns = [
     path("", views.home, name="home"),
@@ -11,6 +11,7 @@ app_patterns = [
     path("api/clusters/<int:pk>/settings", views.api_settings, name="api-settings"),
     path("api/migrations/<int:pk>/approve", views.approve, name="approve"),
     path("api/migrations/<int:pk>/reject", views.reject, name="reject"),
+    path("audit/", audit.audit, name="audit"),
     path("clusters/<int:pk>/snapshot.json", snapshots.export, name="export"),
     path("clusters/<int:pk>/plan", snapshots.plan, name="plan"),
     path("clusters/import", snapshots.import_form, name="import-form"),

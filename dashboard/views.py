@@ -1,4 +1,7 @@
-"""The live page, its settings form, the JSON API for approvals and settings, and /healthz."""
+"""The live page, its settings form, the JSON API for approvals and settings, and /healthz.
+
+Every page needs a login (LoginRequiredMiddleware) and a role's permission (roles.py).
+"""
 
 import json
 from functools import wraps
@@ -6,29 +9,38 @@ from functools import wraps
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import login_not_required, permission_required
 from django.db import connection, transaction
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from . import live
-from .forms import PolicyForm, RejectForm
+from .forms import PolicyForm, RejectForm, json_type_errors
 from .models import Cluster, Migration
 from .tasks import execute
 
 
-def api_login_required(view):
-    """Like login_required, but an API client gets 401 JSON instead of a login page."""
-    @wraps(view)
-    def wrapped(request, *args, **kwargs):
-        if not request.user.is_authenticated:
-            return JsonResponse({"error": "log in first"}, status=401)
-        return view(request, *args, **kwargs)
-    return wrapped
+def api(permission: str):
+    """The JSON API's access check: 401 without a login, 403 without the role's permission.
+
+    An API client gets JSON, never the login page; LoginRequiredMiddleware is told to leave
+    these views alone because they answer for themselves.
+    """
+    def decorate(view):
+        @login_not_required
+        @wraps(view)
+        def wrapped(request, *args, **kwargs):
+            if not request.user.is_authenticated:
+                return JsonResponse({"error": "log in first"}, status=401)
+            if not request.user.has_perm(permission):
+                return JsonResponse({"error": f"your role lacks the permission {permission}"}, status=403)
+            return view(request, *args, **kwargs)
+        return wrapped
+    return decorate
 
 
-@login_required
+@permission_required("dashboard.view_cluster", raise_exception=True)
 def home(request):
     cluster = Cluster.objects.select_related("policy").first()
     if cluster is None:
@@ -36,7 +48,7 @@ def home(request):
     return _page(request, cluster, PolicyForm(instance=cluster.policy))
 
 
-@login_required
+@permission_required("dashboard.view_cluster", raise_exception=True)
 def cluster(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
     return _page(request, cluster, PolicyForm(instance=cluster.policy))
@@ -44,12 +56,13 @@ def cluster(request, pk):
 
 def _page(request, cluster, form, status=200):
     context = {"cluster": cluster, "clusters": Cluster.objects.only("name"), "form": form,
-               "history": live.history(cluster)}
+               "history": live.history(cluster), "live_paused": _check(_probe_channel_layer) != "ok",
+               "can_decide": request.user.has_perm("dashboard.approve_migration"),
+               "can_configure": request.user.has_perm("dashboard.change_policy")}
     return render(request, "dashboard/cluster.html", context, status=status)
 
 
 @require_POST
-@login_required
 @permission_required("dashboard.change_policy", raise_exception=True)
 def change_settings(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
@@ -62,7 +75,7 @@ def change_settings(request, pk):
 
 
 @require_GET
-@api_login_required
+@api("dashboard.view_cluster")
 def api_cluster(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
     settings = {name: getattr(cluster.policy, name) for name in PolicyForm.Meta.fields}
@@ -70,14 +83,17 @@ def api_cluster(request, pk):
 
 
 @require_POST
-@api_login_required
-@permission_required("dashboard.change_policy", raise_exception=True)
+@api("dashboard.change_policy")
 def api_settings(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
     try:
         data = json.loads(request.body)
     except ValueError:
-        return JsonResponse({"error": "body must be a JSON object of settings"}, status=400)
+        data = None
+    if not isinstance(data, dict):
+        return JsonResponse({"error": "the body must be a JSON object of settings"}, status=400)
+    if errors := json_type_errors(data):
+        return JsonResponse({"errors": errors}, status=400)
     form = PolicyForm({**PolicyForm(instance=cluster.policy).initial, **data}, instance=cluster.policy)
     if not form.is_valid():
         return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
@@ -86,22 +102,21 @@ def api_settings(request, pk):
 
 
 @require_POST
-@api_login_required
-@permission_required("dashboard.approve_migration", raise_exception=True)
+@api("dashboard.approve_migration")
 def approve(request, pk):
     migration = get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
     with transaction.atomic():
         if reason := migration.stale_reason(migration.cluster.snapshot):
             Migration.objects.transition(pk, "suggested", "expired", request.user, reason=reason)
         elif Migration.objects.transition(pk, "suggested", "approved", request.user, decided_by=request.user):
-            transaction.on_commit(lambda: execute.delay(pk))
+            # robust: with the broker down the approval stands, and the next round queues it again
+            transaction.on_commit(lambda: execute.delay(pk), robust=True)
         transaction.on_commit(lambda: live.push_migration(pk))
     return _decided(pk, "approved")
 
 
 @require_POST
-@api_login_required
-@permission_required("dashboard.approve_migration", raise_exception=True)
+@api("dashboard.approve_migration")
 def reject(request, pk):
     get_object_or_404(Migration, pk=pk)
     form = RejectForm(request.POST)
@@ -110,7 +125,7 @@ def reject(request, pk):
     reason = form.cleaned_data["reason"]
     with transaction.atomic():
         Migration.objects.transition(pk, "suggested", "rejected", request.user, decided_by=request.user,
-                                     reason=reason, details={"reason": reason})
+                                     reason=reason)
         transaction.on_commit(lambda: live.push_migration(pk))
     return _decided(pk, "rejected")
 
@@ -127,16 +142,20 @@ def _decided(pk, wanted):
 
 
 @require_GET
+@login_not_required  # load balancers and monitoring probe it without an account
 def healthz(request):
     checks = {"database": _check(lambda: connection.cursor().execute("SELECT 1")),
-              "channel_layer": _check(lambda: async_to_sync(get_channel_layer().group_send)(
-                  "healthz", {"type": "healthz.ping"}))}
+              "channel_layer": _check(_probe_channel_layer)}
     clusters = list(Cluster.objects.only("name", "last_round_at", "source_error")) if checks["database"] == "ok" else []
     rounds = {c.name: c.last_round_at.isoformat() if c.last_round_at else None for c in clusters}
     sources = {c.name: f"error: {c.source_error}" if c.source_error else "ok" for c in clusters}
     ok = all(value == "ok" for value in checks.values())
     # An unreachable cluster is reported, not a 503: the service itself is healthy.
     return JsonResponse({"ok": ok, **checks, "last_round": rounds, "sources": sources}, status=200 if ok else 503)
+
+
+def _probe_channel_layer() -> None:
+    async_to_sync(get_channel_layer().group_send)("healthz", {"type": "healthz.ping"})
 
 
 def _check(probe) -> str:

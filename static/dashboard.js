@@ -75,6 +75,8 @@ function suggestionItem(m) {
   const approve = li.querySelector(".approve");
   approve.onclick = () => decide(li, config.approve, m.id, {});
   approve.hidden = config.read_only;  // a what-if cluster only shows what would be suggested
+  // A viewer sees what waits for a decision, without buttons the server would refuse.
+  li.querySelectorAll("button, input").forEach((e) => { e.hidden = e.hidden || !config.can_decide; });
   li.querySelector(".reject").onclick = () => decide(li, config.reject, m.id, {reason: li.querySelector(".reason").value});
   return li;
 }
@@ -136,6 +138,7 @@ function connect(delay) {
     // pushed to nobody: fetch the state once the socket listens, then pushes keep it current.
     load(await (await fetch(config.api, {credentials: "same-origin"})).json());
     delay = 1000;
+    el("live-paused").hidden = true;
     el("ws-state").textContent = "open";
   };
   socket.onmessage = (event) => {
@@ -145,13 +148,15 @@ function connect(delay) {
     else if (data.type === "source") showSource(data);
   };
   socket.onclose = (event) => {
-    if (event.code === 4401) {  // the session ended: reconnecting cannot help
-      el("ws-state").textContent = "logged out";
+    if (event.code === 4401 || event.code === 4403) {  // logged out, or no role: reconnecting cannot help
+      el("ws-state").textContent = event.code === 4401 ? "logged out" : "not allowed";
       return;
     }
-    el("ws-state").textContent = "closed";
-    // Jitter, so that after a server restart the pages do not all reconnect in the same instant.
-    setTimeout(() => connect(Math.min(delay * 2, 30000)), delay * (0.5 + Math.random()));
+    // The server or its message broker is away: say so, keep what is shown, try again later.
+    const wait = delay * (0.5 + Math.random());  // jitter: pages do not all come back in the same instant
+    el("ws-state").textContent = `paused, retrying in ${Math.round(wait / 1000)} s`;
+    el("live-paused").hidden = false;
+    setTimeout(() => connect(Math.min(delay * 2, 30000)), wait);
   };
 }
 

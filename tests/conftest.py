@@ -22,6 +22,14 @@ def pytest_configure(config):
         raise pytest.UsageError(f"CRS_TEST_REQUIRE_SERVICES=1 but {', '.join(missing)} unset")
 
 
+def policy_form(**changes) -> dict:
+    """The settings form as a browser posts it: every field, the defaults unless changed."""
+    data = {"mode": "static", "automation": "manual", "threshold": 30, "hold_duration": 3, "margin": 10,
+            "automatic_margin": 25, "method": "bruteforce", "imbalance_scale": "normalized", "round_interval": 10,
+            "cooldown": 30, "rejection_memory": 60, "suggestion_expiry": 15, "max_concurrent_migrations": 1}
+    return {**data, **changes}
+
+
 def service_or_skip(name: str) -> str:
     """The service URL from the environment; skip without it, unless CI requires the services."""
     url = os.environ.get(name, "")
@@ -44,15 +52,39 @@ def redis_url():
     client.flushdb()
 
 
+def user_with_role(django_user_model, role: str | None, **fields):
+    """A user with password "pw" in the group of `role` (dashboard/roles.py), or in none."""
+    from django.contrib.auth.models import Group
+
+    name = role or "outsider"
+    user = django_user_model.objects.create_user(name, f"{name}@example.com", "pw", **fields)
+    if role:
+        user.groups.add(Group.objects.get(name=role))
+    return user
+
+
 @pytest.fixture
 def admin(django_user_model):
-    return django_user_model.objects.create_superuser("admin", "admin@example.com", "pw")
+    """The admin role (settings, clusters, decisions), with staff status for the admin site."""
+    return user_with_role(django_user_model, "admin", is_staff=True)
+
+
+@pytest.fixture
+def operator(django_user_model):
+    """Sees everything, approves and rejects; changes no settings."""
+    return user_with_role(django_user_model, "operator")
 
 
 @pytest.fixture
 def viewer(django_user_model):
-    """Logged in, but without permission to change settings or decide migrations."""
-    return django_user_model.objects.create_user("viewer", "viewer@example.com", "pw")
+    """Sees everything, changes nothing."""
+    return user_with_role(django_user_model, "viewer")
+
+
+@pytest.fixture
+def outsider(django_user_model):
+    """Has an account but no role: may log in, sees nothing."""
+    return user_with_role(django_user_model, None)
 
 
 @pytest.fixture

@@ -5,16 +5,11 @@ import json
 import pytest
 from django_celery_beat.models import PeriodicTask
 
+from conftest import policy_form
 from dashboard.forms import PolicyForm
 from dashboard.models import AuditEvent, Cluster, Migration, Policy
 
 pytestmark = pytest.mark.django_db
-
-
-def form_data(**changes):
-    data = {"mode": "static", "automation": "manual", "threshold": 30, "hold_duration": 3, "margin": 10,
-            "automatic_margin": 25, "method": "bruteforce", "imbalance_scale": "normalized", "round_interval": 10}
-    return {**data, **changes}
 
 
 def test_new_cluster_gets_proxmox_defaults(cluster):
@@ -36,15 +31,22 @@ def test_engine_settings_turn_percent_into_fractions(cluster):
     ("threshold", 101, "threshold must be between 0 and 100 %"),
     ("threshold", -1, "threshold must be between 0 and 100 %"),
     ("margin", 150, "margin must be between 0 and 100 %"),
-    ("hold_duration", -1, "hold duration must be 0 or more rounds"),
-    ("round_interval", 0, "round interval must be at least 1 second"),
+    ("hold_duration", -1, "hold duration must be between 0 and 1000 rounds"),
+    ("hold_duration", 2.5, "hold duration must be a whole number"),
+    ("hold_duration", 10**12, "hold duration must be between 0 and 1000 rounds"),
+    ("round_interval", 0, "round interval must be between 1 and 86400 seconds"),
+    ("cooldown", -5, "cooldown must be between 0 and 10080 minutes"),
+    ("rejection_memory", 20000, "rejection memory must be between 0 and 10080 minutes"),
+    ("suggestion_expiry", 0, "suggestion expiry must be between 1 and 10080 minutes"),
+    ("max_concurrent_migrations", 0, "concurrent migrations must be between 1 and 100"),
+    ("threshold", "nan", "threshold must be a number"),
     ("automatic_margin", 5, "automatic margin must be at least the margin"),
     ("threshold", "lots", "threshold must be a number"),
     ("mode", "fancy", "mode must be one of: basic, static, dynamic"),
     ("method", "", "method is required"),
 ])
 def test_bad_setting_is_refused_naming_the_field(cluster, field, value, message):
-    form = PolicyForm(form_data(**{field: value}), instance=cluster.policy)
+    form = PolicyForm(policy_form(**{field: value}), instance=cluster.policy)
     assert not form.is_valid()
     assert form.errors[field] == [message]
     assert Policy.objects.get(cluster=cluster).threshold == 30.0  # nothing stored changed
@@ -52,7 +54,7 @@ def test_bad_setting_is_refused_naming_the_field(cluster, field, value, message)
 
 def test_settings_change_resets_hold_counter_and_audits_it(cluster, admin):
     Cluster.objects.filter(pk=cluster.pk).update(hold_count=2)
-    form = PolicyForm(form_data(threshold=20), instance=cluster.policy)
+    form = PolicyForm(policy_form(threshold=20), instance=cluster.policy)
     assert form.is_valid(), form.errors
     form.save_by(admin)
     cluster.refresh_from_db()
@@ -62,7 +64,7 @@ def test_settings_change_resets_hold_counter_and_audits_it(cluster, admin):
 
 
 def test_round_interval_sets_the_clusters_beat_schedule(cluster, admin):
-    form = PolicyForm(form_data(round_interval=7), instance=cluster.policy)
+    form = PolicyForm(policy_form(round_interval=7), instance=cluster.policy)
     assert form.is_valid(), form.errors
     form.save_by(admin)
     task = PeriodicTask.objects.get(task="dashboard.tasks.collect")

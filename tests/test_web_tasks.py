@@ -152,4 +152,5 @@ def test_running_migration_that_never_started_fails_with_reason(suggested, djang
     with django_capture_on_commit_callbacks(execute=True):
         follow.apply(args=[suggested.pk])
     migration = Migration.objects.get(pk=suggested.pk)
-    assert (migration.state, migration.reason) == ("failed", "the worker stopped before the migration was started")
+    assert migration.state == "failed"
+    assert migration.reason.startswith("the worker stopped while starting it; no migration task was recorded")

@@ -5,6 +5,7 @@ import json
 import pytest
 from django.urls import reverse
 
+from conftest import policy_form
 from dashboard.models import AuditEvent, Migration, Policy
 
 pytestmark = pytest.mark.django_db
@@ -40,8 +41,8 @@ def test_plotly_is_found_in_the_installed_package():
 
 
 def test_settings_form_saves_and_redirects(admin_client, cluster):
-    data = {"mode": "dynamic", "automation": "partial", "threshold": 25, "hold_duration": 2, "margin": 10,
-            "automatic_margin": 40, "method": "topsis", "imbalance_scale": "normalized", "round_interval": 5}
+    data = policy_form(mode="dynamic", automation="partial", threshold=25, hold_duration=2, automatic_margin=40,
+                       method="topsis", round_interval=5)
     response = admin_client.post(reverse("dashboard:settings", args=[cluster.pk]), data)
     assert response.status_code == 302
     policy = Policy.objects.get(cluster=cluster)
@@ -49,8 +50,7 @@ def test_settings_form_saves_and_redirects(admin_client, cluster):
 
 
 def test_bad_settings_form_shows_field_error_and_changes_nothing(admin_client, cluster):
-    data = {"mode": "static", "automation": "manual", "threshold": 130, "hold_duration": 3, "margin": 10,
-            "automatic_margin": 25, "method": "bruteforce", "imbalance_scale": "normalized", "round_interval": 10}
+    data = policy_form(threshold=130)
     response = admin_client.post(reverse("dashboard:settings", args=[cluster.pk]), data)
     assert response.status_code == 400
     assert "threshold must be between 0 and 100 %" in response.content.decode()
@@ -97,10 +97,10 @@ def test_approve_queues_execution_once(admin_client, suggested, django_capture_o
 
 
 def test_approving_a_rejected_suggestion_says_where_it_is(admin_client, suggested):
-    admin_client.post(reverse("dashboard:reject", args=[suggested.pk]))
+    admin_client.post(reverse("dashboard:reject", args=[suggested.pk]), {"reason": "not now"})
     response = admin_client.post(reverse("dashboard:approve", args=[suggested.pk]))
     assert response.status_code == 409
-    assert response.json()["error"] == f"migration {suggested.pk} is rejected, not suggested"
+    assert response.json()["error"] == f"migration {suggested.pk} is rejected (not now), not suggested"
 
 
 def test_reject_keeps_the_reason(admin_client, admin, suggested):

@@ -1,0 +1,70 @@
+"""The audit trail page: who did what, when, on which cluster; filtered, never edited."""
+
+from datetime import datetime, time, timedelta
+
+from django import forms
+from django.contrib.auth.decorators import permission_required
+from django.core.paginator import Paginator
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from .models import AuditEvent, Cluster
+
+PAGE_SIZE = 100
+
+
+class AuditFilterForm(forms.Form):
+    cluster = forms.ModelChoiceField(Cluster.objects.all(), required=False, empty_label="all clusters",
+                                     error_messages={"invalid_choice": "cluster: no such cluster"})
+    actor = forms.CharField(max_length=150, required=False,
+                            help_text='A username, or "system" for rounds and workers.',
+                            error_messages={"max_length": "actor must be at most 150 characters"})
+    action = forms.ChoiceField(choices=[("", "all actions")] + [(a, a) for a in AuditEvent.ACTIONS],
+                               required=False)
+    since = forms.DateField(required=False, label="From (date)",
+                            error_messages={"invalid": "from must be a date, YYYY-MM-DD"})
+    until = forms.DateField(required=False, label="To (date, inclusive)",
+                            error_messages={"invalid": "to must be a date, YYYY-MM-DD"})
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        allowed = ", ".join(AuditEvent.ACTIONS)
+        self.fields["action"].error_messages["invalid_choice"] = f"action must be one of: {allowed}"
+
+    def clean(self):
+        data = super().clean()
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            raise forms.ValidationError("from must be on or before to")
+        return data
+
+    def events(self):
+        """The events matching the valid filters, newest first."""
+        events = AuditEvent.objects.select_related("cluster", "migration")
+        data = self.cleaned_data
+        if data["cluster"]:
+            events = events.filter(cluster=data["cluster"])
+        if data["actor"] == "system":
+            events = events.filter(actor_name="")
+        elif data["actor"]:
+            events = events.filter(actor_name=data["actor"])
+        if data["action"]:
+            events = events.filter(action=data["action"])
+        zone = timezone.get_current_timezone()
+        if data["since"]:
+            events = events.filter(at__gte=datetime.combine(data["since"], time.min, zone))
+        if data["until"]:
+            events = events.filter(at__lt=datetime.combine(data["until"] + timedelta(days=1), time.min, zone))
+        return events
+
+
+@require_GET
+@permission_required("dashboard.view_auditevent", raise_exception=True)
+def audit(request):
+    form = AuditFilterForm(request.GET)
+    if not form.is_valid():
+        return render(request, "dashboard/audit.html", {"form": form, "page": None}, status=400)
+    page = Paginator(form.events(), PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "dashboard/audit.html", {"form": form, "page": page, "query": query.urlencode()})
