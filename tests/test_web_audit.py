@@ -1,0 +1,108 @@
+"""The audit trail: what is recorded, the page that lists and filters it, and that nothing edits it."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from conftest import policy_form
+from dashboard.models import AuditEvent, AuditTrailError, Cluster, Migration
+
+pytestmark = pytest.mark.django_db
+
+
+def test_settings_changes_record_old_and_new_from_form_api_and_admin(client, admin, cluster):
+    client.force_login(admin)
+    client.post(reverse("dashboard:settings", args=[cluster.pk]), policy_form(threshold=20, cooldown=45))
+    client.post(reverse("dashboard:api-settings", args=[cluster.pk]), json.dumps({"margin": 15}),
+                content_type="application/json")
+    client.post(reverse("admin:dashboard_policy_change", args=[cluster.policy.pk]), policy_form(
+        threshold=20, cooldown=45, margin=15, max_concurrent_migrations=2))
+    changes = [e.details["changes"] for e in AuditEvent.objects.filter(action="settings-changed").order_by("pk")]
+    assert changes == [{"threshold": [30.0, 20.0], "cooldown": [30, 45]}, {"margin": [10.0, 15.0]},
+                       {"max_concurrent_migrations": [1, 2]}]
+    assert set(AuditEvent.objects.values_list("actor_name", flat=True)) == {"admin"}
+
+
+def test_approval_and_rejection_are_recorded_with_actor_and_reason(client, operator, suggested):
+    other = Migration.objects.create(**{f: getattr(suggested, f) for f in (
+        "cluster", "leader", "guests", "source", "imbalance_before", "imbalance_after", "relative_gain", "margin",
+        "method")}, target="node05")
+    client.force_login(operator)
+    client.post(reverse("dashboard:reject", args=[other.pk]), {"reason": "node05 is being patched"})
+    client.post(reverse("dashboard:approve", args=[suggested.pk]))
+    events = {e.action: e for e in AuditEvent.objects.all()}
+    assert events["rejected"].details == {"reason": "node05 is being patched"}
+    assert (events["approved"].actor, events["approved"].cluster) == (operator, suggested.cluster)
+
+
+def test_audit_page_lists_and_filters(client, viewer, admin, suggested):
+    Migration.objects.transition(suggested.pk, "suggested", "rejected", admin, reason="not today")
+    AuditEvent.objects.create(actor=None, action="suggested", cluster=suggested.cluster, migration=suggested)
+    AuditEvent.objects.create(actor=admin, action="settings-changed", cluster=suggested.cluster,
+                              details={"changes": {"threshold": [30, 20]}})
+    AuditEvent(actor=admin, action="settings-changed", cluster=suggested.cluster,
+               at=timezone.now() - timedelta(days=3), details={"changes": {"margin": [10, 5]}}).save()
+    client.force_login(viewer)
+
+    def actions(**query):
+        response = client.get(reverse("dashboard:audit"), query)
+        assert response.status_code == 200
+        return [e.action for e in response.context["page"]]
+
+    assert actions() == ["settings-changed", "suggested", "rejected", "settings-changed"]
+    assert actions(actor="system") == ["suggested"]
+    assert actions(actor="admin", action="rejected") == ["rejected"]
+    assert actions(since=str((timezone.now() - timedelta(days=1)).date())) == ["settings-changed", "suggested",
+                                                                               "rejected"]
+    assert actions(until=str((timezone.now() - timedelta(days=2)).date())) == ["settings-changed"]
+    assert actions(cluster=suggested.cluster.pk, action="suggested") == ["suggested"]
+    body = client.get(reverse("dashboard:audit")).content.decode()
+    assert "threshold: 30 → 20" in body and "not today" in body
+
+
+@pytest.mark.parametrize("query, message", [
+    ({"action": "deleted"}, "action must be one of: settings-changed"),
+    ({"since": "yesterday"}, "from must be a date, YYYY-MM-DD"),
+    ({"cluster": "999"}, "cluster: no such cluster"),
+    ({"since": "2026-02-02", "until": "2026-02-01"}, "from must be on or before to"),
+])
+def test_bad_audit_filter_names_the_field(client, viewer, cluster, query, message):
+    client.force_login(viewer)
+    response = client.get(reverse("dashboard:audit"), query)
+    assert response.status_code == 400
+    assert message in response.content.decode()
+
+
+def test_audit_events_are_never_edited_or_deleted(admin, cluster):
+    event = AuditEvent.objects.create(actor=admin, action="settings-changed", cluster=cluster)
+    with pytest.raises(AuditTrailError):
+        event.save()
+    with pytest.raises(AuditTrailError):
+        event.delete()
+    with pytest.raises(AuditTrailError):
+        AuditEvent.objects.filter(pk=event.pk).update(action="done")
+    with pytest.raises(AuditTrailError):
+        AuditEvent.objects.all().delete()
+    with pytest.raises(Exception, match="protected"):
+        Cluster.objects.get(pk=cluster.pk).delete()  # its history would go with it
+    assert AuditEvent.objects.get(pk=event.pk).action == "settings-changed"
+
+
+def test_a_deleted_user_stays_named_in_the_trail(admin, cluster):
+    AuditEvent.objects.create(actor=admin, action="settings-changed", cluster=cluster)
+    admin.delete()
+    event = AuditEvent.objects.get()
+    assert (event.actor, event.actor_name) == (None, "admin")
+
+
+def test_admin_site_offers_no_add_change_or_delete_of_events(client, django_user_model, cluster):
+    root = django_user_model.objects.create_superuser("root", "root@example.com", "pw")
+    event = AuditEvent.objects.create(actor=root, action="settings-changed", cluster=cluster)
+    client.force_login(root)
+    assert client.get(reverse("admin:dashboard_auditevent_changelist")).status_code == 200
+    assert client.get(reverse("admin:dashboard_auditevent_add")).status_code == 403
+    assert client.post(reverse("admin:dashboard_auditevent_delete", args=[event.pk]), {"post": "yes"}).status_code == 403
+    assert AuditEvent.objects.filter(pk=event.pk).exists()

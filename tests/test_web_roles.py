@@ -1,0 +1,162 @@
+"""Who may do what: anonymous, outsider (no role), viewer, operator and admin, for every page,
+API write and the WebSocket; and CSRF on every write."""
+
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from conftest import policy_form
+from dashboard.asgi import application
+from dashboard.models import AuditEvent, Migration, Policy
+
+# Reads: every role sees them, nobody else.
+READS = ["dashboard:home", "dashboard:cluster", "dashboard:api-cluster", "dashboard:audit", "dashboard:export",
+         "dashboard:plan", "dashboard:import-form"]
+# Writes, with the lowest role that may make them.
+WRITES = {"settings": "admin", "api-settings": "admin", "approve": "operator", "reject": "operator"}
+ROLES = ["viewer", "operator", "admin"]
+RANK = {role: rank for rank, role in enumerate(ROLES)}
+
+
+def url(name: str, cluster, migration) -> str:
+    if name in ("dashboard:audit", "dashboard:import-form", "dashboard:home"):
+        return reverse(name)
+    if name in ("dashboard:approve", "dashboard:reject"):
+        return reverse(name, args=[migration.pk])
+    return reverse(name, args=[cluster.pk])
+
+
+def write(client, name: str, cluster, migration):
+    target = url(f"dashboard:{name}", cluster, migration)
+    if name == "api-settings":
+        return client.post(target, json.dumps({"threshold": 20}), content_type="application/json")
+    if name == "settings":
+        return client.post(target, policy_form(threshold=20))
+    return client.post(target, {"reason": "not in office hours"})
+
+
+@pytest.fixture
+def users(admin, operator, viewer, outsider):
+    return {"admin": admin, "operator": operator, "viewer": viewer, "outsider": outsider}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", READS)
+def test_every_role_reads_outsiders_and_anonymous_do_not(client, users, suggested, name):
+    target = url(name, suggested.cluster, suggested)
+    anonymous = client.get(target)
+    assert anonymous.status_code == (401 if "api" in name else 302)
+    for role, user in users.items():
+        client.force_login(user)
+        assert client.get(target).status_code == (403 if role == "outsider" else 200), (role, name)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name, lowest", WRITES.items())
+@pytest.mark.parametrize("role", ["anonymous", "outsider"] + ROLES)
+def test_writes_need_the_role(client, users, suggested, name, lowest, role):
+    if role != "anonymous":
+        client.force_login(users[role])
+    response = write(client, name, suggested.cluster, suggested)
+    allowed = role in RANK and RANK[role] >= RANK[lowest]
+    if allowed:
+        assert response.status_code in (200, 302), response.content
+    else:
+        refused = 302 if (role == "anonymous" and name == "settings") else 401 if role == "anonymous" else 403
+        assert response.status_code == refused
+        assert Policy.objects.get(cluster=suggested.cluster).threshold == 30
+        assert Migration.objects.get(pk=suggested.pk).state == "suggested"
+        assert not AuditEvent.objects.exists()
+
+
+def test_every_route_needs_a_login_but_login_and_healthz(db, client):
+    """A route added later is covered too: the middleware guards it unless it opts out."""
+    public = {"/healthz", "/accounts/login/", "/accounts/password_reset/", "/accounts/password_reset/done/",
+              "/accounts/reset/done/", "/accounts/logout/"}
+    checked = 0
+    for path in _concrete_paths(get_resolver()):
+        if path in public or path.startswith("/admin/") or path.startswith("/accounts/reset/"):
+            continue
+        response = client.get(path)
+        if response.status_code == 405:
+            response = client.post(path)
+        assert response.status_code in (302, 401), path
+        if response.status_code == 302:
+            assert response["Location"].startswith("/accounts/login/"), path
+        checked += 1
+    assert checked >= 9
+
+
+def _concrete_paths(resolver, prefix=""):
+    """Every route with its converters filled in by 1 (a cluster or migration id)."""
+    for pattern in resolver.url_patterns:
+        route = prefix + str(pattern.pattern).replace("<int:pk>", "1").replace("<int:cluster_id>", "1")
+        if isinstance(pattern, URLResolver):
+            yield from _concrete_paths(pattern, route)
+        elif isinstance(pattern, URLPattern) and "<" not in route and "^" not in route:
+            yield "/" + route
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", WRITES)
+def test_every_write_refuses_a_request_without_csrf_token(admin, suggested, name):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin)
+    response = write(client, name, suggested.cluster, suggested)
+    assert response.status_code == 403
+    assert b"CSRF" in response.content
+    assert Migration.objects.get(pk=suggested.pk).state == "suggested"
+    assert Policy.objects.get(cluster=suggested.cluster).threshold == 30
+
+
+@pytest.mark.django_db
+def test_page_shows_a_viewer_no_decision_or_settings_controls(client, viewer, suggested):
+    client.force_login(viewer)
+    body = client.get("/").content.decode()
+    assert '"can_decide": false' in body
+    assert "<fieldset disabled>" in body and "Only an admin may change the settings." in body
+
+
+@pytest.mark.django_db
+def test_roles_are_groups_with_permissions():
+    from django.contrib.auth.models import Group
+
+    perms = {g.name: {p.codename for p in g.permissions.all()} for g in Group.objects.all()}
+    assert "approve_migration" not in perms["viewer"] and "change_policy" not in perms["viewer"]
+    assert "approve_migration" in perms["operator"] and "change_policy" not in perms["operator"]
+    assert {"approve_migration", "change_policy", "add_cluster", "view_auditevent"} <= perms["admin"]
+
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+
+
+def session_cookie(user) -> tuple[bytes, bytes]:
+    client = Client()
+    client.force_login(user)
+    return b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def close_code(cluster, headers) -> int | None:
+    communicator = WebsocketCommunicator(application, f"/ws/clusters/{cluster.pk}/", headers=headers)
+    connected, _ = await communicator.connect()
+    output = {}
+    if connected and not await communicator.receive_nothing(0.2):
+        output = await communicator.receive_output(timeout=2)
+    await communicator.disconnect()
+    if not connected:
+        return None
+    return output.get("code", 1000) if output.get("type") == "websocket.close" else 1000
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.asyncio
+async def test_websocket_admits_roles_only(cluster, viewer, outsider):
+    assert await close_code(cluster, [ORIGIN]) == 4401
+    assert await close_code(cluster, [ORIGIN, await sync_to_async(session_cookie)(outsider)]) == 4403
+    assert await close_code(cluster, [ORIGIN, await sync_to_async(session_cookie)(viewer)]) == 1000
+    evil = (b"origin", b"http://evil.example")
+    assert await close_code(cluster, [evil, await sync_to_async(session_cookie)(viewer)]) is None
