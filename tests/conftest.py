@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = Path(__file__).parent / "artifacts"  # server logs, kept by CI
 REQUIRE_SERVICES = os.environ.get("CRS_TEST_REQUIRE_SERVICES", "") in ("1", "true")
 # Migrations of the test cluster take the simulator's minimum of one second.
 FAST_SIMULATOR = {"migration_mib_s": 1e9, "nodes": 6, "hot_nodes": 2}
@@ -157,7 +158,7 @@ def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 60.0) -
     raise TimeoutError(f"nothing listens on port {port} after {timeout} s")
 
 
-def start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
+def start(args: list[str], env: dict, log: Path, new_session: bool = False) -> subprocess.Popen:
     """A server subprocess of this repository, logging to `log` (kept for CI artifacts).
 
     It runs the production settings: pytest-django exports the test settings module, which
@@ -165,7 +166,7 @@ def start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
     """
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env}
     return subprocess.Popen([sys.executable, *args] if args[0].endswith(".py") else args, cwd=ROOT,
-                            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+                            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=new_session)
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -175,3 +176,37 @@ def stop(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+class RedisServer:
+    """A redis-server of the test's own on a free port, to stop and start at will (outages)
+    without disturbing the shared Redis other tests use."""
+
+    def __init__(self, log: Path):
+        self.port, self.log, self.process = free_port(), log, None
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=self.log.open("a"), stderr=subprocess.STDOUT)
+        wait_for_port(self.port, self.process, timeout=10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            stop(self.process)
+
+
+@pytest.fixture
+def redis_server():
+    import shutil
+
+    if not shutil.which("redis-server"):
+        if REQUIRE_SERVICES:
+            pytest.fail("redis-server is required (CRS_TEST_REQUIRE_SERVICES=1)")
+        pytest.skip("redis-server is not installed")
+    ARTIFACTS.mkdir(exist_ok=True)
+    server = RedisServer(ARTIFACTS / "own-redis.log")
+    server.start()
+    yield server
+    server.stop()

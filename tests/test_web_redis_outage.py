@@ -1,0 +1,120 @@
+"""Redis stops under the distributed mode (daphne, worker, beat as processes) and comes back:
+pages still load and say live updates are paused; /healthz says why; when Redis returns,
+rounds resume by themselves and a reconnecting page catches up from the database."""
+
+import asyncio
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test import Client as HttpClient
+
+from conftest import ARTIFACTS, FAST_SIMULATOR, free_port, service_or_skip, start, stop, wait_for_port
+from dashboard.models import Cluster, Policy
+from wsclient import Client
+
+VENV_BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def stack(db, redis_server, admin):
+    """web, worker and beat on the test database and a Redis of the test's own."""
+    service_or_skip("CRS_TEST_DATABASE_URL")
+    cluster = Cluster.objects.create(name="outage", source_kind="simulator", source_config=FAST_SIMULATOR)
+    Policy.objects.filter(cluster=cluster).update(round_interval=1)
+    Policy.objects.get(cluster=cluster).save()  # the beat schedule follows saved settings
+    db_ = connection.settings_dict
+    # The test's key, so the servers accept the session this test logs in with (the test
+    # settings hash passwords with MD5, which production settings would not verify).
+    env = {"DATABASE_URL": f"postgres://{db_['USER']}@{db_['HOST']}:{db_['PORT'] or 5432}/{db_['NAME']}",
+           "REDIS_URL": redis_server.url, "CRS_SECRET_KEY": settings.SECRET_KEY}
+    port = free_port()
+    processes = [
+        start([str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"], env,
+              ARTIFACTS / "outage-web.log"),
+        start([str(VENV_BIN / "celery"), "-A", "dashboard", "worker", "-l", "info", "--concurrency", "1",
+               "--without-mingle", "--without-gossip"], env, ARTIFACTS / "outage-worker.log"),
+        start([str(VENV_BIN / "celery"), "-A", "dashboard", "beat", "-l", "info", "--scheduler",
+               "django_celery_beat.schedulers:DatabaseScheduler"], env, ARTIFACTS / "outage-beat.log"),
+    ]
+    try:
+        wait_for_port(port, processes[0])
+        yield f"http://127.0.0.1:{port}", cluster
+    finally:
+        for process in processes:
+            stop(process)
+
+
+def session_cookie(user) -> str:
+    client = HttpClient()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}"
+
+
+def get(url: str, cookie: str) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers={"Cookie": cookie})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+async def next_round(base: str, path: str, cookie: str, after: float) -> dict:
+    """Connect once and wait for a pushed round newer than `after` (Unix seconds)."""
+    client = await Client.connect(base, path, cookie)
+    try:
+        while True:
+            message = await client.receive_json()
+            if message["type"] == "round" and datetime.fromisoformat(message["at"]).timestamp() > after:
+                return message
+    finally:
+        client.close()
+
+
+async def reconnect(base: str, path: str, cookie: str, after: float) -> float:
+    """Like the page: retry with a growing delay until a live round arrives; when it did."""
+    delay = 0.25
+    while True:
+        try:
+            await asyncio.wait_for(next_round(base, path, cookie, after), timeout=10)
+            return time.monotonic()
+        except (ConnectionError, OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_redis_outage_pauses_live_updates_and_everything_resumes(stack, redis_server, admin):
+    base, cluster = stack
+    cookie = session_cookie(admin)
+    path = f"/ws/clusters/{cluster.pk}/"
+    asyncio.run(asyncio.wait_for(next_round(base, path, cookie, 0), timeout=60))
+
+    redis_server.stop()
+    status, page = get(f"{base}/clusters/{cluster.pk}/", cookie)
+    assert status == 200
+    assert '<p id="live-paused" class="alert" role="status">Live updates are paused' in page
+    status, health = get(f"{base}/healthz", cookie)
+    assert status == 503 and json.loads(health)["channel_layer"].startswith("error")
+    with pytest.raises((ConnectionError, OSError, asyncio.IncompleteReadError)):
+        asyncio.run(asyncio.wait_for(next_round(base, path, cookie, 0), timeout=10))
+    time.sleep(3)
+
+    redis_server.start()
+    back = time.time()
+    began = time.monotonic()
+    arrived = asyncio.run(asyncio.wait_for(reconnect(base, path, cookie, back), timeout=90))
+    print(f"live rounds again {arrived - began:.1f} s after Redis returned")
+    status, state = get(f"{base}/api/clusters/{cluster.pk}/", cookie)
+    rounds = [datetime.fromisoformat(r["at"]).timestamp() for r in json.loads(state)["rounds"]]
+    assert status == 200 and max(rounds) > back  # the page's catch-up read has the resumed rounds
+    status, page = get(f"{base}/clusters/{cluster.pk}/", cookie)
+    assert '<p id="live-paused" class="alert" role="status" hidden>' in page

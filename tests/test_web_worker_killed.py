@@ -1,0 +1,89 @@
+"""A real Celery worker killed with SIGKILL in the middle of a migration: the migration is
+resumed by the next worker, and never started twice.
+
+"Started" is observable: the simulator numbers every migration task it starts
+(`next_task` in the cluster's stored adapter state), so two starts would show as two.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from celery import Celery
+from django.db import connection, transaction
+
+from conftest import ARTIFACTS, ROOT, service_or_skip, start
+from dashboard.models import AuditEvent, Cluster, Migration
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def worker(database_url: str, redis_url: str, name: str) -> subprocess.Popen:
+    """`make worker`, one process in the pool, in a process group of its own (to kill it whole)."""
+    env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "CRS_SECRET_KEY": "worker-killed-test",
+           "CRS_TASK_VISIBILITY_TIMEOUT": "1"}
+    command = [str(VENV_BIN / "celery"), "-A", "dashboard", "worker", "-l", "info", "--concurrency", "1",
+               "--without-mingle", "--without-gossip"]
+    return start(command, env, ARTIFACTS / f"worker-killed-{name}.log", new_session=True)
+
+
+def wait_until(predicate, timeout=60.0, step=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(step)
+    raise TimeoutError(f"not true after {timeout} s: {predicate.__doc__}")
+
+
+def state(pk: int) -> str:
+    return Migration.objects.values_list("state", flat=True).get(pk=pk)
+
+
+def tasks_started(cluster_id: int) -> int:
+    return Cluster.objects.get(pk=cluster_id).source_state["next_task"] - 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_worker_killed_during_execute_leaves_a_migration_that_is_resumed_once(suggested, redis_server):
+    service_or_skip("CRS_TEST_DATABASE_URL")
+    db = connection.settings_dict
+    database_url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+    sender = Celery(broker=redis_server.url)
+    Migration.objects.transition(suggested.pk, "suggested", "approved", None)
+    first = worker(database_url, redis_server.url, "first")
+    try:
+        with transaction.atomic():
+            # Hold the cluster's lock, so the worker's execute stops inside (at the fresh re-check).
+            Cluster.objects.select_for_update().get(pk=suggested.cluster_id)
+            sender.send_task("dashboard.tasks.execute", args=[suggested.pk])
+
+            def blocked():
+                """the worker's execute waits for the cluster lock"""
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                    return cursor.fetchone()[0] > 0
+
+            wait_until(blocked)
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(10)
+        assert state(suggested.pk) == "approved"  # the kill rolled back the worker's open transaction
+        assert tasks_started(suggested.cluster_id) == 0
+
+        time.sleep(1.5)  # past the visibility timeout: the next worker takes the message back
+        second = worker(database_url, redis_server.url, "second")
+        try:
+            wait_until(lambda: state(suggested.pk) in ("done", "failed"))
+        finally:
+            os.killpg(second.pid, signal.SIGTERM)
+            second.wait(15)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    assert state(suggested.pk) == "done"
+    assert tasks_started(suggested.cluster_id) == 1
+    assert AuditEvent.objects.filter(migration=suggested, action="running").count() == 1
