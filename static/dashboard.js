@@ -57,7 +57,9 @@ function addRound(r) {
 function showMigrations() {
   const all = [...migrations.values()].sort((a, b) => b.id - a.id);
   const pending = all.filter((m) => m.state === "suggested");
-  el("suggestions").replaceChildren(...pending.map(suggestionItem));
+  // Keep the items already shown: a push must not wipe a rejection reason being typed.
+  const shown = new Map([...el("suggestions").children].map((li) => [li.dataset.id, li]));
+  el("suggestions").replaceChildren(...pending.map((m) => shown.get(String(m.id)) || suggestionItem(m)));
   el("no-suggestions").hidden = pending.length > 0;
   el("migrations").tBodies[0].replaceChildren(...all.filter((m) => m.state !== "suggested").slice(0, 20).map(migrationRow));
 }

@@ -98,18 +98,24 @@ def test_bad_setting_shows_the_field_error(page):
 
 
 def decide(page, button: str, reason: str = "") -> str:
-    """Click a pending suggestion's button; retry with the next one if a round expired it first."""
-    for _ in range(5):
+    """Click a pending suggestion's button; retry with the next one if a round expired it first
+    (with one-second rounds, a newer round's suggestion supersedes a pending one often)."""
+    from playwright.sync_api import Error
+
+    for _ in range(10):
         item = page.wait_for_selector("#suggestions li")
         migration_id = item.get_attribute("data-id")
-        if reason:
-            item.query_selector(".reason").fill(reason)
-        item.query_selector(button).click()
+        try:
+            if reason:
+                item.query_selector(".reason").fill(reason, timeout=2000)
+            item.query_selector(button).click(timeout=2000)
+        except (Error, AttributeError):
+            continue  # superseded and gone from the list before the click
         state = page.wait_for_function(
             f"document.querySelector('#migrations tr[data-id=\"{migration_id}\"]')?.className", timeout=WAIT_MS)
         if state.json_value() != "state-expired":
             return migration_id
-    pytest.fail("five suggestions in a row expired before the click")
+    pytest.fail("ten suggestions in a row expired before the click")
 
 
 def test_approved_suggestion_runs_to_done(page):
