@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.test import Client as HttpClient
 
-from conftest import ARTIFACTS, FAST_SIMULATOR, free_port, service_or_skip, start, stop, wait_for_port
+from conftest import (ARTIFACTS, FAST_SIMULATOR, free_port, service_or_skip, start, stop, shared_database_url,
+                      wait_for_port)
 from dashboard.models import Cluster, Policy
 from wsclient import Client
 
@@ -30,10 +30,9 @@ def stack(db, redis_server, admin):
     cluster = Cluster.objects.create(name="outage", source_kind="simulator", source_config=FAST_SIMULATOR)
     Policy.objects.filter(cluster=cluster).update(round_interval=1)
     Policy.objects.get(cluster=cluster).save()  # the beat schedule follows saved settings
-    db_ = connection.settings_dict
     # The test's key, so the servers accept the session this test logs in with (the test
     # settings hash passwords with MD5, which production settings would not verify).
-    env = {"DATABASE_URL": f"postgres://{db_['USER']}@{db_['HOST']}:{db_['PORT'] or 5432}/{db_['NAME']}",
+    env = {"DATABASE_URL": shared_database_url(),
            "REDIS_URL": redis_server.url, "CRS_SECRET_KEY": settings.SECRET_KEY}
     port = free_port()
     processes = [

@@ -16,7 +16,7 @@ import pytest
 from celery import Celery
 from django.db import connection, transaction
 
-from conftest import ARTIFACTS, ROOT, service_or_skip, start
+from conftest import ARTIFACTS, service_or_skip, start, shared_database_url
 from dashboard.models import AuditEvent, Cluster, Migration
 
 VENV_BIN = Path(sys.executable).parent
@@ -51,8 +51,7 @@ def tasks_started(cluster_id: int) -> int:
 @pytest.mark.django_db(transaction=True)
 def test_worker_killed_during_execute_leaves_a_migration_that_is_resumed_once(suggested, redis_server):
     service_or_skip("CRS_TEST_DATABASE_URL")
-    db = connection.settings_dict
-    database_url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+    database_url = shared_database_url()
     sender = Celery(broker=redis_server.url)
     Migration.objects.transition(suggested.pk, "suggested", "approved", None)
     first = worker(database_url, redis_server.url, "first")
