@@ -14,6 +14,7 @@ from django.utils import timezone
 
 import crs.balancer
 import crs.decision
+import crs.guards
 import crs.model
 import crs.snapshot
 import crs.sources
@@ -89,26 +90,21 @@ class Cluster(models.Model):
             raise ValidationError({"source_config": str(exc)}) from exc
 
     def guards(self) -> crs.model.Guards:
-        """The engine's anti-thrashing sets, from this cluster's migration history.
+        """The engine's anti-thrashing sets (crs.guards), from this cluster's migration history.
 
         One place for rounds, approvals and executions alike, so what the page suggests and
-        what a worker agrees to run never disagree: guests of migrations that ended within
-        the cooldown rest (and are not sent back where they came from), and a rejected guest
-        → node move stays barred for the rejection memory.
+        what a worker agrees to run never disagree.
         """
         policy = self.policy
         now = timezone.now()
-        moved = self.migrations.filter(state__in=["done", "failed"],
-                                       finished_at__gte=now - timedelta(minutes=policy.cooldown))
-        rejected = self.migrations.filter(state="rejected",
-                                          decided_at__gte=now - timedelta(minutes=policy.rejection_memory))
-        resting, barred = set(), set()
-        for guests, source in moved.values_list("guests", "source"):
-            resting.update(guests)
-            barred.update((sid, source) for sid in guests)
-        for guests, target in rejected.values_list("guests", "target"):
-            barred.update((sid, target) for sid in guests)
-        return crs.model.Guards(frozenset(resting), frozenset(barred))
+        since = now - timedelta(minutes=max(policy.cooldown, policy.rejection_memory))
+        recent = self.migrations.filter(
+            models.Q(state__in=["done", "failed"], finished_at__gte=since)
+            | models.Q(state="rejected", decided_at__gte=since)).only(
+            "guests", "source", "target", "state", "finished_at", "decided_at")
+        history = [crs.guards.PastMove(tuple(m.guests), m.source, m.target, m.state,
+                                       (m.finished_at or m.decided_at).timestamp()) for m in recent]
+        return crs.guards.guards_from(history, now.timestamp(), policy.cooldown * 60.0, policy.rejection_memory * 60.0)
 
     @property
     def read_only(self) -> bool:
