@@ -138,6 +138,10 @@ def stale_reason(snapshot: Snapshot, move: Move, guards: Guards = Guards()) -> s
             return f"{sid} is no longer running on {move.source} (now {guest.state} on {guest.node})"
         if sid in guards.resting:
             return f"{sid} is in its cooldown after a recent migration"
+    for sid in move.guests:
+        if (sid, move.target) in guards.barred:
+            return (f"{sid} may not go to {move.target} now: it left that node within its cooldown, "
+                    "or that move was rejected recently")
     nodes = {n.name: n for n in snapshot.nodes}
     if move.target not in nodes or not nodes[move.target].usable:
         return f"{move.target} is offline, in maintenance or gone"

@@ -148,7 +148,10 @@ def healthz(request):
               "channel_layer": _check(_probe_channel_layer)}
     clusters = list(Cluster.objects.only("name", "last_round_at", "source_error")) if checks["database"] == "ok" else []
     rounds = {c.name: c.last_round_at.isoformat() if c.last_round_at else None for c in clusters}
-    sources = {c.name: f"error: {c.source_error}" if c.source_error else "ok" for c in clusters}
+    # Monitoring polls anonymously: it learns that a source fails; people logged in learn why.
+    detail = request.user.is_authenticated
+    sources = {c.name: ("ok" if not c.source_error else f"error: {c.source_error}" if detail else "error")
+               for c in clusters}
     ok = all(value == "ok" for value in checks.values())
     # An unreachable cluster is reported, not a 503: the service itself is healthy.
     return JsonResponse({"ok": ok, **checks, "last_round": rounds, "sources": sources}, status=200 if ok else 503)

@@ -143,6 +143,7 @@ def test_a_suggestion_is_stale_once_its_guest_moved_or_its_target_left():
     down = snap.with_nodes(tuple(n if n.name != "node2" else n.__class__(n.name, n.cpus, n.memory_bytes, online=False) for n in snap.nodes))
     assert "node2 is offline" in stale_reason(down, move)
     assert "cooldown" in stale_reason(snap, move, Guards(resting=frozenset({"vm:101"})))
+    assert "rejected recently" in stale_reason(snap, move, Guards(barred=frozenset({("vm:101", "node2")})))
     pinned = snapshot([node(f"node{i}", 24, 32 * GIB) for i in (1, 2, 3)],
                       [vm(f"vm:10{i}", "node1", cpu=2.0, mem=2 * GIB) for i in range(1, 5)],
                       [{"id": "pin", "type": "node-affinity", "resources": ["vm:101"], "nodes": ["node1", "node3"], "strict": True}],

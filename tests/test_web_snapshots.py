@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.urls import reverse
@@ -122,6 +123,9 @@ def test_failing_source_shows_on_the_page_and_in_healthz_and_keeps_history(admin
     assert cluster.snapshot == kept and "simulator.nodes" in cluster.source_error
     health = admin_client.get("/healthz").json()
     assert health["sources"]["test"].startswith("error: simulator.nodes")
+    admin_client.logout()  # monitoring sees that it fails, not the details
+    assert admin_client.get("/healthz").json()["sources"]["test"] == "error"
+    admin_client.force_login(User.objects.get(username="admin"))
     page = admin_client.get(reverse("dashboard:cluster", args=[cluster.pk])).content.decode()
     assert "Source unreachable or refused" in page
     assert admin_client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).json()["source"]["error"]
