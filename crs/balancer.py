@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .bundles import movable_bundles
-from .decision import Explanation, Move, RoundResult, RoundState
+from .decision import Decision, Explanation, Move, RoundResult, RoundState
 from .imbalance import imbalance, relative_gain
 from .model import Guards, Settings, Snapshot
 from .moves import Cluster, Scored, best_bruteforce, best_topsis
@@ -29,47 +29,57 @@ def run_round(
     stats = node_stats(snapshot, settings.mode)
     loads = {s.name: s.load for s in stats}
     current = imbalance(list(loads.values()), settings.imbalance_scale)
-
-    def result(decision, reason, new_state, candidates=0, scored=None):
-        move = _move(scored, current) if scored else None
-        explanation = Explanation(
-            reason, current, settings.threshold, new_state.hold_count if decision != "migrate" else hold,
-            settings.hold_duration, candidates, settings.margin, settings.method,
-            move.imbalance_after if move else None, move.relative_gain if move else None,
-        )
-        return RoundResult(decision, current, loads, candidates, move, new_state, explanation)
-
-    hold = state.hold_count
-    if proxmox_gate and (not settings.auto_rebalance or settings.mode == "basic"):
-        return result("disabled", "Automatic rebalancing is off for this mode: no round runs.", state)
-    moving = snapshot.in_motion
-    if moving:
-        g = moving[0]
-        return result("motion-in-flight", f"{g.sid} is moving {g.node} → {g.target}: waiting until it "
-                      f"finishes (hold counter kept at {state.hold_count}).", state)
-    if current <= settings.threshold:
-        return result("below-threshold", f"Imbalance {_fmt(current)} is at or below the threshold "
-                      f"{_fmt(settings.threshold)}: nothing to do.", RoundState(0))
-    hold = state.hold_count + 1
-    if hold < settings.hold_duration:
-        return result("holding", f"Imbalance {_fmt(current)} has been above the threshold "
-                      f"{_fmt(settings.threshold)} for {hold} of {settings.hold_duration} rounds: "
-                      "waiting to see that it lasts.", RoundState(hold))
+    waiting = _waiting(snapshot, settings, state, current, proxmox_gate)
+    if waiting is not None:
+        decision, reason, new_state = waiting
+        return _result(settings, loads, current, decision, reason, new_state, new_state.hold_count)
+    served = state.hold_count + 1  # the hold duration is served: this round acts, the next starts over
     cluster = Cluster(stats, movable_bundles(snapshot, compile_rules(snapshot), settings.mode, guards),
                       settings.imbalance_scale)
-    candidates = cluster.candidate_count()
     scored = (best_topsis if settings.method == "topsis" else best_bruteforce)(cluster)
+    decision, reason = _verdict(settings, current, scored)
+    return _result(settings, loads, current, decision, reason, RoundState(0), served,
+                   cluster.candidate_count(), scored)
+
+
+def _waiting(snapshot: Snapshot, settings: Settings, state: RoundState, current: float,
+             proxmox_gate: bool) -> tuple[Decision, str, RoundState] | None:
+    """Why this round does not look for a move yet, with the hold counter it leaves; None = look."""
+    if proxmox_gate and (not settings.auto_rebalance or settings.mode == "basic"):
+        return "disabled", "Automatic rebalancing is off for this mode: no round runs.", state
+    if moving := snapshot.in_motion:
+        g = moving[0]
+        return ("motion-in-flight", f"{g.sid} is moving {g.node} → {g.target}: waiting until it finishes "
+                f"(hold counter kept at {state.hold_count}).", state)
+    if current <= settings.threshold:
+        return ("below-threshold", f"Imbalance {_fmt(current)} is at or below the threshold "
+                f"{_fmt(settings.threshold)}: nothing to do.", RoundState(0))
+    hold = state.hold_count + 1
+    if hold < settings.hold_duration:
+        return ("holding", f"Imbalance {_fmt(current)} has been above the threshold {_fmt(settings.threshold)} "
+                f"for {hold} of {settings.hold_duration} rounds: waiting to see that it lasts.", RoundState(hold))
+    return None
+
+
+def _verdict(settings: Settings, current: float, scored: Scored | None) -> tuple[Decision, str]:
     if scored is None:
-        return result("no-candidate", "No guest may move: rules, exclusions or a single usable node "
-                      "leave no allowed target.", RoundState(0), candidates)
+        return "no-candidate", "No guest may move: rules, exclusions or a single usable node leave no allowed target."
     gain = relative_gain(current, scored.imbalance_after)
     what = (f"{scored.bundle.leader} {scored.bundle.node} → {scored.target} would take the imbalance "
             f"from {_fmt(current)} to {_fmt(scored.imbalance_after)}, a gain of {gain:.1%}")
     if gain < settings.margin:
-        return result("below-margin", f"The best move, {what}, is less than the margin "
-                      f"{settings.margin:.0%}.", RoundState(0), candidates, scored)
-    return result("migrate", f"Moving {what} (margin {settings.margin:.0%}).", RoundState(0),
-                  candidates, scored)
+        return "below-margin", f"The best move, {what}, is less than the margin {settings.margin:.0%}."
+    return "migrate", f"Moving {what} (margin {settings.margin:.0%})."
+
+
+def _result(settings: Settings, loads: dict[str, float], current: float, decision: Decision, reason: str,
+            state: RoundState, hold_count: int, candidates: int = 0, scored: Scored | None = None) -> RoundResult:
+    move = _move(scored, current) if scored else None
+    explanation = Explanation(
+        reason, current, settings.threshold, hold_count, settings.hold_duration, candidates, settings.margin,
+        settings.method, move.imbalance_after if move else None, move.relative_gain if move else None,
+    )
+    return RoundResult(decision, current, loads, candidates, move, state, explanation)
 
 
 def _move(scored: Scored, before: float) -> Move:
