@@ -103,6 +103,7 @@ class NodeAffinityRule:
     resources: tuple[str, ...]
     nodes: tuple[tuple[str, int], ...]  # (node, priority); higher priority is preferred
     strict: bool = False
+    affinity: Literal["positive", "negative"] = "positive"  # negative: keep off these nodes
     type: str = field(default="node-affinity", init=False)
 
 

@@ -10,7 +10,7 @@ are answered from the compiled form.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .model import Guest, NodeAffinityRule, ResourceAffinityRule, Snapshot
 from .usage import counted_nodes
@@ -28,7 +28,7 @@ def compile_rules(snapshot: Snapshot) -> CompiledRules:
     node_rules = [r for r in snapshot.rules if isinstance(r, NodeAffinityRule)]
     affinity_rules = [r for r in snapshot.rules if isinstance(r, ResourceAffinityRule)]
     dropped: list[tuple[str, str]] = []
-    node_rules = _one_node_rule_per_guest(node_rules, dropped)
+    node_rules = _one_node_rule_per_guest(_as_positive(node_rules, [n.name for n in snapshot.nodes], dropped), dropped)
     affinity_rules = _feasible_affinity(affinity_rules, len(snapshot.nodes), dropped)
     groups = _merged_groups([r.resources for r in affinity_rules if r.affinity == "positive"])
     positive = {sid: group - {sid} for group in groups for sid in group}
@@ -52,6 +52,23 @@ def compile_rules(snapshot: Snapshot) -> CompiledRules:
     return CompiledRules(
         by_guest, positive, {sid: frozenset(p) for sid, p in negative.items()}, tuple(dropped)
     )
+
+
+def _as_positive(rules: list[NodeAffinityRule], cluster_nodes: list[str], dropped: list) -> list[NodeAffinityRule]:
+    """Negative node affinity ("keep off these nodes") is the positive rule over the other
+    nodes, as newer Proxmox rewrites it; one that forbids every node is dropped."""
+    out = []
+    for rule in rules:
+        if rule.affinity == "positive":
+            out.append(rule)
+            continue
+        banned = {n for n, _ in rule.nodes}
+        rest = tuple((n, 0) for n in cluster_nodes if n not in banned)
+        if not rest:
+            dropped.append((rule.id, "keeps its guests off every node of the cluster"))
+        else:
+            out.append(replace(rule, nodes=rest, affinity="positive"))
+    return out
 
 
 def _one_node_rule_per_guest(rules: list[NodeAffinityRule], dropped: list) -> list[NodeAffinityRule]:

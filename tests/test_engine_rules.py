@@ -73,3 +73,25 @@ def test_bundles_skip_split_moving_and_excluded_groups():
              {"id": "p56", "type": "resource-affinity", "resources": ["vm:5", "vm:6"], "affinity": "positive"}]
     snap, compiled = rules_of(guests, rules)
     assert [(b.leader, b.guests) for b in movable_bundles(snap, compiled, "static")] == [("vm:1", ("vm:1", "vm:2"))]
+
+
+def test_negative_node_affinity_keeps_guests_off_the_listed_nodes():
+    guests = [vm("vm:1", "node1"), vm("vm:2", "node1")]
+    rules = [{"id": "off12", "type": "node-affinity", "resources": ["vm:1"], "nodes": ["node1", "node2"],
+              "affinity": "negative", "strict": True},
+             {"id": "off-all", "type": "node-affinity", "resources": ["vm:2"], "affinity": "negative",
+              "nodes": ["node1", "node2", "node3", "node4"]}]
+    snap, compiled = rules_of(guests, rules)
+    assert node_affinity(compiled, "vm:1", ["node1", "node2", "node3", "node4"])[1] == {"node3", "node4"}
+    assert ("off-all", "keeps its guests off every node of the cluster") in compiled.dropped
+    assert "vm:2" not in compiled.node_affinity
+
+
+def test_negative_node_affinity_takes_no_priorities():
+    import pytest
+
+    from crs.errors import RuleError
+
+    with pytest.raises(RuleError, match="rules\\[0\\].nodes: a negative node-affinity rule takes no priorities"):
+        rules_of([vm("vm:1", "node1")], [{"id": "r", "type": "node-affinity", "resources": ["vm:1"],
+                                          "nodes": ["node1:2"], "affinity": "negative"}])
