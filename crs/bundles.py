@@ -30,6 +30,9 @@ def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str, guards:
     guests = {g.sid: g for g in snapshot.guests}
     online = usable_nodes(snapshot)
     online_set = set(online)
+    barred_nodes: dict[str, set[str]] = {}
+    for sid, node in guards.barred:
+        barred_nodes.setdefault(sid, set()).add(node)
     out: dict[str, Bundle] = {}
     for guest in sorted(snapshot.guests, key=lambda g: g.sid):
         if not guest.ha or guest.state != "started":
@@ -53,7 +56,7 @@ def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str, guards:
         if leader.sid in out or leader.node not in online_set:
             continue
         targets = _targets(rules, leader.sid, leader.node, guests, online)
-        barred = {node for m in members for sid, node in guards.barred if sid == m.sid} if guards.barred else ()
+        barred = set().union(*(barred_nodes.get(m.sid, ()) for m in members)) if barred_nodes else ()
         if barred:
             targets = tuple(n for n in (targets if targets is not None else online) if n not in barred and n != leader.node)
         if targets == ():
