@@ -1,7 +1,23 @@
+import re
+
 from django.contrib import admin
+from django.db import transaction
 
 from .forms import PolicyForm
 from .models import AuditEvent, Cluster, Migration, Policy
+
+# source_config keys whose values the trail never shows nor stores (token, token_value, password, ...).
+SECRET_KEY = re.compile(r"token|password|secret", re.IGNORECASE)
+AUDITED_FIELDS = ["name", "source_kind", "source_config"]
+
+
+def audited(cluster: Cluster | None) -> dict:
+    """A cluster's editable fields as the audit trail shows them, secrets as "***";
+    all None for no cluster (before a creation, after a deletion)."""
+    if cluster is None:
+        return dict.fromkeys(AUDITED_FIELDS)
+    config = {key: "***" if SECRET_KEY.search(key) else value for key, value in cluster.source_config.items()}
+    return {"name": cluster.name, "source_kind": cluster.source_kind, "source_config": config}
 
 
 @admin.register(Cluster)
@@ -9,6 +25,27 @@ class ClusterAdmin(admin.ModelAdmin):
     list_display = ["name", "source_kind", "hold_count", "last_round_at"]
     readonly_fields = ["hold_count", "collected_at", "last_round_at"]
     # A new cluster gets default settings (signals.py); edit them under Settings.
+
+    def save_model(self, request, obj, form, change):
+        old = Cluster.objects.get(pk=obj.pk) if change else None
+        changed = [f for f in AUDITED_FIELDS if old is None or getattr(old, f) != getattr(obj, f)]
+        super().save_model(request, obj, form, change)
+        if changed:  # compared unredacted: a new token shows as a changed source_config
+            before, after = audited(old), audited(obj)
+            AuditEvent.objects.create(actor=request.user, action="cluster-changed" if change else "cluster-created",
+                                      cluster=obj, details={"changes": {f: [before[f], after[f]] for f in changed}})
+
+    def delete_model(self, request, obj):
+        # The event outlives the row (cluster None), so it names the cluster in its details.
+        with transaction.atomic():
+            before = audited(obj)
+            AuditEvent.objects.create(actor=request.user, action="cluster-deleted", cluster=None, details={
+                "cluster": obj.name, "changes": {f: [before[f], None] for f in AUDITED_FIELDS}})
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for cluster in queryset:  # the list's bulk delete: one event per cluster, like the delete page
+            self.delete_model(request, cluster)
 
 
 @admin.register(Policy)

@@ -297,17 +297,18 @@ class AuditEvent(models.Model):
 
     Append-only: an auditor must be able to trust that what is listed is what happened.
     Clusters and migrations with events cannot be deleted (PROTECT), and a user who is
-    deleted leaves their username in `actor_name`.
+    deleted leaves their username in `actor_name`. `cluster` is None only for the deletion
+    of a cluster that had no events, which names it in `details`.
     """
 
     ACTIONS = ["settings-changed", "suggested", "approved", "rejected", "expired", "running", "done", "failed",
-               "snapshot-imported"]
+               "snapshot-imported", "cluster-created", "cluster-changed", "cluster-deleted"]
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     actor_name = models.CharField(max_length=150, blank=True, editable=False)
     action = models.CharField(max_length=30)
-    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="audit_events")
+    cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="audit_events")
     migration = models.ForeignKey(Migration, null=True, blank=True, on_delete=models.PROTECT)
     details = models.JSONField(default=dict, blank=True)
 

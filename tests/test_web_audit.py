@@ -106,3 +106,36 @@ def test_admin_site_offers_no_add_change_or_delete_of_events(client, django_user
     assert client.get(reverse("admin:dashboard_auditevent_add")).status_code == 403
     assert client.post(reverse("admin:dashboard_auditevent_delete", args=[event.pk]), {"post": "yes"}).status_code == 403
     assert AuditEvent.objects.filter(pk=event.pk).exists()
+
+
+def test_cluster_edits_in_the_admin_record_old_and_new_with_secrets_redacted(client, admin, django_user_model,
+                                                                             cluster):
+    token = "root@pam!crs=0b5e9c1a-5f3e-4c27-9d1e-secret-value"
+    config = {"host": "pve.example.com", "token": token}
+    client.force_login(admin)
+    response = client.post(reverse("admin:dashboard_cluster_add"), {
+        "name": "pve", "source_kind": "proxmox", "source_config": json.dumps(config)})
+    assert response.status_code == 302
+    pve = Cluster.objects.get(name="pve")
+    client.post(reverse("admin:dashboard_cluster_change", args=[pve.pk]), {
+        "name": "pve-prod", "source_kind": "proxmox", "source_config": json.dumps({**config, "token": token + "2"})})
+    # A superuser: deleting a cluster deletes its settings, which the admin role may not delete.
+    root = django_user_model.objects.create_superuser("root", "root@example.com", "pw")
+    client.force_login(root)
+    client.post(reverse("admin:dashboard_cluster_delete", args=[cluster.pk]), {"post": "yes"})
+
+    events = {e.action: e for e in AuditEvent.objects.all()}
+    assert events["cluster-created"].details["changes"] == {
+        "name": [None, "pve"], "source_kind": [None, "proxmox"],
+        "source_config": [None, {"host": "pve.example.com", "token": "***"}]}
+    redacted = {"host": "pve.example.com", "token": "***"}
+    assert events["cluster-changed"].details["changes"] == {  # the token changed: source_config shows it did
+        "name": ["pve", "pve-prod"], "source_config": [redacted, redacted]}
+    assert (events["cluster-changed"].actor, events["cluster-changed"].cluster) == (admin, pve)
+    assert not Cluster.objects.filter(pk=cluster.pk).exists()
+    deleted = events["cluster-deleted"]
+    assert (deleted.actor, deleted.cluster, deleted.details["cluster"]) == (root, None, "test")
+    assert deleted.details["changes"]["source_kind"] == ["simulator", None]
+    assert "secret-value" not in json.dumps(list(AuditEvent.objects.values_list("details", flat=True)))
+    body = client.get(reverse("dashboard:audit")).content.decode()
+    assert "name: pve → pve-prod" in body and "<td>test</td>" in body and "secret-value" not in body
