@@ -1,5 +1,6 @@
-"""A real Celery worker killed with SIGKILL in the middle of a migration: the migration is
-resumed by the next worker, and never started twice.
+"""A real Celery worker killed with SIGKILL in the middle of a migration (while starting it,
+or while following it): the migration is carried to its end by the next worker, and never
+started twice.
 
 "Started" is observable: the simulator numbers every migration task it starts
 (`next_task` in the cluster's stored adapter state), so two starts would show as two.
@@ -16,7 +17,7 @@ import pytest
 from celery import Celery
 from django.db import connection, transaction
 
-from conftest import ARTIFACTS, service_or_skip, start, shared_database_url
+from conftest import ARTIFACTS, FAST_SIMULATOR, service_or_skip, start, shared_database_url
 from dashboard.models import AuditEvent, Cluster, Migration
 
 VENV_BIN = Path(sys.executable).parent
@@ -48,6 +49,17 @@ def tasks_started(cluster_id: int) -> int:
     return Cluster.objects.get(pk=cluster_id).source_state["next_task"] - 1
 
 
+def finished_by_a_new_worker(migration_id: int, database_url: str, redis_url: str) -> str:
+    """The state a migration ends in once a new worker has taken back the killed one's messages."""
+    time.sleep(1.5)  # past the visibility timeout: the next worker takes the message back
+    second = worker(database_url, redis_url, "second")
+    try:
+        return wait_until(lambda: state(migration_id) if state(migration_id) in ("done", "failed") else "")
+    finally:
+        os.killpg(second.pid, signal.SIGTERM)
+        second.wait(15)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_worker_killed_during_execute_leaves_a_migration_that_is_resumed_once(suggested, redis_server):
     service_or_skip("CRS_TEST_DATABASE_URL")
@@ -72,17 +84,38 @@ def test_worker_killed_during_execute_leaves_a_migration_that_is_resumed_once(su
             first.wait(10)
         assert state(suggested.pk) == "approved"  # the kill rolled back the worker's open transaction
         assert tasks_started(suggested.cluster_id) == 0
-
-        time.sleep(1.5)  # past the visibility timeout: the next worker takes the message back
-        second = worker(database_url, redis_server.url, "second")
-        try:
-            wait_until(lambda: state(suggested.pk) in ("done", "failed"))
-        finally:
-            os.killpg(second.pid, signal.SIGTERM)
-            second.wait(15)
+        assert finished_by_a_new_worker(suggested.pk, database_url, redis_server.url) == "done"
     finally:
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
-    assert state(suggested.pk) == "done"
+    assert tasks_started(suggested.cluster_id) == 1
+    assert AuditEvent.objects.filter(migration=suggested, action="running").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_worker_killed_while_following_a_migration_leaves_it_followed_to_its_end(suggested, redis_server):
+    service_or_skip("CRS_TEST_DATABASE_URL")
+    database_url = shared_database_url()
+    guest = next(g for g in suggested.cluster.snapshot["guests"] if g["sid"] == suggested.leader)
+    # A migration of about 6 s: the kill lands between two polls, well before its end.
+    Cluster.objects.filter(pk=suggested.cluster_id).update(
+        source_config={**FAST_SIMULATOR, "migration_mib_s": guest["memory_bytes"] / 2**20 / 6})
+    Migration.objects.transition(suggested.pk, "suggested", "approved", None)
+    first = worker(database_url, redis_server.url, "first")
+    try:
+        Celery(broker=redis_server.url).send_task("dashboard.tasks.execute", args=[suggested.pk])
+
+        def followed():
+            """the worker started the migration and polled its progress at least once"""
+            return Migration.objects.filter(pk=suggested.pk, state="running", progress__gt=0).exists()
+
+        wait_until(followed)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(10)
+        assert Migration.objects.get(pk=suggested.pk).progress < 1.0  # killed mid-migration
+        assert finished_by_a_new_worker(suggested.pk, database_url, redis_server.url) in ("done", "failed")
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
     assert tasks_started(suggested.cluster_id) == 1
     assert AuditEvent.objects.filter(migration=suggested, action="running").count() == 1
