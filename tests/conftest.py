@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,12 @@ ARTIFACTS = Path(__file__).parent / "artifacts"  # server logs, kept by CI
 REQUIRE_SERVICES = os.environ.get("CRS_TEST_REQUIRE_SERVICES", "") in ("1", "true")
 # Migrations of the test cluster take the simulator's minimum of one second.
 FAST_SIMULATOR = {"migration_mib_s": 1e9, "nodes": 6, "hot_nodes": 2}
+VENV_BIN = Path(sys.executable).parent
+# The commands of docker-compose.yml and the Makefile; the web's bind address and port vary.
+WEB = ["daphne", "-b", "0.0.0.0", "-p", "8000", "dashboard.asgi:application"]
+WORKER = ["celery", "-A", "dashboard", "worker", "-l", "info"]
+BEAT = ["celery", "-A", "dashboard", "beat", "-l", "info", "--scheduler",
+        "django_celery_beat.schedulers:DatabaseScheduler"]
 
 
 def pytest_configure(config):
@@ -138,6 +145,41 @@ def drop_database(url: str) -> None:
     parts = urllib.parse.urlsplit(url)
     with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
+
+
+@contextmanager
+def own_database(suffix: str):
+    """A database of its own on the test PostgreSQL server, made fresh and dropped afterwards."""
+    url = urllib.parse.urlsplit(service_or_skip("CRS_TEST_DATABASE_URL"))
+    url = url._replace(path=f"/{url.path.lstrip('/') or 'crs'}_{suffix}").geturl()
+    fresh_database(url)
+    try:
+        yield url
+    finally:
+        drop_database(url)
+
+
+@contextmanager
+def distributed_stack(database_url: str, redis_url: str, password: str, name: str):
+    """web, worker and beat, started exactly as `make web`, `make worker` and `make beat` do, on a
+    migrated database with the demo cluster (one-second rounds) and `admin` / `password`.
+    Yields the web's URL; logs go to artifacts/<name>-*.log."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = free_port()
+    env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "CRS_ADMIN_PASSWORD": password,
+           "CRS_SECRET_KEY": f"{name}-test"}
+    for setup in (["manage.py", "migrate", "--noinput"], ["manage.py", "demo", "--round-interval", "1"]):
+        assert start(setup, env, ARTIFACTS / f"{name}-setup.log").wait(120) == 0
+    web = [str(VENV_BIN / WEB[0]), "-b", "127.0.0.1", "-p", str(port), *WEB[5:]]
+    processes = [start(web, env, ARTIFACTS / f"{name}-web.log")] + [
+        start([str(VENV_BIN / command[0]), *command[1:]], env, ARTIFACTS / f"{name}-{command[3]}.log")
+        for command in (WORKER, BEAT)]
+    try:
+        wait_for_port(port, processes[0])
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        for process in processes:
+            stop(process)
 
 
 def shared_database_url() -> str:

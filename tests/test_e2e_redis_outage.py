@@ -1,0 +1,45 @@
+"""A Redis outage as the browser sees it under the distributed mode (daphne, worker and
+beat as processes): the live page tells the user that live updates are paused instead of
+showing a chart that silently stops, and comes back by itself when Redis does.
+
+Run with the other browser tests (`pytest -m e2e`): the servers own the database, the
+test process touches none.
+"""
+
+import pytest
+
+from conftest import ARTIFACTS, distributed_stack, own_database
+from test_e2e_dashboard import PASSWORD, browser, chart_points, page  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.e2e
+OUTAGE_WAIT_MS = 90_000  # reconnects back off; beat and the worker reconnect to Redis on their own pace
+
+
+@pytest.fixture
+def server(redis_server):
+    """The stack on a Redis of the test's own, which the test stops and starts again."""
+    with own_database("e2e_outage") as database_url:
+        with distributed_stack(database_url, redis_server.url, PASSWORD, "e2e-outage") as url:
+            yield url
+
+
+def wait_for_growth(page, points: int = 2) -> None:
+    before = chart_points(page)
+    page.wait_for_function(f"document.getElementById('chart').data[0].x.length >= {before + points}",
+                           timeout=OUTAGE_WAIT_MS)
+
+
+def test_page_says_live_updates_are_paused_while_redis_is_down_and_resumes(page, redis_server):
+    wait_for_growth(page)
+
+    redis_server.stop()
+    page.wait_for_function("!document.getElementById('live-paused').hidden"
+                           " && document.getElementById('ws-state').textContent.startsWith('paused')",
+                           timeout=OUTAGE_WAIT_MS)
+    assert page.inner_text("#live-paused").startswith("Live updates are paused")
+    page.screenshot(path=str(ARTIFACTS / "redis-outage-paused.png"), full_page=True)
+
+    redis_server.start()
+    page.wait_for_function("document.getElementById('ws-state').textContent === 'open'", timeout=OUTAGE_WAIT_MS)
+    assert page.locator("#live-paused").is_hidden()
+    wait_for_growth(page)
