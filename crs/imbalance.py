@@ -44,44 +44,45 @@ def relative_gain(before: float, after: float) -> float:
 
 
 class MoveEvaluator:
-    """Squared imbalance after many single moves, each in O(1), from per-node sums.
+    """Imbalance after many single moves, each in O(1), from per-node sums, for ranking.
 
     A move changes the load of two nodes only, so with Σd and Σd² (d = load minus the
     current mean, which keeps cancellation small) the new mean and variance follow
-    without touching the other N−2 nodes. The result is approximate to ~1e-15; callers
-    re-check the best candidates with the exact fold so decisions stay bit-exact.
-    Squared, because ranking needs no square root.
+    without touching the other N−2 nodes. The figure is the squared raw CV, monotonic
+    in the imbalance on either scale, so ranking needs neither the square root nor the
+    scale. It is approximate to ~1e-15; callers re-check the best candidates with the
+    exact fold so decisions stay bit-exact.
     """
 
-    def __init__(self, loads: np.ndarray, scale: str) -> None:
+    def __init__(self, loads: np.ndarray) -> None:
         self.count = loads.size
         self.shift = float(loads.mean()) if loads.size else 0.0
         self.d = loads - self.shift
         self.twice_d = 2.0 * self.d
         self.sum_d = float(self.d.sum())
         self.sum_d2 = float((self.d * self.d).sum())
-        self.factor = 1.0 / (self.count - 1) if scale == "normalized" and self.count > 1 else 1.0
 
     def squared_after(self, src: np.ndarray, src_load: np.ndarray, delta: np.ndarray) -> np.ndarray:
-        """Imbalance² after each move; row r moves load off node src[r] (now src_load[r])
-        and adds delta[r, t] to target t. Overwrites and returns `delta`."""
+        """CV² after each move; row r moves load off node src[r] (now src_load[r]) and adds
+        delta[r, t] to target t. Overwrites `delta`.
+
+        With a = delta, per row s1 = Σd and s2 = Σd² without the target's change:
+        CV² = (n·(s2 + a·(2d + a)) − (s1 + a)²) / (n·shift + s1 + a)². A balancing round
+        only scores moves when some node carries load, so the mean is never zero here.
+        """
         n = self.count
         old_s = self.d[src]
         new_s = src_load - self.shift
         s1_row = (self.sum_d - old_s + new_s)[:, None]
         s2_row = (self.sum_d2 - old_s * old_s + new_s * new_s)[:, None]
-        s2 = self.twice_d + delta
-        s2 *= delta
-        s2 += s2_row
-        s2 *= 1.0 / n  # E[d²]
-        s1 = np.add(delta, s1_row, out=delta)
-        s1 *= 1.0 / n  # E[d]
-        s2 -= s1 * s1  # variance
-        s1 += self.shift  # mean
-        s1 *= s1
-        with np.errstate(divide="ignore", invalid="ignore"):
-            np.divide(s2, s1, out=s1)
-        np.nan_to_num(s1, copy=False, nan=0.0, posinf=0.0)  # a mean of 0 means nothing to balance
-        np.maximum(s1, 0.0, out=s1)
-        s1 *= self.factor
-        return s1
+        out = self.twice_d + delta
+        out *= delta
+        out += s2_row
+        out *= n
+        spread = delta + s1_row
+        spread *= spread
+        out -= spread
+        mean = np.add(delta, n * self.shift + s1_row, out=delta)
+        mean *= mean
+        out /= mean
+        return out

@@ -112,7 +112,7 @@ def exact_imbalances(loads: np.ndarray, scale: str) -> np.ndarray:
 
 def best_bruteforce(cluster: Cluster) -> Scored | None:
     """The move with the lowest imbalance after it; ties by (leader, source, target)."""
-    evaluator = MoveEvaluator(cluster.loads, cluster.scale)
+    evaluator = MoveEvaluator(cluster.loads)
     half_inv_cpu, half_inv_mem = 0.5 / cluster.maxcpu, 0.5 / cluster.maxmem
     near_rows: list[np.ndarray] = []
     near_cols: list[np.ndarray] = []
