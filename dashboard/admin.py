@@ -8,7 +8,7 @@ from .models import AuditEvent, Cluster, Migration, Policy
 
 # source_config keys whose values the trail never shows nor stores (token, token_value, password, ...).
 SECRET_KEY = re.compile(r"token|password|secret", re.IGNORECASE)
-AUDITED_FIELDS = ["name", "source_kind", "source_config"]
+AUDITED_FIELDS = ["name", "source_kind", "source_config", "archived"]
 
 
 def audited(cluster: Cluster | None) -> dict:
@@ -17,12 +17,14 @@ def audited(cluster: Cluster | None) -> dict:
     if cluster is None:
         return dict.fromkeys(AUDITED_FIELDS)
     config = {key: "***" if SECRET_KEY.search(key) else value for key, value in cluster.source_config.items()}
-    return {"name": cluster.name, "source_kind": cluster.source_kind, "source_config": config}
+    return {"name": cluster.name, "source_kind": cluster.source_kind, "source_config": config,
+            "archived": cluster.archived}
 
 
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    list_display = ["name", "source_kind", "hold_count", "last_round_at"]
+    list_display = ["name", "source_kind", "archived", "hold_count", "last_round_at"]
+    list_filter = ["archived", "source_kind"]
     readonly_fields = ["hold_count", "collected_at", "last_round_at"]
     # A new cluster gets default settings (signals.py); edit them under Settings.
 

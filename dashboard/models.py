@@ -63,6 +63,9 @@ class Cluster(models.Model):
     # Why the last collection was refused (cluster unreachable, bad data); empty once one works.
     source_error = models.TextField(blank=True, editable=False)
     source_error_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Clusters with a history are never deleted (the audit trail keeps its subject); retiring one
+    # archives it: no more rounds, gone from the page's list, history and trail kept.
+    archived = models.BooleanField(default=False, help_text="No rounds, hidden from the page; history is kept.")
     hold_count = models.PositiveIntegerField(default=0, editable=False)
     last_round_at = models.DateTimeField(null=True, blank=True, editable=False)
     round_lease_until = models.DateTimeField(null=True, blank=True, editable=False)

@@ -22,6 +22,8 @@ def schedule_name(cluster_id: int) -> str:
 def give_new_cluster_settings(sender, instance: Cluster, created: bool, raw: bool = False, **kwargs) -> None:
     if created and not raw:
         Policy.objects.get_or_create(cluster=instance)
+    elif not raw:  # an archived cluster runs no rounds; restoring it resumes them
+        PeriodicTask.objects.filter(name=schedule_name(instance.pk)).update(enabled=not instance.archived)
 
 
 @receiver(post_save, sender=Policy)
@@ -34,7 +36,7 @@ def apply_settings(sender, instance: Policy, raw: bool = False, **kwargs) -> Non
     PeriodicTask.objects.update_or_create(
         name=schedule_name(instance.cluster_id),
         defaults={"interval": every, "task": "dashboard.tasks.collect", "args": json.dumps([instance.cluster_id]),
-                  "enabled": True},
+                  "enabled": not Cluster.objects.filter(pk=instance.cluster_id, archived=True).exists()},
     )
 
 

@@ -34,6 +34,8 @@ def collect(cluster_id: int) -> None:
     """Take a snapshot of the cluster, then queue its round. Bad data is refused, never stored."""
     try:
         with opened_source(cluster_id) as (cluster, source):
+            if cluster.archived:
+                return  # archived after beat queued this
             snapshot = source.collect(time.time())
             recovered = bool(cluster.source_error)
             cluster.snapshot = crs.snapshot.to_dict(snapshot)

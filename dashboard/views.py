@@ -42,7 +42,7 @@ def api(permission: str):
 
 @permission_required("dashboard.view_cluster", raise_exception=True)
 def home(request):
-    cluster = Cluster.objects.select_related("policy").first()
+    cluster = Cluster.objects.select_related("policy").filter(archived=False).first()
     if cluster is None:
         return render(request, "dashboard/no_cluster.html")
     return _page(request, cluster, PolicyForm(instance=cluster.policy))
@@ -55,7 +55,7 @@ def cluster(request, pk):
 
 
 def _page(request, cluster, form, status=200):
-    context = {"cluster": cluster, "clusters": Cluster.objects.only("name"), "form": form,
+    context = {"cluster": cluster, "clusters": Cluster.objects.filter(archived=False).only("name"), "form": form,
                "history": live.history(cluster), "live_paused": _check(_probe_channel_layer) != "ok",
                "can_decide": request.user.has_perm("dashboard.approve_migration"),
                "can_configure": request.user.has_perm("dashboard.change_policy")}

@@ -127,7 +127,7 @@ def test_cluster_edits_in_the_admin_record_old_and_new_with_secrets_redacted(cli
     events = {e.action: e for e in AuditEvent.objects.all()}
     assert events["cluster-created"].details["changes"] == {
         "name": [None, "pve"], "source_kind": [None, "proxmox"],
-        "source_config": [None, {"host": "pve.example.com", "token": "***"}]}
+        "source_config": [None, {"host": "pve.example.com", "token": "***"}], "archived": [None, False]}
     redacted = {"host": "pve.example.com", "token": "***"}
     assert events["cluster-changed"].details["changes"] == {  # the token changed: source_config shows it did
         "name": ["pve", "pve-prod"], "source_config": [redacted, redacted]}
