@@ -35,8 +35,9 @@ web: $(STAMP)
 	$(PY) manage.py migrate --noinput
 	$(VENV)/bin/daphne -b 0.0.0.0 -p $(PORT) dashboard.asgi:application
 
+# Supervised, like the containers' restart policy: a Redis outage can stop a Celery worker.
 worker: $(STAMP)
-	$(VENV)/bin/celery -A dashboard worker -l info
+	scripts/supervise $(VENV)/bin/celery -A dashboard worker -l info
 
 beat: $(STAMP)
 	$(VENV)/bin/celery -A dashboard beat -l info --scheduler django_celery_beat.schedulers:DatabaseScheduler

@@ -1,6 +1,7 @@
 """Fixtures for the web tests. Engine tests use none of them and need no database."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -20,6 +21,8 @@ VENV_BIN = Path(sys.executable).parent
 # The commands of docker-compose.yml and the Makefile; the web's bind address and port vary.
 WEB = ["daphne", "-b", "0.0.0.0", "-p", "8000", "dashboard.asgi:application"]
 WORKER = ["celery", "-A", "dashboard", "worker", "-l", "info"]
+# The worker runs restarted when it stops, as `make worker` and the compose restart policy do.
+SUPERVISE = [str(ROOT / "scripts" / "supervise")]
 BEAT = ["celery", "-A", "dashboard", "beat", "-l", "info", "--scheduler",
         "django_celery_beat.schedulers:DatabaseScheduler"]
 
@@ -172,8 +175,9 @@ def distributed_stack(database_url: str, redis_url: str, password: str, name: st
         assert start(setup, env, ARTIFACTS / f"{name}-setup.log").wait(120) == 0
     web = [str(VENV_BIN / WEB[0]), "-b", "127.0.0.1", "-p", str(port), *WEB[5:]]
     processes = [start(web, env, ARTIFACTS / f"{name}-web.log")] + [
-        start([str(VENV_BIN / command[0]), *command[1:]], env, ARTIFACTS / f"{name}-{command[3]}.log")
-        for command in (WORKER, BEAT)]
+        start([*supervised, str(VENV_BIN / command[0]), *command[1:]], env, ARTIFACTS / f"{name}-{command[3]}.log",
+              new_session=bool(supervised))
+        for supervised, command in ((SUPERVISE, WORKER), ([], BEAT))]
     try:
         wait_for_port(port, processes[0])
         yield f"http://127.0.0.1:{port}"
@@ -225,7 +229,10 @@ def stop(process: subprocess.Popen) -> None:
     try:
         process.wait(timeout=15)
     except subprocess.TimeoutExpired:
-        process.kill()
+        if os.getpgid(process.pid) == process.pid:  # its own session (a supervisor and its child)
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
         process.wait()
 
 

@@ -17,6 +17,7 @@ def test_compose_runs_the_commands_tested_here():
     compose = (ROOT / "docker-compose.yml").read_text()
     assert " ".join(WEB) in compose
     assert json.dumps(WORKER) in compose and json.dumps(BEAT) in compose
+    assert "restart: unless-stopped" in compose  # the worker is restarted, as scripts/supervise does here
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.test import Client as HttpClient
 
-from conftest import (ARTIFACTS, FAST_SIMULATOR, free_port, service_or_skip, start, stop, shared_database_url,
+from conftest import (ARTIFACTS, FAST_SIMULATOR, SUPERVISE, free_port, service_or_skip, start, stop, shared_database_url,
                       wait_for_port)
 from dashboard.models import Cluster, Policy
 from wsclient import Client
@@ -38,8 +38,8 @@ def stack(db, redis_server, admin):
     processes = [
         start([str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"], env,
               ARTIFACTS / "outage-web.log"),
-        start([str(VENV_BIN / "celery"), "-A", "dashboard", "worker", "-l", "info", "--concurrency", "1",
-               "--without-mingle", "--without-gossip"], env, ARTIFACTS / "outage-worker.log"),
+        start([*SUPERVISE, str(VENV_BIN / "celery"), "-A", "dashboard", "worker", "-l", "info", "--concurrency", "1",
+               "--without-mingle", "--without-gossip"], env, ARTIFACTS / "outage-worker.log", new_session=True),
         start([str(VENV_BIN / "celery"), "-A", "dashboard", "beat", "-l", "info", "--scheduler",
                "django_celery_beat.schedulers:DatabaseScheduler"], env, ARTIFACTS / "outage-beat.log"),
     ]
