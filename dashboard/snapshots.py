@@ -10,6 +10,7 @@ import json
 
 from django import forms
 from django.contrib.auth.decorators import permission_required
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -47,6 +48,13 @@ def export(request, pk):
     return response
 
 
+def policy_values(data: dict) -> dict:
+    """A snapshot's settings in the settings form's units (percent)."""
+    settings = crs.snapshot.parse(data).settings
+    return {"mode": settings.mode, "threshold": settings.threshold * 100, "hold_duration": settings.hold_duration,
+            "margin": settings.margin * 100, "method": settings.method, "imbalance_scale": settings.imbalance_scale}
+
+
 class ImportForm(forms.Form):
     name = forms.SlugField(max_length=100, error_messages={
         "required": "name is required", "invalid": "name may contain only letters, digits, - and _"})
@@ -69,6 +77,11 @@ class ImportForm(forms.Form):
             raise forms.ValidationError(f"snapshot: not a JSON file ({exc})") from exc
         except CrsError as exc:
             raise forms.ValidationError(f"snapshot: {exc}") from exc
+        try:  # the snapshot's policy must also fit the settings form's ranges
+            Policy(**policy_values(data)).clean_fields(exclude=["cluster"])
+        except ValidationError as exc:
+            problems = "; ".join(m for messages in exc.message_dict.values() for m in messages)
+            raise forms.ValidationError(f"snapshot: settings: {problems}") from exc
         return data
 
 
@@ -79,13 +92,10 @@ def import_snapshot(request):
     if not form.is_valid():
         return render(request, "dashboard/import.html", {"form": form}, status=400)
     data = form.cleaned_data["snapshot"]
-    settings = crs.snapshot.parse(data).settings
     with transaction.atomic():
         cluster = Cluster.objects.create(name=form.cleaned_data["name"], source_kind="snapshot",
                                          source_config={"snapshot": data})
-        Policy.objects.filter(cluster=cluster).update(
-            mode=settings.mode, threshold=settings.threshold * 100, hold_duration=settings.hold_duration,
-            margin=settings.margin * 100, method=settings.method, imbalance_scale=settings.imbalance_scale)
+        Policy.objects.filter(cluster=cluster).update(**policy_values(data))
         Policy.objects.get(cluster=cluster).save()  # the schedule and hold counter follow saved settings
         AuditEvent.objects.create(actor=request.user, action="snapshot-imported", cluster=cluster,
                                   details={"file": request.FILES["snapshot"].name})

@@ -83,6 +83,8 @@ def test_import_creates_a_read_only_what_if_cluster_with_the_snapshot_settings(a
      "snapshot: nodes[0].cpus: 0 is out of range; must be &gt; 0"),
     ({"format": "crs-snapshot/1", "nodes": [{"name": "a", "cpus": 1, "memory_bytes": 1}],
       "guests": [{"sid": "vm:1", "node": "b"}]}, "snapshot: guests[0].node: 'b' is not a node of this snapshot"),
+    ({"format": "crs-snapshot/1", "settings": {"imbalance_scale": "raw", "threshold": 1.5},
+      "nodes": [{"name": "a", "cpus": 1, "memory_bytes": 1}]}, "snapshot: settings: threshold must be between 0 and 100 %"),
 ])
 def test_bad_imports_are_refused_naming_the_field_and_store_nothing(admin_client, cluster, payload, message):
     before = list(Cluster.objects.values_list("name", flat=True))
