@@ -18,7 +18,7 @@ import numpy as np
 from . import topsis
 from .bundles import Bundle
 from .imbalance import MoveEvaluator, truncated
-from .placement import WEIGHTS
+from .placement import WEIGHTS, criteria_after
 from .usage import NodeStats
 
 CHUNK_CELLS = 1 << 20  # bundles × nodes evaluated at once (about 8 MB per float array)
@@ -197,23 +197,11 @@ def _topsis_criteria(cluster: Cluster, exact: bool, with_criteria: bool = True) 
 
 
 def _folded_criteria(base: np.ndarray, src, src_util, tgt, tgt_util) -> tuple[np.ndarray, np.ndarray]:
-    """(1 + RMS, 1 + max) of utilisation after each move, folded node by node like Proxmox."""
-    k = src.size
-    if k * base.size > CHUNK_CELLS:  # keep the K × N work matrix bounded
-        step = max(1, CHUNK_CELLS // base.size)
-        parts = [_folded_criteria(base, src[i:i + step], src_util[i:i + step], tgt[i:i + step], tgt_util[i:i + step])
-                 for i in range(0, k, step)]
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-    util = np.repeat(base[None, :], k, axis=0)
-    util[np.arange(k), src] = src_util
-    util[np.arange(k), tgt] = tgt_util
-    high = np.zeros(k)
-    squares = np.zeros(k)
-    for j in range(base.size):
-        column = util[:, j]
-        high = np.maximum(high, column)
-        squares += column * column
-    return 1.0 + np.sqrt(squares / base.size), 1.0 + high
+    """`placement.criteria_after`, in slices that keep its K × N work matrix bounded."""
+    step = max(1, CHUNK_CELLS // base.size)
+    parts = [criteria_after(base, src[i:i + step], src_util[i:i + step], tgt[i:i + step], tgt_util[i:i + step])
+             for i in range(0, max(src.size, 1), step)]  # one empty slice for no candidates
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def _incremental_criteria(base: np.ndarray, src, src_util, tgt, tgt_util) -> tuple[np.ndarray, np.ndarray]:

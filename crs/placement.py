@@ -8,9 +8,10 @@ nodes, including ones the rules exclude, because that is how Proxmox normalizes 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Literal
+
+import numpy as np
 
 from . import topsis
 from .model import Guest, Snapshot
@@ -30,22 +31,26 @@ CRITERIA: tuple[tuple[str, float], ...] = (
 WEIGHTS = tuple(w for _, w in CRITERIA)
 
 
-def criteria_vector(stats: Iterable[NodeStats]) -> tuple[float, float, float, float]:
-    """(1+RMS cpu, 1+max cpu, 1+RMS mem, 1+max mem) over all nodes, as Proxmox folds them.
+def criteria_after(base: np.ndarray, src: np.ndarray, src_util: np.ndarray, tgt: np.ndarray,
+                   tgt_util: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(1 + RMS, 1 + max) of one resource's utilisation over all nodes, for each of K
+    alternatives that change node src[k] to src_util[k] and node tgt[k] to tgt_util[k].
 
-    The +1 keeps tiny loads from looking relatively different; the RMS makes an even
-    spread score better when one node is already overcommitted.
+    Folded node by node as Proxmox does, so ties split alike. The +1 keeps tiny loads
+    from looking relatively different; the RMS makes an even spread score better when one
+    node is already overcommitted. Placement changes one node (src = tgt), a move two.
     """
-    count = 0
-    high_cpu = squares_cpu = high_mem = squares_mem = 0.0
-    for s in stats:
-        count += 1
-        cpu, mem = s.cpu_load, s.mem_load
-        high_cpu = max(high_cpu, cpu)
-        squares_cpu += cpu * cpu
-        high_mem = max(high_mem, mem)
-        squares_mem += mem * mem
-    return (1.0 + math.sqrt(squares_cpu / count), 1.0 + high_cpu, 1.0 + math.sqrt(squares_mem / count), 1.0 + high_mem)
+    k = src.size
+    util = np.repeat(base[None, :], k, axis=0)
+    util[np.arange(k), src] = src_util
+    util[np.arange(k), tgt] = tgt_util
+    high = np.zeros(k)
+    squares = np.zeros(k)
+    for j in range(base.size):
+        column = util[:, j]
+        high = np.maximum(high, column)
+        squares += column * column
+    return 1.0 + np.sqrt(squares / base.size), 1.0 + high
 
 
 def score_nodes(snapshot: Snapshot, sid: str, mode: str | None = None) -> dict[str, float]:
@@ -59,17 +64,20 @@ def score_nodes(snapshot: Snapshot, sid: str, mode: str | None = None) -> dict[s
     base = node_stats(snapshot, mode, purpose="placement")
     if mode == "basic":
         return {s.name: s.cpu for s in base}
-    matrix = [criteria_vector(_with_guest(base, k, guest)) for k in range(len(base))]
-    closeness = topsis.scores(matrix, WEIGHTS)
+    closeness = topsis.scores(_placement_criteria(base, guest), WEIGHTS)
     return {s.name: -float(c) for s, c in zip(base, closeness)}
 
 
-def _with_guest(base: list[NodeStats], index: int, guest: Guest) -> list[NodeStats]:
-    """The node stats as if `guest` were started (with its maxima) on base[index]."""
-    out = list(base)
-    s = base[index]
-    out[index] = NodeStats(s.name, s.cpu + reserved_cpu(guest, s.maxcpu), s.maxcpu, s.mem + guest.memory_bytes, s.maxmem)
-    return out
+def _placement_criteria(base: list[NodeStats], guest: Guest) -> np.ndarray:
+    """N × 4 criteria: alternative k is the cluster with `guest` started (maxima) on node k."""
+    cpu, maxcpu = np.array([s.cpu for s in base]), np.array([s.maxcpu for s in base])
+    mem, maxmem = np.array([s.mem for s in base]), np.array([s.maxmem for s in base])
+    nodes = np.arange(len(base))
+    cpu_after = (cpu + np.array([reserved_cpu(guest, s.maxcpu) for s in base])) / maxcpu
+    mem_after = (mem + guest.memory_bytes) / maxmem
+    average_cpu, highest_cpu = criteria_after(cpu / maxcpu, nodes, cpu_after, nodes, cpu_after)
+    average_mem, highest_mem = criteria_after(mem / maxmem, nodes, mem_after, nodes, mem_after)
+    return np.column_stack([average_cpu, highest_cpu, average_mem, highest_mem])
 
 
 def select_node(
