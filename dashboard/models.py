@@ -109,6 +109,14 @@ class Cluster(models.Model):
                                        (m.finished_at or m.decided_at).timestamp()) for m in recent]
         return crs.guards.guards_from(history, now.timestamp(), policy.cooldown * 60.0, policy.rejection_memory * 60.0)
 
+    def under_policy(self, snapshot: crs.model.Snapshot) -> crs.model.Snapshot:
+        """`snapshot` judged by this cluster's current settings, not the ones it was taken with."""
+        return snapshot.with_settings(self.policy.engine_settings())
+
+    def latest_snapshot(self) -> crs.model.Snapshot | None:
+        """The last collected snapshot under the current settings; None before the first collection."""
+        return None if self.snapshot is None else self.under_policy(crs.snapshot.parse(self.snapshot))
+
     @property
     def read_only(self) -> bool:
         """An imported snapshot: rounds and plans run on it, but nothing can be migrated."""
@@ -269,8 +277,8 @@ class Migration(models.Model):
     def __str__(self) -> str:
         return f"{self.leader} {self.source} → {self.target} ({self.state})"
 
-    def stale_reason(self, snapshot: dict | None) -> str:
-        """Why the latest snapshot (crs-snapshot/1) makes this move illegal or unwise; "" if it fits.
+    def stale_reason(self, snapshot: crs.model.Snapshot | None) -> str:
+        """Why `snapshot` makes this move illegal or unwise; "" if it fits (or there is none yet).
 
         The engine decides (crs.balancer.stale_reason), under the cluster's current settings
         and guards (cooldown, way back, rejection memory).
@@ -279,8 +287,7 @@ class Migration(models.Model):
             return ""
         move = crs.decision.Move(self.leader, tuple(self.guests), self.source, self.target,
                                  self.imbalance_after, self.relative_gain)
-        current = crs.snapshot.parse(snapshot).with_settings(self.cluster.policy.engine_settings())
-        return crs.balancer.stale_reason(current, move, self.cluster.guards()) or ""
+        return crs.balancer.stale_reason(self.cluster.under_policy(snapshot), move, self.cluster.guards()) or ""
 
 
 class AuditTrailError(Exception):

@@ -28,29 +28,24 @@ MAX_UPLOAD_BYTES = 20 * 2**20
 MAX_PLAN_STEPS = 20
 
 
-def cluster_snapshot(cluster: Cluster) -> crs.model.Snapshot | None:
-    """The latest collected snapshot under the cluster's current settings, or None before the first."""
-    if cluster.snapshot is None:
-        return None
-    return crs.snapshot.parse(cluster.snapshot).with_settings(cluster.policy.engine_settings())
+NOT_COLLECTED = {"error": "no snapshot yet: the cluster has not been collected"}
 
 
 @require_GET
 @permission_required("dashboard.view_cluster", raise_exception=True)
 def export(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
-    snapshot = cluster_snapshot(cluster)
+    snapshot = cluster.latest_snapshot()
     if snapshot is None:
-        return JsonResponse({"error": "no snapshot yet: the cluster has not been collected"}, status=404)
+        return JsonResponse(NOT_COLLECTED, status=404)
     response = HttpResponse(crs.snapshot.dumps(snapshot), content_type="application/json")
     stamp = (cluster.collected_at or timezone.now()).strftime("%Y%m%dT%H%M%SZ")
     response["Content-Disposition"] = f'attachment; filename="{cluster.name}-{stamp}.json"'
     return response
 
 
-def policy_values(data: dict) -> dict:
+def policy_values(settings: crs.model.Settings) -> dict:
     """A snapshot's settings in the settings form's units (percent)."""
-    settings = crs.snapshot.parse(data).settings
     return {"mode": settings.mode, "threshold": settings.threshold * 100, "hold_duration": settings.hold_duration,
             "margin": settings.margin * 100, "method": settings.method, "imbalance_scale": settings.imbalance_scale}
 
@@ -72,13 +67,14 @@ class ImportForm(forms.Form):
             raise forms.ValidationError(f"snapshot: the file is larger than {MAX_UPLOAD_BYTES // 2**20} MB")
         try:
             data = json.loads(upload.read())
-            crs.snapshot.parse(data)
+            settings = crs.snapshot.parse(data).settings
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise forms.ValidationError(f"snapshot: not a JSON file ({exc})") from exc
         except CrsError as exc:
             raise forms.ValidationError(f"snapshot: {exc}") from exc
+        self.policy_values = policy_values(settings)
         try:  # the snapshot's policy must also fit the settings form's ranges
-            Policy(**policy_values(data)).clean_fields(exclude=["cluster"])
+            Policy(**self.policy_values).clean_fields(exclude=["cluster"])
         except ValidationError as exc:
             problems = "; ".join(m for messages in exc.message_dict.values() for m in messages)
             raise forms.ValidationError(f"snapshot: settings: {problems}") from exc
@@ -95,8 +91,10 @@ def import_snapshot(request):
     with transaction.atomic():
         cluster = Cluster.objects.create(name=form.cleaned_data["name"], source_kind="snapshot",
                                          source_config={"snapshot": data})
-        Policy.objects.filter(cluster=cluster).update(**policy_values(data))
-        Policy.objects.get(cluster=cluster).save()  # the schedule and hold counter follow saved settings
+        policy = Policy.objects.get(cluster=cluster)  # made with the cluster (signals.py)
+        for name, value in form.policy_values.items():
+            setattr(policy, name, value)
+        policy.save()  # the schedule and hold counter follow saved settings
         AuditEvent.objects.create(actor=request.user, action="snapshot-imported", cluster=cluster,
                                   details={"file": request.FILES["snapshot"].name})
     return redirect("dashboard:cluster", cluster.pk)
@@ -117,9 +115,9 @@ def plan(request, pk):
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_PLAN_STEPS:
         return JsonResponse({"errors": {"steps": [f"steps must be a whole number from 1 to {MAX_PLAN_STEPS}"]}},
                             status=400)
-    snapshot = cluster_snapshot(cluster)
+    snapshot = cluster.latest_snapshot()
     if snapshot is None:
-        return JsonResponse({"error": "no snapshot yet: the cluster has not been collected"}, status=404)
+        return JsonResponse(NOT_COLLECTED, status=404)
     result = crs.balancer.plan(snapshot, steps=int(raw))
     if request.GET.get("format") == "json":
         return JsonResponse(result.to_plan_dict(steps=True))

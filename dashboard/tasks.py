@@ -106,9 +106,8 @@ def claim(migration_id: int) -> str:
             running = cluster.migrations.filter(state="running").count()
             if running >= migration.cluster.policy.max_concurrent_migrations:
                 return "approved"  # queued again when a running one finishes
-            fresh = crs.snapshot.to_dict(source.collect(time.time()))
             # Only claim() moves an approved migration on, under this lock: the transitions succeed.
-            if reason := migration.stale_reason(fresh):
+            if reason := migration.stale_reason(source.collect(time.time())):
                 Migration.objects.transition(migration_id, "approved", "expired", None, reason=reason)
                 return "expired"
             Migration.objects.transition(migration_id, "approved", "running", None)

@@ -78,8 +78,8 @@ def change_settings(request, pk):
 @api("dashboard.view_cluster")
 def api_cluster(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
-    settings = {name: getattr(cluster.policy, name) for name in PolicyForm.Meta.fields}
-    return JsonResponse({"id": cluster.pk, "name": cluster.name, "settings": settings, **live.history(cluster)})
+    return JsonResponse({"id": cluster.pk, "name": cluster.name, "settings": _settings(cluster.policy),
+                         **live.history(cluster)})
 
 
 @require_POST
@@ -97,8 +97,11 @@ def api_settings(request, pk):
     form = PolicyForm({**PolicyForm(instance=cluster.policy).initial, **data}, instance=cluster.policy)
     if not form.is_valid():
         return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
-    policy = form.save_by(request.user)
-    return JsonResponse({"settings": {name: getattr(policy, name) for name in PolicyForm.Meta.fields}})
+    return JsonResponse({"settings": _settings(form.save_by(request.user))})
+
+
+def _settings(policy) -> dict:
+    return {name: getattr(policy, name) for name in PolicyForm.Meta.fields}
 
 
 @require_POST
@@ -106,7 +109,7 @@ def api_settings(request, pk):
 def approve(request, pk):
     migration = get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
     with transaction.atomic():
-        if reason := migration.stale_reason(migration.cluster.snapshot):
+        if reason := migration.stale_reason(migration.cluster.latest_snapshot()):
             Migration.objects.transition(pk, "suggested", "expired", request.user, reason=reason)
         elif Migration.objects.transition(pk, "suggested", "approved", request.user, decided_by=request.user):
             # robust: with the broker down the approval stands, and the next round queues it again

@@ -5,6 +5,7 @@ import json
 import pytest
 from django_celery_beat.models import PeriodicTask
 
+import crs.snapshot
 from conftest import policy_form
 from dashboard.forms import PolicyForm
 from dashboard.models import AuditEvent, Cluster, Migration, Policy
@@ -99,10 +100,10 @@ def test_transitions_outside_the_state_machine_are_refused(suggested):
 
 def test_stale_suggestion_names_what_changed(suggested):
     snapshot = suggested.cluster.snapshot
-    assert suggested.stale_reason(snapshot) == ""
+    assert suggested.stale_reason(crs.snapshot.parse(snapshot)) == ""
     moved = {**snapshot, "guests": [{**g, "node": "node02"} if g["sid"] == suggested.leader else g
                                     for g in snapshot["guests"]]}
-    assert suggested.stale_reason(moved) == f"{suggested.leader} is no longer running on node01 (now started on node02)"
+    assert suggested.stale_reason(crs.snapshot.parse(moved)) == f"{suggested.leader} is no longer running on node01 (now started on node02)"
 
 
 def test_two_rounds_of_one_cluster_never_overlap(cluster):

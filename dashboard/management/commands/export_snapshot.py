@@ -4,7 +4,6 @@ from django.core.management.base import BaseCommand, CommandError
 
 import crs.snapshot
 from dashboard.models import Cluster
-from dashboard.snapshots import cluster_snapshot
 
 
 class Command(BaseCommand):
@@ -20,7 +19,7 @@ class Command(BaseCommand):
         except Cluster.DoesNotExist:
             names = ", ".join(Cluster.objects.values_list("name", flat=True)) or "none"
             raise CommandError(f"cluster: {cluster!r} does not exist; clusters: {names}") from None
-        snapshot = cluster_snapshot(found)
+        snapshot = found.latest_snapshot()
         if snapshot is None:
             raise CommandError(f"cluster {cluster!r} has no snapshot yet: it has not been collected")
         text = crs.snapshot.dumps(snapshot)
