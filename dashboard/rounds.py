@@ -77,26 +77,24 @@ def suggest(cluster: Cluster, result: RoundResult) -> tuple[Migration | None, li
     )
     AuditEvent.objects.create(actor=None, action="suggested", cluster=cluster, migration=migration,
                               details={"explanation": result.explanation.to_dict()})
-    reason = f"superseded by suggestion #{migration.pk}, from a newer round"
-    return migration, [pk for pk in older if Migration.objects.transition(pk, "suggested", "expired", None,
-                                                                           reason=reason)]
+    return migration, expire(older, f"superseded by suggestion #{migration.pk}, from a newer round")
 
 
 def expire_overdue(cluster: Cluster, now) -> list[int]:
     """Suggestions nobody decided on within the suggestion expiry: the data they rest on is old."""
     minutes = cluster.policy.suggestion_expiry
-    reason = f"not decided within the suggestion expiry of {minutes} minutes"
     overdue = cluster.migrations.filter(state="suggested", suggested_at__lt=now - timedelta(minutes=minutes))
-    return [pk for pk in overdue.values_list("pk", flat=True)
-            if Migration.objects.transition(pk, "suggested", "expired", None, reason=reason)]
+    reason = f"not decided within the suggestion expiry of {minutes} minutes"
+    return expire(overdue.values_list("pk", flat=True), reason)
 
 
 def expire_outdated(cluster: Cluster, result: RoundResult) -> list[int]:
     """Suggestions the latest round no longer supports (below threshold or margin, ...) expire."""
-    reason = f"no longer suggested: {result.explanation.reason}"
-    return [
-        pk for pk in cluster.migrations.filter(state="suggested").values_list("pk", flat=True)
-        if Migration.objects.transition(pk, "suggested", "expired", None, reason=reason,
-                                        details={"decision": result.decision})
-    ]
+    pending = cluster.migrations.filter(state="suggested").values_list("pk", flat=True)
+    return expire(pending, f"no longer suggested: {result.explanation.reason}", {"decision": result.decision})
+
+
+def expire(pks, reason: str, details: dict | None = None) -> list[int]:
+    """suggested → expired for each of `pks` still pending; the ones this call expired."""
+    return [pk for pk in pks if Migration.objects.transition(pk, "suggested", "expired", None, details, reason=reason)]
 
