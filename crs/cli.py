@@ -13,6 +13,7 @@ import sys
 
 from . import balancer, placement, snapshot
 from .errors import CrsError
+from .sources.base import SourceError
 from .model import Snapshot
 
 # Subcommands provided by other modules: name → module with add_arguments(parser) and run(args).
@@ -23,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.handler(args)
-    except CrsError as exc:
+    except (CrsError, SourceError) as exc:  # refused input or an unreachable / refused source
         print(f"crs: {exc}", file=sys.stderr)
         return 2
 

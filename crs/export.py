@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from . import snapshot as contract
-from .sources import KINDS, SourceError, open_source
+from .sources import KINDS, open_source
 from .sources.config import ConfigError
 
 
@@ -29,18 +29,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = _config(args.config)
-        if args.kind == "proxmox":
-            from .sources.proxmox import config_from_env
+    """Refusals (bad config or settings, unreachable source) are reported by the CLI, exit 2."""
+    config = _config(args.config)
+    if args.kind == "proxmox":
+        from .sources.proxmox import config_from_env
 
-            config = config_from_env(os.environ) | config
-        snap = open_source(args.kind, config, None).collect(time.time())
-        if args.settings:
-            snap = snap.with_settings(contract.parse_settings(_json(args.settings, "--settings"), "--settings"))
-    except SourceError as exc:  # a CrsError (bad --settings) is reported by the CLI itself
-        print(f"crs: {exc}", file=sys.stderr)
-        return 2
+        config = config_from_env(os.environ) | config
+    snap = open_source(args.kind, config, None).collect(time.time())
+    if args.settings:
+        snap = snap.with_settings(contract.parse_settings(_json(args.settings, "--settings"), "--settings"))
     text = contract.dumps(snap) + "\n"
     if args.output:
         Path(args.output).write_text(text)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import dataclass, replace
 
@@ -22,7 +21,6 @@ from .balancer import run_round
 from .decision import RoundState
 from .guards import PastMove, guards_from
 from .model import METHODS, MODES, SCALES, Settings
-from .sources.base import SourceError
 from .sources.config import ConfigError
 from .sources.simulator import Simulator, parse_config
 from .sources.trace import SAMPLE_SECONDS
@@ -151,18 +149,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     began = time.perf_counter()
-    try:
-        config = _source_config(args)
-        samples = Simulator(parse_config(config)).trace.samples
-        rounds = args.rounds if args.rounds is not None else _rounds_for(args, samples)
-        if rounds < 1:
-            raise ConfigError(f"--rounds/--hours: {rounds} rounds; must be at least 1")
-        if args.cooldown < 0:
-            raise ConfigError(f"--cooldown: {args.cooldown!r} minutes; must be >= 0")
-        result = replay(config, settings, rounds, cooldown_s=args.cooldown * 60.0)
-    except SourceError as exc:  # a CrsError (bad policy value) is reported by the CLI itself
-        print(f"crs: {exc}", file=sys.stderr)
-        return 2
+    config = _source_config(args)  # refusals here are reported by the CLI, exit 2
+    samples = Simulator(parse_config(config)).trace.samples
+    rounds = args.rounds if args.rounds is not None else _rounds_for(args, samples)
+    if rounds < 1:
+        raise ConfigError(f"--rounds/--hours: {rounds} rounds; must be at least 1")
+    if args.cooldown < 0:
+        raise ConfigError(f"--cooldown: {args.cooldown!r} minutes; must be >= 0")
+    result = replay(config, settings, rounds, cooldown_s=args.cooldown * 60.0)
     out = summary(result) | {"runtime_s": time.perf_counter() - began}
     if args.html:
         from .replay_report import write_html
