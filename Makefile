@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PORT ?= 8000
 
-.PHONY: run test test-unit test-e2e web worker beat bench venv clean
+.PHONY: run test check test-unit test-e2e web worker beat bench venv clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $$(scripts/python312) -m venv $(VENV)
@@ -23,6 +23,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -m "not e2e" -q
 	$(PY) -m pytest -m e2e -q
+
+# Lint and format (ruff); .ci/run runs it before the tests.
+check: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -m "not e2e" -q

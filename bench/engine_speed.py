@@ -33,8 +33,11 @@ def whole_process(path: str, repeat: int) -> tuple[float, float, dict]:
     best, peak, plan = float("inf"), 0.0, {}
     for _ in range(repeat):
         start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "crs", "plan", path, "--json"], stdout=subprocess.PIPE,
-                                cwd=Path(__file__).resolve().parent.parent)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "crs", "plan", path, "--json"],
+            stdout=subprocess.PIPE,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
         out = proc.stdout.read()
         _, status, usage = os.wait4(proc.pid, 0)
         best = min(best, time.perf_counter() - start)
@@ -56,7 +59,9 @@ def direct_best(cluster: Cluster) -> tuple[float, str, str, str]:
                 continue
             loads = list(cluster.loads)
             loads[src] = (cpu_s / cluster.maxcpu[src] + mem_s / cluster.maxmem[src]) / 2.0
-            loads[t] = ((cluster.cpu[t] + bundle.cpu) / cluster.maxcpu[t] + (cluster.mem[t] + bundle.mem) / cluster.maxmem[t]) / 2.0
+            loads[t] = (
+                (cluster.cpu[t] + bundle.cpu) / cluster.maxcpu[t] + (cluster.mem[t] + bundle.mem) / cluster.maxmem[t]
+            ) / 2.0
             key = (truncated(imbalance(loads, cluster.scale)), bundle.leader, bundle.node, name)
             if best is None or key < best:
                 best = key
@@ -84,8 +89,10 @@ def main() -> None:
     direct = direct_best(cluster)
     direct_s = time.perf_counter() - start
     same = direct == (fast.imbalance_after, fast.bundle.leader, fast.bundle.node, fast.target)
-    print(f"candidates {cluster.candidate_count():,}; direct {direct_s:.3f} s, vectorized {fast_s:.4f} s, "
-          f"speed-up {direct_s / fast_s:.0f}x; same move and bits: {same}")
+    print(
+        f"candidates {cluster.candidate_count():,}; direct {direct_s:.3f} s, vectorized {fast_s:.4f} s, "
+        f"speed-up {direct_s / fast_s:.0f}x; same move and bits: {same}"
+    )
     assert same, (direct, fast)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,9 +100,11 @@ def main() -> None:
             path = os.path.join(tmp, f"{method}.json")
             Path(path).write_text(json.dumps(synthetic(nodes, guests, "dynamic", method)))
             seconds, rss, plan = whole_process(path, repeat)
-            print(f"== whole `python -m crs plan`, {nodes} nodes x {guests} guests, dynamic, {method}: "
-                  f"{seconds:.2f} s (best of {repeat}), peak RSS {rss:.0f} MB, {plan['candidates']:,} candidates, "
-                  f"decision {plan['decision']}")
+            print(
+                f"== whole `python -m crs plan`, {nodes} nodes x {guests} guests, dynamic, {method}: "
+                f"{seconds:.2f} s (best of {repeat}), peak RSS {rss:.0f} MB, {plan['candidates']:,} candidates, "
+                f"decision {plan['decision']}"
+            )
         baseline = os.path.join(tmp, "parse.json")
         Path(baseline).write_text(json.dumps(synthetic(nodes, guests)))
         start = time.perf_counter()

@@ -39,12 +39,28 @@ def redis_stack(args, port):
     for setup in (["manage.py", "migrate", "--noinput"], ["manage.py", "demo", "--round-interval", "1"]):
         assert start(setup, env, LOGS / "setup.log").wait(120) == 0
     return {
-        "web (daphne)": start([str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-                               "dashboard.asgi:application"], env, LOGS / "web.log"),
-        "worker (celery)": start([str(BIN / "celery"), "-A", "dashboard", "worker", "-l", "warning"],
-                                 env, LOGS / "worker.log"),
-        "beat (celery)": start([str(BIN / "celery"), "-A", "dashboard", "beat", "-l", "warning", "--scheduler",
-                                "django_celery_beat.schedulers:DatabaseScheduler"], env, LOGS / "beat.log"),
+        "web (daphne)": start(
+            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
+            env,
+            LOGS / "web.log",
+        ),
+        "worker (celery)": start(
+            [str(BIN / "celery"), "-A", "dashboard", "worker", "-l", "warning"], env, LOGS / "worker.log"
+        ),
+        "beat (celery)": start(
+            [
+                str(BIN / "celery"),
+                "-A",
+                "dashboard",
+                "beat",
+                "-l",
+                "warning",
+                "--scheduler",
+                "django_celery_beat.schedulers:DatabaseScheduler",
+            ],
+            env,
+            LOGS / "beat.log",
+        ),
     }
 
 
@@ -52,14 +68,16 @@ def embedded_stack(args, port):
     env = {"DATABASE_URL": f"sqlite:///{LOGS}/bench.sqlite3", "REDIS_URL": "", "CRS_ADMIN_PASSWORD": PASSWORD}
     for path in LOGS.glob("bench.sqlite3*"):
         path.unlink()
-    return {"runembedded": start(["manage.py", "runembedded", "--port", str(port), "--round-interval", "1"],
-                                 env, LOGS / "embedded.log")}
+    return {
+        "runembedded": start(
+            ["manage.py", "runembedded", "--port", str(port), "--round-interval", "1"], env, LOGS / "embedded.log"
+        )
+    }
 
 
 async def measure(base_url: str, cookie: str, clients: int, rounds: int) -> list[float]:
     """Latencies in ms of `rounds` round pushes at each of `clients` connections."""
-    connections = await asyncio.gather(*(Client.connect(base_url, "/ws/clusters/1/", cookie)
-                                         for _ in range(clients)))
+    connections = await asyncio.gather(*(Client.connect(base_url, "/ws/clusters/1/", cookie) for _ in range(clients)))
 
     async def collect(client: Client) -> list[float]:
         out = []
@@ -90,8 +108,7 @@ def memory_mb(pid: int) -> tuple[float, float]:
 
 
 def descendants(pid: int) -> list[int]:
-    children = [int(c) for t in Path(f"/proc/{pid}/task").iterdir()
-                for c in (t / "children").read_text().split()]
+    children = [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
     return children + [d for c in children for d in descendants(c)]
 
 

@@ -23,9 +23,14 @@ def synthetic(nodes: int, guests: int, mode: str = "dynamic", method: str = "bru
         "settings": {"mode": mode, "method": method, "threshold": 0.0, "hold_duration": 0, "margin": 0.0},
         "nodes": [{"name": f"node{i:04d}", "cpus": int(cpus[i]), "memory_bytes": int(memory[i])} for i in range(nodes)],
         "guests": [
-            {"sid": f"vm:{100 + i}", "node": f"node{placement[i]:04d}", "cores": int(cores[i]),
-             "memory_bytes": int(mem[i]), "cpu_usage": round(float(cores[i] * rng.uniform(0.05, 0.9)), 3),
-             "mem_usage_bytes": int(mem[i] * rng.uniform(0.2, 0.95))}
+            {
+                "sid": f"vm:{100 + i}",
+                "node": f"node{placement[i]:04d}",
+                "cores": int(cores[i]),
+                "memory_bytes": int(mem[i]),
+                "cpu_usage": round(float(cores[i] * rng.uniform(0.05, 0.9)), 3),
+                "mem_usage_bytes": int(mem[i] * rng.uniform(0.2, 0.95)),
+            }
             for i in range(guests)
         ],
     }

@@ -58,7 +58,9 @@ def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str, guards:
         targets = _targets(rules, leader.sid, leader.node, guests, online)
         barred = set().union(*(barred_nodes.get(m.sid, ()) for m in members)) if barred_nodes else ()
         if barred:
-            targets = tuple(n for n in (targets if targets is not None else online) if n not in barred and n != leader.node)
+            targets = tuple(
+                n for n in (targets if targets is not None else online) if n not in barred and n != leader.node
+            )
         if targets == ():
             continue
         cpu = mem = 0.0

@@ -13,8 +13,8 @@ import sys
 
 from . import balancer, placement, snapshot
 from .errors import CrsError
-from .sources.base import SourceError
 from .model import Snapshot
+from .sources.base import SourceError
 
 # Subcommands provided by other modules: name → module with add_arguments(parser) and run(args).
 EXTENSIONS = {"replay": "crs.replay", "export": "crs.export"}
@@ -74,14 +74,23 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _plan_table(snap: Snapshot, result, with_steps: bool) -> str:
     s = snap.settings
-    lines = [f"cluster {snap.cluster or '-'}: mode {s.mode}, method {s.method}, scale {s.imbalance_scale}",
-             "", f"{'node':<16} {'load':>7}"]
+    lines = [
+        f"cluster {snap.cluster or '-'}: mode {s.mode}, method {s.method}, scale {s.imbalance_scale}",
+        "",
+        f"{'node':<16} {'load':>7}",
+    ]
     lines += [f"{name:<16} {load:>7.1%}" for name, load in result.node_loads.items()]
-    lines += ["", f"imbalance {result.imbalance:.4f} (threshold {s.threshold:.2f}, margin {s.margin:.0%}), "
-              f"{result.candidates} candidate moves", f"decision: {result.decision}"]
+    lines += [
+        "",
+        f"imbalance {result.imbalance:.4f} (threshold {s.threshold:.2f}, margin {s.margin:.0%}), "
+        f"{result.candidates} candidate moves",
+        f"decision: {result.decision}",
+    ]
     for i, move in enumerate(result.moves if with_steps else ([result.move] if result.move else []), 1):
-        lines.append(f"  {i}. {' + '.join(move.guests)}: {move.source} -> {move.target}, imbalance after "
-                     f"{move.imbalance_after:.4f} (gain {move.relative_gain:.1%})")
+        lines.append(
+            f"  {i}. {' + '.join(move.guests)}: {move.source} -> {move.target}, imbalance after "
+            f"{move.imbalance_after:.4f} (gain {move.relative_gain:.1%})"
+        )
     lines.append(result.explanation.reason)
     return "\n".join(lines)
 
@@ -96,8 +105,17 @@ def _score(args: argparse.Namespace) -> int:
     ranked = sorted(scores, key=lambda n: (scores[n], n))
     chosen = placement.select_node(snap, args.sid)
     if args.json:
-        print(json.dumps({"sid": args.sid, "mode": snap.settings.mode, "selected": chosen,
-                          "ranking": [{"node": n, "score": scores[n]} for n in ranked]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "sid": args.sid,
+                    "mode": snap.settings.mode,
+                    "selected": chosen,
+                    "ranking": [{"node": n, "score": scores[n]} for n in ranked],
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"placement of {args.sid} ({snap.settings.mode} mode; lower score is better)")
     for i, node in enumerate(ranked, 1):

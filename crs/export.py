@@ -22,8 +22,12 @@ from .sources.config import ConfigError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kind", choices=KINDS, help="the source adapter")
-    parser.add_argument("--config", default="{}", metavar="JSON|@FILE",
-                        help='adapter settings as a JSON object, e.g. \'{"host": "pve1.lab"}\', or @file.json')
+    parser.add_argument(
+        "--config",
+        default="{}",
+        metavar="JSON|@FILE",
+        help='adapter settings as a JSON object, e.g. \'{"host": "pve1.lab"}\', or @file.json',
+    )
     parser.add_argument("--settings", metavar="JSON", help="balancing policy to store in the snapshot (JSON object)")
     parser.add_argument("-o", "--output", metavar="PATH", help="write here instead of stdout")
 

@@ -28,8 +28,17 @@ class Fields:
             raise self.error(f"{where}.{unknown}: unknown key; allowed: {', '.join(sorted(allowed))}")
         return raw
 
-    def number(self, raw: dict, key: str, where: str, default: Any = MISSING, *, low: float | None = None,
-               high: float | None = None, exclusive_low: bool = False) -> float:
+    def number(
+        self,
+        raw: dict,
+        key: str,
+        where: str,
+        default: Any = MISSING,
+        *,
+        low: float | None = None,
+        high: float | None = None,
+        exclusive_low: bool = False,
+    ) -> float:
         value = self._get(raw, key, where, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise self.error(f"{where}.{key}: {value!r} is not a finite number")
@@ -43,8 +52,9 @@ class Fields:
     def optional_number(self, raw: dict, key: str, where: str, *, low: float | None = None) -> float | None:
         return None if raw.get(key) is None else self.number(raw, key, where, low=low)
 
-    def integer(self, raw: dict, key: str, where: str, default: Any = MISSING, *, low: int = 0,
-                high: int | None = None) -> int:
+    def integer(
+        self, raw: dict, key: str, where: str, default: Any = MISSING, *, low: int = 0, high: int | None = None
+    ) -> int:
         value = self._get(raw, key, where, default)
         if isinstance(value, float) and value.is_integer():
             value = int(value)

@@ -24,9 +24,7 @@ STATES_ON_CURRENT_NODE = frozenset(
     {"started", "request_stop", "fence", "freeze", "error", "recovery", "migrate", "relocate"}
 )
 STATES_ON_TARGET_NODE = frozenset({"migrate", "relocate", "request_start_balance"})
-STATES = frozenset(
-    {"stopped", "request_start", "disabled", "ignored"} | STATES_ON_CURRENT_NODE | STATES_ON_TARGET_NODE
-)
+STATES = frozenset({"stopped", "request_start", "disabled", "ignored"} | STATES_ON_CURRENT_NODE | STATES_ON_TARGET_NODE)
 
 
 @dataclass(frozen=True, slots=True)

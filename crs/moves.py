@@ -167,7 +167,7 @@ def best_topsis(cluster: Cluster) -> Scored | None:
     pick = topsis.best(lambda: (c for _, _, c in _topsis_criteria(cluster, exact)), WEIGHTS)
     if pick is None:
         return None
-    for rows, cols, criteria in _topsis_criteria(cluster, exact, with_criteria=False):
+    for rows, cols, _ in _topsis_criteria(cluster, exact, with_criteria=False):
         if pick < rows.size:
             row, col = rows[pick : pick + 1], cols[pick : pick + 1]
             after = exact_imbalances(cluster.exact_loads(row, col), cluster.scale)
@@ -176,7 +176,9 @@ def best_topsis(cluster: Cluster) -> Scored | None:
     raise AssertionError("topsis picked a candidate beyond the candidate list")
 
 
-def _topsis_criteria(cluster: Cluster, exact: bool, with_criteria: bool = True) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _topsis_criteria(
+    cluster: Cluster, exact: bool, with_criteria: bool = True
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(rows, cols, K × 4 criteria) of the candidates chunk by chunk, in candidate order."""
     fold = _folded_criteria if exact else _incremental_criteria
     for part, constrained in cluster.chunks():
@@ -189,18 +191,22 @@ def _topsis_criteria(cluster: Cluster, exact: bool, with_criteria: bool = True) 
         tgt_cpu = cluster.cpu[c] + cluster.bcpu[rows]
         tgt_mem = cluster.mem[c] + cluster.bmem[rows]
         criteria = np.empty((rows.size, 4), order="F")  # column-major: TOPSIS works per criterion
-        criteria[:, 0], criteria[:, 1] = fold(cluster.cpu / cluster.maxcpu, src, src_cpu / cluster.maxcpu[src],
-                                              c, tgt_cpu / cluster.maxcpu[c])
-        criteria[:, 2], criteria[:, 3] = fold(cluster.mem / cluster.maxmem, src, src_mem / cluster.maxmem[src],
-                                              c, tgt_mem / cluster.maxmem[c])
+        criteria[:, 0], criteria[:, 1] = fold(
+            cluster.cpu / cluster.maxcpu, src, src_cpu / cluster.maxcpu[src], c, tgt_cpu / cluster.maxcpu[c]
+        )
+        criteria[:, 2], criteria[:, 3] = fold(
+            cluster.mem / cluster.maxmem, src, src_mem / cluster.maxmem[src], c, tgt_mem / cluster.maxmem[c]
+        )
         yield rows, c, criteria
 
 
 def _folded_criteria(base: np.ndarray, src, src_util, tgt, tgt_util) -> tuple[np.ndarray, np.ndarray]:
     """`placement.criteria_after`, in slices that keep its K × N work matrix bounded."""
     step = max(1, CHUNK_CELLS // base.size)
-    parts = [criteria_after(base, src[i:i + step], src_util[i:i + step], tgt[i:i + step], tgt_util[i:i + step])
-             for i in range(0, max(src.size, 1), step)]  # one empty slice for no candidates
+    parts = [
+        criteria_after(base, src[i : i + step], src_util[i : i + step], tgt[i : i + step], tgt_util[i : i + step])
+        for i in range(0, max(src.size, 1), step)
+    ]  # one empty slice for no candidates
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 

@@ -31,8 +31,9 @@ CRITERIA: tuple[tuple[str, float], ...] = (
 WEIGHTS = tuple(w for _, w in CRITERIA)
 
 
-def criteria_after(base: np.ndarray, src: np.ndarray, src_util: np.ndarray, tgt: np.ndarray,
-                   tgt_util: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def criteria_after(
+    base: np.ndarray, src: np.ndarray, src_util: np.ndarray, tgt: np.ndarray, tgt_util: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(1 + RMS, 1 + max) of one resource's utilisation over all nodes, for each of K
     alternatives that change node src[k] to src_util[k] and node tgt[k] to tgt_util[k].
 

@@ -69,8 +69,9 @@ def replay(source_config: dict, settings: Settings, rounds: int, cooldown_s: flo
         for task_id in list(running):
             status = cluster.task_status(task_id, now)
             if status.state != "running":
-                migrations.append(replace(running.pop(task_id), outcome=status.state, reason=status.reason,
-                                          ended_s=trace_now))
+                migrations.append(
+                    replace(running.pop(task_id), outcome=status.state, reason=status.reason, ended_s=trace_now)
+                )
         history = (PastMove((m.sid,), m.source, m.target, m.outcome, m.ended_s) for m in migrations)
         result = run_round(snap, settings, state, guards=guards_from(history, trace_now, cooldown_s, 0.0))
         state = result.state
@@ -85,15 +86,19 @@ def replay(source_config: dict, settings: Settings, rounds: int, cooldown_s: flo
     return Replay(settings, tuple(trace_s), tuple(values), tuple(decisions), tuple(loads), tuple(migrations))
 
 
-def ping_pongs(migrations: tuple[Migration, ...],
-               window_s: float = PING_PONG_WINDOW_S) -> list[tuple[Migration, Migration]]:
+def ping_pongs(
+    migrations: tuple[Migration, ...], window_s: float = PING_PONG_WINDOW_S
+) -> list[tuple[Migration, Migration]]:
     """Pairs of completed moves of one guest where the second sends it back within `window_s`."""
     last: dict[str, Migration] = {}
     pairs = []
     for m in (m for m in migrations if m.outcome == "done"):
         previous = last.get(m.sid)
-        if previous and (previous.source, previous.target) == (m.target, m.source) \
-                and m.started_s - previous.started_s <= window_s:
+        if (
+            previous
+            and (previous.source, previous.target) == (m.target, m.source)
+            and m.started_s - previous.started_s <= window_s
+        ):
             pairs.append((previous, m))
         last[m.sid] = m
     return pairs
@@ -108,8 +113,12 @@ def summary(result: Replay) -> dict:
         "trace_hours": (result.trace_s[-1] + SAMPLE_SECONDS) / 3600 if result.trace_s else 0.0,
         "imbalance": {name: float(np.percentile(values, q)) for name, q in QUANTILES},
         "share_above_threshold": float((values > result.settings.threshold).mean()),
-        "migrations": {"started": len(outcomes), "done": outcomes.count("done"),
-                       "failed": outcomes.count("failed"), "running": outcomes.count("running")},
+        "migrations": {
+            "started": len(outcomes),
+            "done": outcomes.count("done"),
+            "failed": outcomes.count("failed"),
+            "running": outcomes.count("running"),
+        },
         "ping_pongs": len(ping_pongs(result.migrations)),
     }
 
@@ -123,23 +132,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, default=12, help="number of simulated nodes (default 12)")
     parser.add_argument("--hot-nodes", type=int, default=3, help="nodes the initial placement crowds (default 3)")
     parser.add_argument("--seed", type=int, default=0, help="initial placement and failure draws (default 0)")
-    parser.add_argument("--mode", choices=MODES, default="dynamic",
-                        help="default dynamic: the only mode in which the trace's usage matters")
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="dynamic",
+        help="default dynamic: the only mode in which the trace's usage matters",
+    )
     parser.add_argument("--method", choices=METHODS, default=d.method)
     parser.add_argument("--scale", choices=SCALES, default=d.imbalance_scale, help="imbalance scale")
     parser.add_argument("--threshold", type=float, default=d.threshold, help=f"default {d.threshold}")
     parser.add_argument("--hold-duration", type=int, default=d.hold_duration, help=f"rounds, default {d.hold_duration}")
     parser.add_argument("--margin", type=float, default=d.margin, help=f"default {d.margin}")
-    parser.add_argument("--cooldown", type=float, default=30.0,
-                        help="minutes of trace time a guest rests after its migration, and is not sent back "
-                             "(default 30, the dashboard's default; 0 = Proxmox, no cooldown)")
+    parser.add_argument(
+        "--cooldown",
+        type=float,
+        default=30.0,
+        help="minutes of trace time a guest rests after its migration, and is not sent back "
+        "(default 30, the dashboard's default; 0 = Proxmox, no cooldown)",
+    )
     length = parser.add_mutually_exclusive_group()
     length.add_argument("--rounds", type=int, help="rounds to run (default: the whole trace day)")
     length.add_argument("--hours", type=float, help="hours of trace time to run")
-    parser.add_argument("--round-interval", type=float, default=10.0,
-                        help="seconds between rounds; migrations take real seconds against it (default 10)")
-    parser.add_argument("--samples-per-round", type=float, default=1.0,
-                        help="5-minute trace samples per round, the time acceleration (default 1)")
+    parser.add_argument(
+        "--round-interval",
+        type=float,
+        default=10.0,
+        help="seconds between rounds; migrations take real seconds against it (default 10)",
+    )
+    parser.add_argument(
+        "--samples-per-round",
+        type=float,
+        default=1.0,
+        help="5-minute trace samples per round, the time acceleration (default 1)",
+    )
     parser.add_argument("--migration-mib-s", type=float, default=1024.0, help="migration bandwidth (default 1024)")
     parser.add_argument("--fail-rate", type=float, default=0.0, help="share of migrations that fail (default 0)")
     parser.add_argument("--html", metavar="PATH", help="also write a self-contained Plotly report")
@@ -169,23 +194,37 @@ def run(args: argparse.Namespace) -> int:
 def _settings(args: argparse.Namespace) -> Settings:
     from .snapshot import parse_settings  # the contract's checks name the field and its range
 
-    return parse_settings({"mode": args.mode, "method": args.method, "imbalance_scale": args.scale,
-                           "threshold": args.threshold, "hold_duration": args.hold_duration,
-                           "margin": args.margin}, "settings")
+    return parse_settings(
+        {
+            "mode": args.mode,
+            "method": args.method,
+            "imbalance_scale": args.scale,
+            "threshold": args.threshold,
+            "hold_duration": args.hold_duration,
+            "margin": args.margin,
+        },
+        "settings",
+    )
 
 
 def _settings_dict(settings: Settings) -> dict:
-    return {k: getattr(settings, k) for k in ("mode", "method", "imbalance_scale", "threshold",
-                                              "hold_duration", "margin")}
+    return {
+        k: getattr(settings, k) for k in ("mode", "method", "imbalance_scale", "threshold", "hold_duration", "margin")
+    }
 
 
 def _source_config(args: argparse.Namespace) -> dict:
     if args.samples_per_round <= 0:
         raise ConfigError(f"--samples-per-round: {args.samples_per_round!r} must be > 0")
-    config = {"nodes": args.nodes, "hot_nodes": args.hot_nodes, "seed": args.seed,
-              "round_interval_s": args.round_interval,
-              "seconds_per_sample": args.round_interval / args.samples_per_round,
-              "migration_mib_s": args.migration_mib_s, "fail_rate": args.fail_rate}
+    config = {
+        "nodes": args.nodes,
+        "hot_nodes": args.hot_nodes,
+        "seed": args.seed,
+        "round_interval_s": args.round_interval,
+        "seconds_per_sample": args.round_interval / args.samples_per_round,
+        "migration_mib_s": args.migration_mib_s,
+        "fail_rate": args.fail_rate,
+    }
     return config | ({"trace": args.trace} if args.trace else {})
 
 

@@ -19,24 +19,45 @@ def write_html(result: Replay, path: str) -> None:
 def figure(result: Replay) -> go.Figure:
     s = result.settings
     hours = [t / 3600 for t in result.trace_s]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("Imbalance", "Node load"))
-    fig.add_trace(go.Scatter(x=hours, y=list(result.imbalance), name="imbalance", line={"color": "#1f77b4"}),
-                  row=1, col=1)
-    fig.add_hline(y=s.threshold, line={"dash": "dash", "color": "#d62728"}, row=1, col=1,
-                  annotation_text=f"threshold {s.threshold:g}")
+    fig = make_subplots(
+        rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, subplot_titles=("Imbalance", "Node load")
+    )
+    fig.add_trace(
+        go.Scatter(x=hours, y=list(result.imbalance), name="imbalance", line={"color": "#1f77b4"}), row=1, col=1
+    )
+    fig.add_hline(
+        y=s.threshold,
+        line={"dash": "dash", "color": "#d62728"},
+        row=1,
+        col=1,
+        annotation_text=f"threshold {s.threshold:g}",
+    )
     _migration_markers(fig, result)
     for name in result.node_loads[0] if result.node_loads else ():
-        fig.add_trace(go.Scatter(x=hours, y=[loads.get(name) for loads in result.node_loads], name=name,
-                                 line={"width": 1}, legendgroup="nodes"), row=2, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=hours,
+                y=[loads.get(name) for loads in result.node_loads],
+                name=name,
+                line={"width": 1},
+                legendgroup="nodes",
+            ),
+            row=2,
+            col=1,
+        )
     out = summary(result)
     q = out["imbalance"]
     fig.update_layout(
-        title=(f"Replay: mode {s.mode}, method {s.method}, threshold {s.threshold:g}, hold {s.hold_duration}, "
-               f"margin {s.margin:g} — p50 {q['p50']:.3f}, p90 {q['p90']:.3f}, max {q['max']:.3f}; "
-               f"{out['share_above_threshold']:.0%} of rounds above threshold; "
-               f"{out['migrations']['started']} migrations, {out['ping_pongs']} ping-pong"),
-        title_font_size=13, height=800, hovermode="x unified")
+        title=(
+            f"Replay: mode {s.mode}, method {s.method}, threshold {s.threshold:g}, hold {s.hold_duration}, "
+            f"margin {s.margin:g} — p50 {q['p50']:.3f}, p90 {q['p90']:.3f}, max {q['max']:.3f}; "
+            f"{out['share_above_threshold']:.0%} of rounds above threshold; "
+            f"{out['migrations']['started']} migrations, {out['ping_pongs']} ping-pong"
+        ),
+        title_font_size=13,
+        height=800,
+        hovermode="x unified",
+    )
     fig.update_xaxes(title_text="trace time (hours)", row=2, col=1)
     fig.update_yaxes(rangemode="tozero")
     return fig
@@ -46,12 +67,22 @@ def _migration_markers(fig: go.Figure, result: Replay) -> None:
     """Each migration as a marker on the imbalance line where it started; ping-pong moves in red."""
     returning = {id(second) for _, second in ping_pongs(result.migrations)}
     by_time = dict(zip(result.trace_s, result.imbalance))
-    for label, color, chosen in (("migration", "#2ca02c", [m for m in result.migrations if id(m) not in returning]),
-                                 ("ping-pong", "#d62728", [m for m in result.migrations if id(m) in returning])):
+    for label, color, chosen in (
+        ("migration", "#2ca02c", [m for m in result.migrations if id(m) not in returning]),
+        ("ping-pong", "#d62728", [m for m in result.migrations if id(m) in returning]),
+    ):
         if not chosen:
             continue
-        fig.add_trace(go.Scatter(
-            x=[m.started_s / 3600 for m in chosen], y=[by_time.get(m.started_s) for m in chosen],
-            mode="markers", name=label, marker={"color": color, "size": 8, "symbol": "triangle-down"},
-            text=[f"{m.sid} {m.source}→{m.target} ({m.outcome})" for m in chosen], hoverinfo="text"),
-            row=1, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=[m.started_s / 3600 for m in chosen],
+                y=[by_time.get(m.started_s) for m in chosen],
+                mode="markers",
+                name=label,
+                marker={"color": color, "size": 8, "symbol": "triangle-down"},
+                text=[f"{m.sid} {m.source}→{m.target} ({m.outcome})" for m in chosen],
+                hoverinfo="text",
+            ),
+            row=1,
+            col=1,
+        )

@@ -49,9 +49,7 @@ def compile_rules(snapshot: Snapshot) -> CompiledRules:
         rule = next((by_guest[sid] for sid in sorted(group) if sid in by_guest), None)
         if rule is not None:
             by_guest.update(dict.fromkeys(group, rule))
-    return CompiledRules(
-        by_guest, positive, {sid: frozenset(p) for sid, p in negative.items()}, tuple(dropped)
-    )
+    return CompiledRules(by_guest, positive, {sid: frozenset(p) for sid, p in negative.items()}, tuple(dropped))
 
 
 def _as_positive(rules: list[NodeAffinityRule], cluster_nodes: list[str], dropped: list) -> list[NodeAffinityRule]:

@@ -152,14 +152,17 @@ def parse_rule(raw: Any, path: str, sids: set[str], nodes: set[str]) -> Rule:
             raise RuleError(f"{path}.resources[{i}]: {sid!r} is not a guest of this snapshot")
     if len(set(resources)) != len(resources):
         raise RuleError(f"{path}.resources: {resources!r} lists a guest twice")
-    affinity = _f.choice(raw, "affinity", path, ("positive", "negative"), "positive" if kind == "node-affinity" else MISSING)
+    affinity = _f.choice(
+        raw, "affinity", path, ("positive", "negative"), "positive" if kind == "node-affinity" else MISSING
+    )
     if kind == "node-affinity":
         _f.refuse_unknown(raw, {"id", "type", "resources", "nodes", "strict", "affinity"}, path)
         rule_nodes = _rule_nodes(raw.get("nodes", MISSING), f"{path}.nodes", nodes)
         if affinity == "negative" and any(priority for _, priority in rule_nodes):
             raise RuleError(f"{path}.nodes: a negative node-affinity rule takes no priorities")
-        return NodeAffinityRule(rule_id, tuple(resources), rule_nodes,
-                                strict=_f.boolean(raw, "strict", path, False), affinity=affinity)
+        return NodeAffinityRule(
+            rule_id, tuple(resources), rule_nodes, strict=_f.boolean(raw, "strict", path, False), affinity=affinity
+        )
     _f.refuse_unknown(raw, {"id", "type", "resources", "affinity"}, path)
     if len(resources) < 2:
         raise RuleError(f"{path}.resources: a resource-affinity rule needs at least two guests")
@@ -235,9 +238,14 @@ def _guest_dict(guest: Guest) -> dict:
 
 def _rule_dict(rule: Rule) -> dict:
     if isinstance(rule, NodeAffinityRule):
-        return {"id": rule.id, "type": rule.type, "resources": list(rule.resources),
-                "nodes": [{"node": n, "priority": p} for n, p in rule.nodes], "strict": rule.strict,
-                "affinity": rule.affinity}
+        return {
+            "id": rule.id,
+            "type": rule.type,
+            "resources": list(rule.resources),
+            "nodes": [{"node": n, "priority": p} for n, p in rule.nodes],
+            "strict": rule.strict,
+            "affinity": rule.affinity,
+        }
     return {"id": rule.id, "type": rule.type, "resources": list(rule.resources), "affinity": rule.affinity}
 
 

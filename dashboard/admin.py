@@ -17,8 +17,12 @@ def audited(cluster: Cluster | None) -> dict:
     if cluster is None:
         return dict.fromkeys(AUDITED_FIELDS)
     config = {key: "***" if SECRET_KEY.search(key) else value for key, value in cluster.source_config.items()}
-    return {"name": cluster.name, "source_kind": cluster.source_kind, "source_config": config,
-            "archived": cluster.archived}
+    return {
+        "name": cluster.name,
+        "source_kind": cluster.source_kind,
+        "source_config": config,
+        "archived": cluster.archived,
+    }
 
 
 @admin.register(Cluster)
@@ -34,15 +38,23 @@ class ClusterAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         if changed:  # compared unredacted: a new token shows as a changed source_config
             before, after = audited(old), audited(obj)
-            AuditEvent.objects.create(actor=request.user, action="cluster-changed" if change else "cluster-created",
-                                      cluster=obj, details={"changes": {f: [before[f], after[f]] for f in changed}})
+            AuditEvent.objects.create(
+                actor=request.user,
+                action="cluster-changed" if change else "cluster-created",
+                cluster=obj,
+                details={"changes": {f: [before[f], after[f]] for f in changed}},
+            )
 
     def delete_model(self, request, obj):
         # The event outlives the row (cluster None), so it names the cluster in its details.
         with transaction.atomic():
             before = audited(obj)
-            AuditEvent.objects.create(actor=request.user, action="cluster-deleted", cluster=None, details={
-                "cluster": obj.name, "changes": {f: [before[f], None] for f in AUDITED_FIELDS}})
+            AuditEvent.objects.create(
+                actor=request.user,
+                action="cluster-deleted",
+                cluster=None,
+                details={"cluster": obj.name, "changes": {f: [before[f], None] for f in AUDITED_FIELDS}},
+            )
             super().delete_model(request, obj)
 
     def delete_queryset(self, request, queryset):
@@ -53,8 +65,7 @@ class ClusterAdmin(admin.ModelAdmin):
 @admin.register(Policy)
 class PolicyAdmin(admin.ModelAdmin):
     form = PolicyForm
-    list_display = ["cluster", "mode", "automation", "threshold", "hold_duration", "margin", "method",
-                    "round_interval"]
+    list_display = ["cluster", "mode", "automation", "threshold", "hold_duration", "margin", "method", "round_interval"]
 
     def has_add_permission(self, request):
         return False  # every cluster gets its settings when it is created
@@ -66,8 +77,7 @@ class PolicyAdmin(admin.ModelAdmin):
 @admin.register(Migration)
 class MigrationAdmin(admin.ModelAdmin):
     # State changes go through Migration.objects.transition (page or API), never a raw edit.
-    list_display = ["pk", "cluster", "leader", "source", "target", "state", "automatic", "decided_by",
-                    "suggested_at"]
+    list_display = ["pk", "cluster", "leader", "source", "target", "state", "automatic", "decided_by", "suggested_at"]
     list_filter = ["state", "cluster"]
 
     def has_change_permission(self, request, obj=None):

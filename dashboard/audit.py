@@ -15,17 +15,25 @@ PAGE_SIZE = 100
 
 
 class AuditFilterForm(forms.Form):
-    cluster = forms.ModelChoiceField(Cluster.objects.all(), required=False, empty_label="all clusters",
-                                     error_messages={"invalid_choice": "cluster: no such cluster"})
-    actor = forms.CharField(max_length=150, required=False,
-                            help_text='A username, or "system" for rounds and workers.',
-                            error_messages={"max_length": "actor must be at most 150 characters"})
-    action = forms.ChoiceField(choices=[("", "all actions")] + [(a, a) for a in AuditEvent.ACTIONS],
-                               required=False)
-    since = forms.DateField(required=False, label="From (date)",
-                            error_messages={"invalid": "from must be a date, YYYY-MM-DD"})
-    until = forms.DateField(required=False, label="To (date, inclusive)",
-                            error_messages={"invalid": "to must be a date, YYYY-MM-DD"})
+    cluster = forms.ModelChoiceField(
+        Cluster.objects.all(),
+        required=False,
+        empty_label="all clusters",
+        error_messages={"invalid_choice": "cluster: no such cluster"},
+    )
+    actor = forms.CharField(
+        max_length=150,
+        required=False,
+        help_text='A username, or "system" for rounds and workers.',
+        error_messages={"max_length": "actor must be at most 150 characters"},
+    )
+    action = forms.ChoiceField(choices=[("", "all actions")] + [(a, a) for a in AuditEvent.ACTIONS], required=False)
+    since = forms.DateField(
+        required=False, label="From (date)", error_messages={"invalid": "from must be a date, YYYY-MM-DD"}
+    )
+    until = forms.DateField(
+        required=False, label="To (date, inclusive)", error_messages={"invalid": "to must be a date, YYYY-MM-DD"}
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

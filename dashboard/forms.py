@@ -5,20 +5,39 @@ from django.db import transaction
 
 from .models import AuditEvent, Policy
 
-POLICY_FIELDS = ["mode", "automation", "threshold", "hold_duration", "margin", "automatic_margin", "method",
-                 "imbalance_scale", "round_interval", "cooldown", "rejection_memory", "suggestion_expiry",
-                 "max_concurrent_migrations"]
+POLICY_FIELDS = [
+    "mode",
+    "automation",
+    "threshold",
+    "hold_duration",
+    "margin",
+    "automatic_margin",
+    "method",
+    "imbalance_scale",
+    "round_interval",
+    "cooldown",
+    "rejection_memory",
+    "suggestion_expiry",
+    "max_concurrent_migrations",
+]
 
 
 class PolicyForm(forms.ModelForm):
     class Meta:
         model = Policy
         fields = POLICY_FIELDS
-        labels = {"threshold": "Threshold (%)", "margin": "Margin (%)", "automatic_margin": "Automatic margin (%)",
-                  "hold_duration": "Hold duration (rounds)", "round_interval": "Round interval (seconds)",
-                  "automation": "Automation level", "cooldown": "Cooldown (minutes)",
-                  "rejection_memory": "Rejection memory (minutes)", "suggestion_expiry": "Suggestion expiry (minutes)",
-                  "max_concurrent_migrations": "Concurrent migrations (at most)"}
+        labels = {
+            "threshold": "Threshold (%)",
+            "margin": "Margin (%)",
+            "automatic_margin": "Automatic margin (%)",
+            "hold_duration": "Hold duration (rounds)",
+            "round_interval": "Round interval (seconds)",
+            "automation": "Automation level",
+            "cooldown": "Cooldown (minutes)",
+            "rejection_memory": "Rejection memory (minutes)",
+            "suggestion_expiry": "Suggestion expiry (minutes)",
+            "max_concurrent_migrations": "Concurrent migrations (at most)",
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -40,8 +59,9 @@ class PolicyForm(forms.ModelForm):
         changes = {name: [self.initial.get(name), self.cleaned_data[name]] for name in self.changed_data}
         with transaction.atomic():
             policy = self.save()
-            AuditEvent.objects.create(actor=actor, action="settings-changed", cluster_id=policy.cluster_id,
-                                      details={"changes": changes})
+            AuditEvent.objects.create(
+                actor=actor, action="settings-changed", cluster_id=policy.cluster_id, details={"changes": changes}
+            )
         return policy
 
 
@@ -55,8 +75,9 @@ def json_type_errors(data: dict) -> dict:
             message = f"{name} is not a setting; the settings are: {', '.join(POLICY_FIELDS)}"
         elif isinstance(fields[name], forms.ChoiceField) and not isinstance(value, str):
             message = f"{name.replace('_', ' ')} must be a string"
-        elif (not isinstance(fields[name], forms.ChoiceField)
-              and (isinstance(value, bool) or not isinstance(value, int | float))):
+        elif not isinstance(fields[name], forms.ChoiceField) and (
+            isinstance(value, bool) or not isinstance(value, int | float)
+        ):
             message = f"{name.replace('_', ' ')} must be a number"
         else:
             continue
@@ -66,6 +87,11 @@ def json_type_errors(data: dict) -> dict:
 
 class RejectForm(forms.Form):
     # Required: the audit trail must say why, and rejection memory keeps the move away meanwhile.
-    reason = forms.CharField(max_length=500, strip=True, error_messages={
-        "required": "reason is required: say why, for the audit trail",
-        "max_length": "reason must be at most 500 characters"})
+    reason = forms.CharField(
+        max_length=500,
+        strip=True,
+        error_messages={
+            "required": "reason is required: say why, for the audit trail",
+            "max_length": "reason must be at most 500 characters",
+        },
+    )

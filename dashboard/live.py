@@ -87,7 +87,8 @@ def push(cluster_id: int, payload: dict) -> None:
     payload = {**payload, "sent_at": time.time()}  # lets bench/latency.py time round → browser
     try:
         async_to_sync(get_channel_layer().group_send)(
-            group_name(cluster_id), {"type": "cluster.event", "payload": payload})
+            group_name(cluster_id), {"type": "cluster.event", "payload": payload}
+        )
     except (OSError, RedisError) as exc:
         log.warning("cluster %s: live update not sent (pages catch up on reconnect): %s", cluster_id, exc)
 

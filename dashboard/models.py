@@ -103,10 +103,14 @@ class Cluster(models.Model):
         since = now - timedelta(minutes=max(policy.cooldown, policy.rejection_memory))
         recent = self.migrations.filter(
             models.Q(state__in=["done", "failed"], finished_at__gte=since)
-            | models.Q(state="rejected", decided_at__gte=since)).only(
-            "guests", "source", "target", "state", "finished_at", "decided_at")
-        history = [crs.guards.PastMove(tuple(m.guests), m.source, m.target, m.state,
-                                       (m.finished_at or m.decided_at).timestamp()) for m in recent]
+            | models.Q(state="rejected", decided_at__gte=since)
+        ).only("guests", "source", "target", "state", "finished_at", "decided_at")
+        history = [
+            crs.guards.PastMove(
+                tuple(m.guests), m.source, m.target, m.state, (m.finished_at or m.decided_at).timestamp()
+            )
+            for m in recent
+        ]
         return crs.guards.guards_from(history, now.timestamp(), policy.cooldown * 60.0, policy.rejection_memory * 60.0)
 
     def under_policy(self, snapshot: crs.model.Snapshot) -> crs.model.Snapshot:
@@ -133,36 +137,60 @@ class Policy(models.Model):
     ]
 
     cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="policy")
-    mode = models.CharField(max_length=10, choices=MODE_CHOICES, default="static",
-                            help_text="How load is measured: guest count, configured size, or measured usage.")
+    mode = models.CharField(
+        max_length=10,
+        choices=MODE_CHOICES,
+        default="static",
+        help_text="How load is measured: guest count, configured size, or measured usage.",
+    )
     automation = models.CharField(max_length=10, choices=AUTOMATION_CHOICES, default="manual")
-    threshold = models.FloatField(default=30.0, validators=percent_validators("threshold"),
-                                  help_text="Imbalance (%) above which a round looks for a migration.")
+    threshold = models.FloatField(
+        default=30.0,
+        validators=percent_validators("threshold"),
+        help_text="Imbalance (%) above which a round looks for a migration.",
+    )
     hold_duration = models.IntegerField(
-        default=3, validators=whole_number_validators("hold duration", 0, 1000, "rounds"),
-        help_text="Rounds the imbalance must stay above the threshold before a suggestion.")
-    margin = models.FloatField(default=10.0, validators=percent_validators("margin"),
-                               help_text="Minimum relative gain (%) of the imbalance for a suggestion.")
+        default=3,
+        validators=whole_number_validators("hold duration", 0, 1000, "rounds"),
+        help_text="Rounds the imbalance must stay above the threshold before a suggestion.",
+    )
+    margin = models.FloatField(
+        default=10.0,
+        validators=percent_validators("margin"),
+        help_text="Minimum relative gain (%) of the imbalance for a suggestion.",
+    )
     automatic_margin = models.FloatField(
-        default=25.0, validators=percent_validators("automatic margin"),
-        help_text="Partial automation: suggestions gaining at least this much (%) approve themselves.")
+        default=25.0,
+        validators=percent_validators("automatic margin"),
+        help_text="Partial automation: suggestions gaining at least this much (%) approve themselves.",
+    )
     method = models.CharField(max_length=10, choices=METHOD_CHOICES, default="bruteforce")
     imbalance_scale = models.CharField(max_length=10, choices=SCALE_CHOICES, default="normalized")
     round_interval = models.IntegerField(
-        default=10, validators=whole_number_validators("round interval", 1, 86400, "seconds"),
-        help_text="Seconds between rounds.")
+        default=10,
+        validators=whole_number_validators("round interval", 1, 86400, "seconds"),
+        help_text="Seconds between rounds.",
+    )
     cooldown = models.IntegerField(
-        default=30, validators=whole_number_validators("cooldown", 0, 10080, "minutes"),
-        help_text="Minutes a guest stays put after a migration; it is not moved back meanwhile either.")
+        default=30,
+        validators=whole_number_validators("cooldown", 0, 10080, "minutes"),
+        help_text="Minutes a guest stays put after a migration; it is not moved back meanwhile either.",
+    )
     rejection_memory = models.IntegerField(
-        default=60, validators=whole_number_validators("rejection memory", 0, 10080, "minutes"),
-        help_text="Minutes a rejected guest → node move is not suggested again.")
+        default=60,
+        validators=whole_number_validators("rejection memory", 0, 10080, "minutes"),
+        help_text="Minutes a rejected guest → node move is not suggested again.",
+    )
     suggestion_expiry = models.IntegerField(
-        default=15, validators=whole_number_validators("suggestion expiry", 1, 10080, "minutes"),
-        help_text="Minutes a suggestion waits for a decision before it expires.")
+        default=15,
+        validators=whole_number_validators("suggestion expiry", 1, 10080, "minutes"),
+        help_text="Minutes a suggestion waits for a decision before it expires.",
+    )
     max_concurrent_migrations = models.IntegerField(
-        default=1, validators=whole_number_validators("concurrent migrations", 1, 100, ""),
-        help_text="Migrations of this cluster that may run at once (1, like Proxmox).")
+        default=1,
+        validators=whole_number_validators("concurrent migrations", 1, 100, ""),
+        help_text="Migrations of this cluster that may run at once (1, like Proxmox).",
+    )
 
     class Meta:
         verbose_name = "settings"
@@ -217,10 +245,17 @@ class Round(models.Model):
 
 class MigrationManager(models.Manager):
     # DESIGN.md "Migration states": the only transitions there are.
-    TRANSITIONS = frozenset({
-        ("suggested", "approved"), ("suggested", "rejected"), ("suggested", "expired"),
-        ("approved", "running"), ("approved", "expired"), ("running", "done"), ("running", "failed"),
-    })
+    TRANSITIONS = frozenset(
+        {
+            ("suggested", "approved"),
+            ("suggested", "rejected"),
+            ("suggested", "expired"),
+            ("approved", "running"),
+            ("approved", "expired"),
+            ("running", "done"),
+            ("running", "failed"),
+        }
+    )
 
     def transition(self, pk: int, old: str, new: str, actor, details: dict | None = None, **fields) -> bool:
         """True if this call made the change; False if someone else moved it on first.
@@ -228,8 +263,14 @@ class MigrationManager(models.Manager):
         One conditional UPDATE, so two clicks or two admins never approve twice.
         """
         assert (old, new) in self.TRANSITIONS, (old, new)
-        stamp = {"approved": "decided_at", "rejected": "decided_at", "expired": "decided_at",
-                 "running": "started_at", "done": "finished_at", "failed": "finished_at"}[new]
+        stamp = {
+            "approved": "decided_at",
+            "rejected": "decided_at",
+            "expired": "decided_at",
+            "running": "started_at",
+            "done": "finished_at",
+            "failed": "finished_at",
+        }[new]
         fields.setdefault(stamp, timezone.now())
         if fields.get("reason"):
             details = {**(details or {}), "reason": fields["reason"]}  # the audit trail says why too
@@ -237,8 +278,9 @@ class MigrationManager(models.Manager):
             done = self.filter(pk=pk, state=old).update(state=new, **fields) == 1
             if done:
                 cluster_id = self.filter(pk=pk).values_list("cluster_id", flat=True).get()
-                AuditEvent.objects.create(actor=actor, action=new, cluster_id=cluster_id,
-                                          migration_id=pk, details=details or {})
+                AuditEvent.objects.create(
+                    actor=actor, action=new, cluster_id=cluster_id, migration_id=pk, details=details or {}
+                )
         return done
 
 
@@ -285,8 +327,9 @@ class Migration(models.Model):
         """
         if snapshot is None:
             return ""
-        move = crs.decision.Move(self.leader, tuple(self.guests), self.source, self.target,
-                                 self.imbalance_after, self.relative_gain)
+        move = crs.decision.Move(
+            self.leader, tuple(self.guests), self.source, self.target, self.imbalance_after, self.relative_gain
+        )
         return crs.balancer.stale_reason(self.cluster.under_policy(snapshot), move, self.cluster.guards()) or ""
 
 
@@ -311,8 +354,20 @@ class AuditEvent(models.Model):
     of a cluster that had no events, which names it in `details`.
     """
 
-    ACTIONS = ["settings-changed", "suggested", "approved", "rejected", "expired", "running", "done", "failed",
-               "snapshot-imported", "cluster-created", "cluster-changed", "cluster-deleted"]
+    ACTIONS = [
+        "settings-changed",
+        "suggested",
+        "approved",
+        "rejected",
+        "expired",
+        "running",
+        "done",
+        "failed",
+        "snapshot-imported",
+        "cluster-created",
+        "cluster-changed",
+        "cluster-deleted",
+    ]
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)

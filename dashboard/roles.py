@@ -11,11 +11,15 @@ itself and a deployment never has to click groups together.
 
 from django.contrib.auth.models import Group, Permission
 
-VIEW = ["dashboard.view_cluster", "dashboard.view_policy", "dashboard.view_round", "dashboard.view_migration",
-        "dashboard.view_auditevent"]
+VIEW = [
+    "dashboard.view_cluster",
+    "dashboard.view_policy",
+    "dashboard.view_round",
+    "dashboard.view_migration",
+    "dashboard.view_auditevent",
+]
 DECIDE = ["dashboard.approve_migration"]
-CONFIGURE = ["dashboard.change_policy", "dashboard.add_cluster", "dashboard.change_cluster",
-             "dashboard.delete_cluster"]
+CONFIGURE = ["dashboard.change_policy", "dashboard.add_cluster", "dashboard.change_cluster", "dashboard.delete_cluster"]
 ROLES = {"viewer": VIEW, "operator": VIEW + DECIDE, "admin": VIEW + DECIDE + CONFIGURE}
 
 
@@ -23,6 +27,8 @@ def ensure_roles() -> None:
     """Create the groups and set their permissions to exactly the table above."""
     for name, codenames in ROLES.items():
         group, _ = Group.objects.get_or_create(name=name)
-        wanted = [Permission.objects.get(content_type__app_label=app, codename=codename)
-                  for app, codename in (perm.split(".") for perm in codenames)]
+        wanted = [
+            Permission.objects.get(content_type__app_label=app, codename=codename)
+            for app, codename in (perm.split(".") for perm in codenames)
+        ]
         group.permissions.set(wanted)

@@ -39,9 +39,14 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult) -> None:
     now = timezone.now()
     with transaction.atomic():
         round_ = Round.objects.create(
-            cluster=cluster, at=now, imbalance=result.imbalance, threshold=policy.threshold / 100.0,
-            decision=result.decision, hold_count=result.state.hold_count,
-            explanation=result.explanation.to_dict(), node_usage=node_usage(snapshot, result),
+            cluster=cluster,
+            at=now,
+            imbalance=result.imbalance,
+            threshold=policy.threshold / 100.0,
+            decision=result.decision,
+            hold_count=result.state.hold_count,
+            explanation=result.explanation.to_dict(),
+            node_usage=node_usage(snapshot, result),
         )
         Cluster.objects.filter(pk=cluster.pk).update(hold_count=result.state.hold_count, last_round_at=now)
         cluster.rounds.filter(at__lt=now - timedelta(hours=settings.CRS_HISTORY_KEEP_HOURS)).delete()
@@ -49,8 +54,9 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult) -> None:
         changed += expire_overdue(cluster, now)
         suggestion, superseded = suggest(cluster, result) if result.decision == "migrate" else (None, [])
         if suggestion and policy.approves_itself(suggestion.relative_gain):
-            Migration.objects.transition(suggestion.pk, "suggested", "approved", None, automatic=True,
-                                         details={"automation": policy.automation})
+            Migration.objects.transition(
+                suggestion.pk, "suggested", "approved", None, automatic=True, details={"automation": policy.automation}
+            )
             transaction.on_commit(lambda: execute.delay(suggestion.pk), robust=True)  # Redis down: rounds retry
         transaction.on_commit(lambda: live.push(cluster.pk, live.round_payload(round_, policy.hold_duration)))
         for pk in changed + superseded + ([suggestion.pk] if suggestion else []):
@@ -66,17 +72,31 @@ def suggest(cluster: Cluster, result: RoundResult) -> tuple[Migration | None, li
     move = result.move
     busy = cluster.migrations.filter(state__in=["approved", "running"]).count()
     pending = cluster.migrations.filter(state="suggested")
-    if busy >= cluster.policy.max_concurrent_migrations or pending.filter(
-            leader=move.leader, source=move.source, target=move.target).exists():
+    if (
+        busy >= cluster.policy.max_concurrent_migrations
+        or pending.filter(leader=move.leader, source=move.source, target=move.target).exists()
+    ):
         return None, []
     older = list(pending.values_list("pk", flat=True))
     migration = Migration.objects.create(
-        cluster=cluster, leader=move.leader, guests=list(move.guests), source=move.source, target=move.target,
-        imbalance_before=result.imbalance, imbalance_after=move.imbalance_after,
-        relative_gain=move.relative_gain, margin=result.explanation.margin, method=result.explanation.method,
+        cluster=cluster,
+        leader=move.leader,
+        guests=list(move.guests),
+        source=move.source,
+        target=move.target,
+        imbalance_before=result.imbalance,
+        imbalance_after=move.imbalance_after,
+        relative_gain=move.relative_gain,
+        margin=result.explanation.margin,
+        method=result.explanation.method,
     )
-    AuditEvent.objects.create(actor=None, action="suggested", cluster=cluster, migration=migration,
-                              details={"explanation": result.explanation.to_dict()})
+    AuditEvent.objects.create(
+        actor=None,
+        action="suggested",
+        cluster=cluster,
+        migration=migration,
+        details={"explanation": result.explanation.to_dict()},
+    )
     return migration, expire(older, f"superseded by suggestion #{migration.pk}, from a newer round")
 
 
@@ -97,4 +117,3 @@ def expire_outdated(cluster: Cluster, result: RoundResult) -> list[int]:
 def expire(pks, reason: str, details: dict | None = None) -> list[int]:
     """suggested → expired for each of `pks` still pending; the ones this call expired."""
     return [pk for pk in pks if Migration.objects.transition(pk, "suggested", "expired", None, details, reason=reason)]
-

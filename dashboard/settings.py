@@ -86,8 +86,10 @@ def secret_key(embedded: bool, debug: bool) -> str:
     if key := os.environ.get("CRS_SECRET_KEY"):
         return key
     if not (embedded or debug):
-        raise ImproperlyConfigured("CRS_SECRET_KEY is required with REDIS_URL (the distributed mode): "
-                                   "give every web, worker and beat process the same long random value")
+        raise ImproperlyConfigured(
+            "CRS_SECRET_KEY is required with REDIS_URL (the distributed mode): "
+            "give every web, worker and beat process the same long random value"
+        )
     path = VAR_DIR / "secret-key"
     if not path.exists():
         VAR_DIR.mkdir(exist_ok=True)
@@ -159,9 +161,7 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
-DATABASES = {
-    "default": database_config(DATABASE_URL) if DATABASE_URL else sqlite_config(VAR_DIR / "crs.sqlite3")
-}
+DATABASES = {"default": database_config(DATABASE_URL) if DATABASE_URL else sqlite_config(VAR_DIR / "crs.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
@@ -186,8 +186,10 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         # redis-py's async pool refuses (not queues) past max_connections, 100 by default; every
         # page's join is a command, and after a web restart all pages reconnect at once.
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                    "CONFIG": {"hosts": [{"address": REDIS_URL, "max_connections": 2000}]}}
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "max_connections": 2000}]},
+        }
     }
     CELERY_BROKER_URL = REDIS_URL
 else:
@@ -228,7 +230,16 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("CRS_LOG_LEVEL", "INFO")},
     # Every few seconds a round would log "received"/"succeeded" twice; keep the console readable.
-    "loggers": {name: {"level": "WARNING"} for name in (
-        "daphne", "django.channels.server", "celery.app.trace", "celery.worker.strategy", "celery.beat",
-        "kombu.transport.memory", "celery.worker.consumer.connection")},
+    "loggers": {
+        name: {"level": "WARNING"}
+        for name in (
+            "daphne",
+            "django.channels.server",
+            "celery.app.trace",
+            "celery.worker.strategy",
+            "celery.beat",
+            "kombu.transport.memory",
+            "celery.worker.consumer.connection",
+        )
+    },
 }

@@ -35,8 +35,12 @@ def apply_settings(sender, instance: Policy, raw: bool = False, **kwargs) -> Non
     every, _ = IntervalSchedule.objects.get_or_create(every=instance.round_interval, period=IntervalSchedule.SECONDS)
     PeriodicTask.objects.update_or_create(
         name=schedule_name(instance.cluster_id),
-        defaults={"interval": every, "task": "dashboard.tasks.collect", "args": json.dumps([instance.cluster_id]),
-                  "enabled": not Cluster.objects.filter(pk=instance.cluster_id, archived=True).exists()},
+        defaults={
+            "interval": every,
+            "task": "dashboard.tasks.collect",
+            "args": json.dumps([instance.cluster_id]),
+            "enabled": not Cluster.objects.filter(pk=instance.cluster_id, archived=True).exists(),
+        },
     )
 
 

@@ -46,13 +46,21 @@ def export(request, pk):
 
 def policy_values(settings: crs.model.Settings) -> dict:
     """A snapshot's settings in the settings form's units (percent)."""
-    return {"mode": settings.mode, "threshold": settings.threshold * 100, "hold_duration": settings.hold_duration,
-            "margin": settings.margin * 100, "method": settings.method, "imbalance_scale": settings.imbalance_scale}
+    return {
+        "mode": settings.mode,
+        "threshold": settings.threshold * 100,
+        "hold_duration": settings.hold_duration,
+        "margin": settings.margin * 100,
+        "method": settings.method,
+        "imbalance_scale": settings.imbalance_scale,
+    }
 
 
 class ImportForm(forms.Form):
-    name = forms.SlugField(max_length=100, error_messages={
-        "required": "name is required", "invalid": "name may contain only letters, digits, - and _"})
+    name = forms.SlugField(
+        max_length=100,
+        error_messages={"required": "name is required", "invalid": "name may contain only letters, digits, - and _"},
+    )
     snapshot = forms.FileField(error_messages={"required": "snapshot: choose a crs-snapshot/1 JSON file"})
 
     def clean_name(self) -> str:
@@ -89,14 +97,19 @@ def import_snapshot(request):
         return render(request, "dashboard/import.html", {"form": form}, status=400)
     data = form.cleaned_data["snapshot"]
     with transaction.atomic():
-        cluster = Cluster.objects.create(name=form.cleaned_data["name"], source_kind="snapshot",
-                                         source_config={"snapshot": data})
+        cluster = Cluster.objects.create(
+            name=form.cleaned_data["name"], source_kind="snapshot", source_config={"snapshot": data}
+        )
         policy = Policy.objects.get(cluster=cluster)  # made with the cluster (signals.py)
         for name, value in form.policy_values.items():
             setattr(policy, name, value)
         policy.save()  # the schedule and hold counter follow saved settings
-        AuditEvent.objects.create(actor=request.user, action="snapshot-imported", cluster=cluster,
-                                  details={"file": request.FILES["snapshot"].name})
+        AuditEvent.objects.create(
+            actor=request.user,
+            action="snapshot-imported",
+            cluster=cluster,
+            details={"file": request.FILES["snapshot"].name},
+        )
     return redirect("dashboard:cluster", cluster.pk)
 
 
@@ -113,8 +126,9 @@ def plan(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
     raw = request.GET.get("steps", "5")
     if not raw.isdigit() or not 1 <= int(raw) <= MAX_PLAN_STEPS:
-        return JsonResponse({"errors": {"steps": [f"steps must be a whole number from 1 to {MAX_PLAN_STEPS}"]}},
-                            status=400)
+        return JsonResponse(
+            {"errors": {"steps": [f"steps must be a whole number from 1 to {MAX_PLAN_STEPS}"]}}, status=400
+        )
     snapshot = cluster.latest_snapshot()
     if snapshot is None:
         return JsonResponse(NOT_COLLECTED, status=404)

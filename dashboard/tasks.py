@@ -66,8 +66,13 @@ def balancing_round(cluster_id: int) -> None:
         if cluster.snapshot is None or (cluster.last_round_at and cluster.collected_at <= cluster.last_round_at):
             return  # no snapshot yet, or a redelivered message: this snapshot has had its round
         snapshot = crs.snapshot.parse(cluster.snapshot)
-        result = crs.balancer.run_round(snapshot, cluster.policy.engine_settings(), RoundState(cluster.hold_count),
-                                        proxmox_gate=False, guards=cluster.guards())
+        result = crs.balancer.run_round(
+            snapshot,
+            cluster.policy.engine_settings(),
+            RoundState(cluster.hold_count),
+            proxmox_gate=False,
+            guards=cluster.guards(),
+        )
         rounds.record(cluster, snapshot, result)
     finally:
         Cluster.objects.release_round(cluster_id)
@@ -113,8 +118,9 @@ def claim(migration_id: int) -> str:
             Migration.objects.transition(migration_id, "approved", "running", None)
             return "running"
     except (SourceError, CrsError) as exc:
-        Migration.objects.transition(migration_id, "approved", "expired", None,
-                                     reason=f"could not re-check it on a fresh snapshot: {exc}")
+        Migration.objects.transition(
+            migration_id, "approved", "expired", None, reason=f"could not re-check it on a fresh snapshot: {exc}"
+        )
         return "expired"
     finally:
         live.push_migration(migration_id)
@@ -143,8 +149,12 @@ def settle_unstarted(migration_id: int) -> None:
     starter held while starting proves it is not half-way; fail it, with the reason."""
     with opened_source(Migration.objects.get(pk=migration_id).cluster_id):
         if Migration.objects.filter(pk=migration_id, state="running", task_ids=[]).exists():
-            finish(migration_id, "failed", reason="the worker stopped while starting it; no migration task "
-                                                  "was recorded, so it was not started again")
+            finish(
+                migration_id,
+                "failed",
+                reason="the worker stopped while starting it; no migration task "
+                "was recorded, so it was not started again",
+            )
 
 
 @shared_task(ignore_result=True)
@@ -178,8 +188,9 @@ def requeue_stalled(cluster_id: int) -> None:
     """Approved migrations nobody started: their message was lost (broker down at approval)
     or they wait for a slot. Queued again every round; execute is safe to repeat."""
     before = timezone.now() - STALLED_APPROVAL
-    for pk in Migration.objects.filter(cluster_id=cluster_id, state="approved",
-                                       decided_at__lt=before).values_list("pk", flat=True):
+    for pk in Migration.objects.filter(cluster_id=cluster_id, state="approved", decided_at__lt=before).values_list(
+        "pk", flat=True
+    ):
         execute.delay(pk)
 
 

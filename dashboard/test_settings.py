@@ -14,8 +14,11 @@ CRS_TEST_DATABASE_URL = os.environ.get("CRS_TEST_DATABASE_URL", "")
 CRS_TEST_REDIS_URL = os.environ.get("CRS_TEST_REDIS_URL", "")
 CRS_TEST_REQUIRE_SERVICES = env_bool("CRS_TEST_REQUIRE_SERVICES", False)
 
-DATABASES = {"default": database_config(CRS_TEST_DATABASE_URL) if CRS_TEST_DATABASE_URL
-             else sqlite_config(VAR_DIR / "test.sqlite3")}
+DATABASES = {
+    "default": database_config(CRS_TEST_DATABASE_URL)
+    if CRS_TEST_DATABASE_URL
+    else sqlite_config(VAR_DIR / "test.sqlite3")
+}
 # Worker threads must not keep connections open, or PostgreSQL refuses to drop the test database.
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 REDIS_URL = ""

@@ -27,6 +27,7 @@ def api(permission: str):
     An API client gets JSON, never the login page; LoginRequiredMiddleware is told to leave
     these views alone because they answer for themselves.
     """
+
     def decorate(view):
         @login_not_required
         @wraps(view)
@@ -36,7 +37,9 @@ def api(permission: str):
             if not request.user.has_perm(permission):
                 return JsonResponse({"error": f"your role lacks the permission {permission}"}, status=403)
             return view(request, *args, **kwargs)
+
         return wrapped
+
     return decorate
 
 
@@ -55,10 +58,15 @@ def cluster(request, pk):
 
 
 def _page(request, cluster, form, status=200):
-    context = {"cluster": cluster, "clusters": Cluster.objects.filter(archived=False).only("name"), "form": form,
-               "history": live.history(cluster), "live_paused": _check(_probe_channel_layer) != "ok",
-               "can_decide": request.user.has_perm("dashboard.approve_migration"),
-               "can_configure": request.user.has_perm("dashboard.change_policy")}
+    context = {
+        "cluster": cluster,
+        "clusters": Cluster.objects.filter(archived=False).only("name"),
+        "form": form,
+        "history": live.history(cluster),
+        "live_paused": _check(_probe_channel_layer) != "ok",
+        "can_decide": request.user.has_perm("dashboard.approve_migration"),
+        "can_configure": request.user.has_perm("dashboard.change_policy"),
+    }
     return render(request, "dashboard/cluster.html", context, status=status)
 
 
@@ -78,8 +86,9 @@ def change_settings(request, pk):
 @api("dashboard.view_cluster")
 def api_cluster(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
-    return JsonResponse({"id": cluster.pk, "name": cluster.name, "settings": _settings(cluster.policy),
-                         **live.history(cluster)})
+    return JsonResponse(
+        {"id": cluster.pk, "name": cluster.name, "settings": _settings(cluster.policy), **live.history(cluster)}
+    )
 
 
 @require_POST
@@ -127,8 +136,7 @@ def reject(request, pk):
         return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
     reason = form.cleaned_data["reason"]
     with transaction.atomic():
-        Migration.objects.transition(pk, "suggested", "rejected", request.user, decided_by=request.user,
-                                     reason=reason)
+        Migration.objects.transition(pk, "suggested", "rejected", request.user, decided_by=request.user, reason=reason)
         transaction.on_commit(lambda: live.push_migration(pk))
     return _decided(pk, "rejected")
 
@@ -140,21 +148,25 @@ def _decided(pk, wanted):
     if migration.state == wanted or (wanted == "approved" and migration.state in ("running", "done", "failed")):
         return JsonResponse({"migration": payload})
     reason = f" ({migration.reason})" if migration.reason else ""
-    return JsonResponse({"error": f"migration {pk} is {migration.state}{reason}, not suggested",
-                         "migration": payload}, status=409)
+    return JsonResponse(
+        {"error": f"migration {pk} is {migration.state}{reason}, not suggested", "migration": payload}, status=409
+    )
 
 
 @require_GET
 @login_not_required  # load balancers and monitoring probe it without an account
 def healthz(request):
-    checks = {"database": _check(lambda: connection.cursor().execute("SELECT 1")),
-              "channel_layer": _check(_probe_channel_layer)}
+    checks = {
+        "database": _check(lambda: connection.cursor().execute("SELECT 1")),
+        "channel_layer": _check(_probe_channel_layer),
+    }
     clusters = list(Cluster.objects.only("name", "last_round_at", "source_error")) if checks["database"] == "ok" else []
     rounds = {c.name: c.last_round_at.isoformat() if c.last_round_at else None for c in clusters}
     # Monitoring polls anonymously: it learns that a source fails; people logged in learn why.
     detail = request.user.is_authenticated
-    sources = {c.name: ("ok" if not c.source_error else f"error: {c.source_error}" if detail else "error")
-               for c in clusters}
+    sources = {
+        c.name: ("ok" if not c.source_error else f"error: {c.source_error}" if detail else "error") for c in clusters
+    }
     ok = all(value == "ok" for value in checks.values())
     # An unreachable cluster is reported, not a 503: the service itself is healthy.
     return JsonResponse({"ok": ok, **checks, "last_round": rounds, "sources": sources}, status=200 if ok else 503)

@@ -23,8 +23,16 @@ WEB = ["daphne", "-b", "0.0.0.0", "-p", "8000", "dashboard.asgi:application"]
 WORKER = ["celery", "-A", "dashboard", "worker", "-l", "info"]
 # The worker runs restarted when it stops, as `make worker` and the compose restart policy do.
 SUPERVISE = [str(ROOT / "scripts" / "supervise")]
-BEAT = ["celery", "-A", "dashboard", "beat", "-l", "info", "--scheduler",
-        "django_celery_beat.schedulers:DatabaseScheduler"]
+BEAT = [
+    "celery",
+    "-A",
+    "dashboard",
+    "beat",
+    "-l",
+    "info",
+    "--scheduler",
+    "django_celery_beat.schedulers:DatabaseScheduler",
+]
 
 
 def pytest_configure(config):
@@ -35,9 +43,21 @@ def pytest_configure(config):
 
 def policy_form(**changes) -> dict:
     """The settings form as a browser posts it: every field, the defaults unless changed."""
-    data = {"mode": "static", "automation": "manual", "threshold": 30, "hold_duration": 3, "margin": 10,
-            "automatic_margin": 25, "method": "bruteforce", "imbalance_scale": "normalized", "round_interval": 10,
-            "cooldown": 30, "rejection_memory": 60, "suggestion_expiry": 15, "max_concurrent_migrations": 1}
+    data = {
+        "mode": "static",
+        "automation": "manual",
+        "threshold": 30,
+        "hold_duration": 3,
+        "margin": 10,
+        "automatic_margin": 25,
+        "method": "bruteforce",
+        "imbalance_scale": "normalized",
+        "round_interval": 10,
+        "cooldown": 30,
+        "rejection_memory": 60,
+        "suggestion_expiry": 15,
+        "max_concurrent_migrations": 1,
+    }
     return {**data, **changes}
 
 
@@ -128,8 +148,17 @@ def suggested(collected):
 
     guest = next(g for g in collected.snapshot["guests"] if g["node"] == "node01")
     return Migration.objects.create(
-        cluster=collected, leader=guest["sid"], guests=[guest["sid"]], source="node01", target="node06",
-        imbalance_before=0.5, imbalance_after=0.4, relative_gain=0.2, margin=0.1, method="bruteforce")
+        cluster=collected,
+        leader=guest["sid"],
+        guests=[guest["sid"]],
+        source="node01",
+        target="node06",
+        imbalance_before=0.5,
+        imbalance_after=0.4,
+        relative_gain=0.2,
+        margin=0.1,
+        method="bruteforce",
+    )
 
 
 def fresh_database(url: str) -> None:
@@ -169,15 +198,24 @@ def distributed_stack(database_url: str, redis_url: str, password: str, name: st
     Yields the web's URL; logs go to artifacts/<name>-*.log."""
     ARTIFACTS.mkdir(exist_ok=True)
     port = free_port()
-    env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "CRS_ADMIN_PASSWORD": password,
-           "CRS_SECRET_KEY": f"{name}-test"}
+    env = {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "CRS_ADMIN_PASSWORD": password,
+        "CRS_SECRET_KEY": f"{name}-test",
+    }
     for setup in (["manage.py", "migrate", "--noinput"], ["manage.py", "demo", "--round-interval", "1"]):
         assert start(setup, env, ARTIFACTS / f"{name}-setup.log").wait(120) == 0
     web = [str(VENV_BIN / WEB[0]), "-b", "127.0.0.1", "-p", str(port), *WEB[5:]]
     processes = [start(web, env, ARTIFACTS / f"{name}-web.log")] + [
-        start([*supervised, str(VENV_BIN / command[0]), *command[1:]], env, ARTIFACTS / f"{name}-{command[3]}.log",
-              new_session=bool(supervised))
-        for supervised, command in ((SUPERVISE, WORKER), ([], BEAT))]
+        start(
+            [*supervised, str(VENV_BIN / command[0]), *command[1:]],
+            env,
+            ARTIFACTS / f"{name}-{command[3]}.log",
+            new_session=bool(supervised),
+        )
+        for supervised, command in ((SUPERVISE, WORKER), ([], BEAT))
+    ]
     try:
         wait_for_port(port, processes[0])
         yield f"http://127.0.0.1:{port}"
@@ -220,8 +258,14 @@ def start(args: list[str], env: dict, log: Path, new_session: bool = False) -> s
     the subprocess would otherwise inherit along with the test database.
     """
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env}
-    return subprocess.Popen([sys.executable, *args] if args[0].endswith(".py") else args, cwd=ROOT,
-                            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=new_session)
+    return subprocess.Popen(
+        [sys.executable, *args] if args[0].endswith(".py") else args,
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=new_session,
+    )
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -247,7 +291,9 @@ class RedisServer:
     def start(self) -> None:
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=self.log.open("a"), stderr=subprocess.STDOUT)
+            stdout=self.log.open("a"),
+            stderr=subprocess.STDOUT,
+        )
         wait_for_port(self.port, self.process, timeout=10)
 
     def stop(self) -> None:

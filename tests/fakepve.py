@@ -38,17 +38,45 @@ class FakePve:
         self.resources = recorded("cluster-resources.pve-go-proxmox.json")
         ha_vm = copy.deepcopy(self.entry("qemu/100"))  # the recorded shape, as an HA resource on node3
         ha_vm.update(id="qemu/104", vmid=104, name="db1", node="node3", hastate="started", cpu=0.5, maxcpu=2)
-        container = {"id": "lxc/300", "type": "lxc", "vmid": 300, "name": "web1", "node": "node4",
-                     "status": "running", "template": 0, "cpu": "0.0150", "maxcpu": 2, "mem": "268435456",
-                     "maxmem": 1073741824, "disk": 0, "maxdisk": 8 * GIB, "uptime": 1200}
+        container = {
+            "id": "lxc/300",
+            "type": "lxc",
+            "vmid": 300,
+            "name": "web1",
+            "node": "node4",
+            "status": "running",
+            "template": 0,
+            "cpu": "0.0150",
+            "maxcpu": 2,
+            "mem": "268435456",
+            "maxmem": 1073741824,
+            "disk": 0,
+            "maxdisk": 8 * GIB,
+            "uptime": 1200,
+        }
         self.resources += [ha_vm, container]
-        self.ha_resources = [{"sid": "vm:104", "type": "vm", "state": "started", "max_restart": 1,
-                              "max_relocate": 1, "failback": 1, "digest": "5e1f0c"}]
+        self.ha_resources = [
+            {
+                "sid": "vm:104",
+                "type": "vm",
+                "state": "started",
+                "max_restart": 1,
+                "max_relocate": 1,
+                "failback": 1,
+                "digest": "5e1f0c",
+            }
+        ]
         self.services = {"vm:104": {"node": "node3", "state": "started", "uid": "ZkV5bq0bW1F0a0HR3tE8Bw"}}
         self.node_status = {f"node{i}": "online" for i in range(1, 5)}
         self.rules: list[dict] | None = [
-            {"rule": "db-prefers-node3", "type": "node-affinity", "resources": "vm:104",
-             "nodes": "node3:2,node1:1", "strict": 0, "digest": "a1b2"},
+            {
+                "rule": "db-prefers-node3",
+                "type": "node-affinity",
+                "resources": "vm:104",
+                "nodes": "node3:2,node1:1",
+                "strict": 0,
+                "digest": "a1b2",
+            },
         ]
         self.tasks: dict[str, dict] = {}
         self.requests: list[tuple[str, str, dict]] = []
@@ -74,9 +102,16 @@ class FakePve:
         if method == "GET" and path == "cluster/ha/resources":
             return 200, self.ha_resources
         if method == "GET" and path == "cluster/ha/status/manager_status":
-            return 200, {"manager_status": {"master_node": "node1", "node_status": self.node_status,
-                                            "service_status": self.services, "timestamp": self._clock},
-                         "quorum": {"node": "node1", "quorate": "1"}, "lrm_status": {}}
+            return 200, {
+                "manager_status": {
+                    "master_node": "node1",
+                    "node_status": self.node_status,
+                    "service_status": self.services,
+                    "timestamp": self._clock,
+                },
+                "quorum": {"node": "node1", "quorate": "1"},
+                "lrm_status": {},
+            }
         if method == "GET" and path == "cluster/ha/rules":
             return (501, "Method 'GET /cluster/ha/rules' not implemented") if self.rules is None else (200, self.rules)
         if m := re.fullmatch(r"nodes/([^/]+)/(qemu|lxc)/(\d+)/migrate", path):
@@ -86,7 +121,7 @@ class FakePve:
         if m := re.fullmatch(r"nodes/([^/]+)/tasks/([^/]+)/log", path):
             lines = self.tasks[m[2]]["log"] if m[2] in self.tasks else []
             start, limit = int(params.get("start", 0)), int(params.get("limit", 50))
-            return 200, [{"n": i + 1, "t": t} for i, t in enumerate(lines)][start:start + limit]
+            return 200, [{"n": i + 1, "t": t} for i, t in enumerate(lines)][start : start + limit]
         if m := re.fullmatch(r"nodes/([^/]+)/tasks", path):
             return 200, self._task_list(m[1], params)
         return 501, f"Method '{method} /{path}' not implemented"
@@ -115,17 +150,36 @@ class FakePve:
             guest["hastate"] = "migrate"
             self.services[sid] |= {"state": "migrate", "target": target}
         kind = "qmigrate" if guest["type"] == "qemu" else "vzmigrate"
-        return self._task(guest["node"], kind, guest["vmid"],
-                          {"sid": sid, "target": target, "steps": self.steps_per_migration,
-                           "memory": guest["maxmem"], "exit": self.fail_next or "OK"})
+        return self._task(
+            guest["node"],
+            kind,
+            guest["vmid"],
+            {
+                "sid": sid,
+                "target": target,
+                "steps": self.steps_per_migration,
+                "memory": guest["maxmem"],
+                "exit": self.fail_next or "OK",
+            },
+        )
 
     def _task(self, node: str, kind: str, vmid: int, extra: dict) -> str:
         self._clock += 2
         pid = 0x1F000 + len(self.tasks)
         upid = f"UPID:{node}:{pid:08X}:{0x10F9374C:08X}:{self._clock:08X}:{kind}:{vmid}:root@pam!crs:"
-        self.tasks[upid] = {"upid": upid, "node": node, "type": kind, "id": str(vmid), "user": "root@pam!crs",
-                            "pid": pid, "pstart": 0x10F9374C, "starttime": self._clock,
-                            "status": "running", "log": [f"starting {kind} of {vmid}"], **extra}
+        self.tasks[upid] = {
+            "upid": upid,
+            "node": node,
+            "type": kind,
+            "id": str(vmid),
+            "user": "root@pam!crs",
+            "pid": pid,
+            "pstart": 0x10F9374C,
+            "starttime": self._clock,
+            "status": "running",
+            "log": [f"starting {kind} of {vmid}"],
+            **extra,
+        }
         if kind == "hamigrate":
             self.tasks[upid] |= {"status": "stopped", "exitstatus": "OK", "endtime": self._clock}
             self.tasks[upid]["log"].append(f"requesting HA migration of {extra['sid']} to node {extra['target']}")
@@ -146,8 +200,9 @@ class FakePve:
         task["steps"] -= 1
         done = task["steps"] <= 0
         moved = task["memory"] * (1 - max(task["steps"], 0) / self.steps_per_migration)
-        task["log"].append(f"migration active, transferred {moved / GIB:.1f} GiB of {task['memory'] / GIB:.1f} "
-                           "GiB VM-state, 1.1 GiB/s")
+        task["log"].append(
+            f"migration active, transferred {moved / GIB:.1f} GiB of {task['memory'] / GIB:.1f} GiB VM-state, 1.1 GiB/s"
+        )
         if not done:
             return
         kind, vmid = ("qemu" if task["type"] == "qmigrate" else "lxc"), task["id"]
@@ -170,9 +225,11 @@ class FakePve:
                 guest = next(e for e in self.resources if e.get("vmid") == int(task["id"]) and "type" in e)
                 self._start_migration(guest, task["sid"], task["target"])
         since, vmid = int(params.get("since", 0)), params.get("vmid")
-        return [{k: v for k, v in t.items() if k not in ("log", "steps", "memory", "exit", "sid", "target")}
-                for t in self.tasks.values()
-                if t["node"] == node and t["starttime"] >= since and (vmid is None or t["id"] == vmid)]
+        return [
+            {k: v for k, v in t.items() if k not in ("log", "steps", "memory", "exit", "sid", "target")}
+            for t in self.tasks.values()
+            if t["node"] == node and t["starttime"] >= since and (vmid is None or t["id"] == vmid)
+        ]
 
     # -- the server ----------------------------------------------------------------
 
@@ -193,8 +250,9 @@ class FakePve:
                     status, data = 401, "authentication failure"
                 else:
                     status, data = fake.handle(method, path, {k: v[-1] for k, v in query.items()})
-                body = json.dumps({"data": data if status == 200 else None} |
-                                  ({} if status == 200 else {"message": data})).encode()
+                body = json.dumps(
+                    {"data": data if status == 200 else None} | ({} if status == 200 else {"message": data})
+                ).encode()
                 self.send_response(status, None if status == 200 else str(data))
                 self.send_header("Content-Type", "application/json;charset=UTF-8")
                 self.send_header("Content-Length", str(len(body)))
@@ -228,14 +286,21 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-pve")])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
     cert_file, key_file = directory / "pve.pem", directory / "pve.key"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_file, key_file

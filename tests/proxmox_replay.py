@@ -56,31 +56,49 @@ class Manager:
 
     def __post_init__(self) -> None:
         for n in self.fixture["nodes"]:
-            self.nodes[n["name"]] = {"cpus": n["cpus"], "memory": n["memory_bytes"], "online": n["online"],
-                                     "maintenance": False}
+            self.nodes[n["name"]] = {
+                "cpus": n["cpus"],
+                "memory": n["memory_bytes"],
+                "online": n["online"],
+                "maintenance": False,
+            }
         for s in self.fixture["services"]:
             self.services[s["sid"]] = _service(s)
         opts = self.fixture["options"]
         self.settings = Settings(
-            mode=self.fixture["mode"], auto_rebalance=opts.get("ha-auto-rebalance", False),
+            mode=self.fixture["mode"],
+            auto_rebalance=opts.get("ha-auto-rebalance", False),
             threshold=opts.get("ha-auto-rebalance-threshold", 0.3),
             hold_duration=opts.get("ha-auto-rebalance-hold-duration", 3),
             margin=opts.get("ha-auto-rebalance-margin", 0.1),
-            method=opts.get("ha-auto-rebalance-method", "bruteforce"), imbalance_scale=self.scale,
+            method=opts.get("ha-auto-rebalance-method", "bruteforce"),
+            imbalance_scale=self.scale,
             rebalance_on_start=opts.get("ha-rebalance-on-start", False),
         )
         names = {s.sid for s in self.services.values()} | {
-            ev["sid"] for t in self.fixture.get("timeline", []) for ev in t["events"] if ev["type"] == "service_added"}
+            ev["sid"] for t in self.fixture.get("timeline", []) for ev in t["events"] if ev["type"] == "service_added"
+        }
         node_names = set(self.nodes)
         self.rules = tuple(parse_rule(r, f"rules[{i}]", names, node_names) for i, r in enumerate(self.fixture["rules"]))
 
     # -- the engine's view -------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        nodes = tuple(Node(name, n["cpus"], n["memory"], n["online"], n["maintenance"]) for name, n in self.nodes.items())
+        nodes = tuple(
+            Node(name, n["cpus"], n["memory"], n["online"], n["maintenance"]) for name, n in self.nodes.items()
+        )
         guests = tuple(
-            Guest(s.sid, s.node, s.state, s.cores, s.memory_bytes, s.cpu_usage, s.mem_usage_bytes,
-                  target=s.target, running=s.running)
+            Guest(
+                s.sid,
+                s.node,
+                s.state,
+                s.cores,
+                s.memory_bytes,
+                s.cpu_usage,
+                s.mem_usage_bytes,
+                target=s.target,
+                running=s.running,
+            )
             for s in sorted(self.services.values(), key=lambda s: s.sid)
         )
         sids = {g.sid for g in guests}
@@ -90,8 +108,13 @@ class Manager:
     def select(self, sid: str, preference: str) -> str | None:
         snap = self.snapshot()
         service = self.services[sid]
-        return select_node(snap, sid, preference, rules=compile_rules(snap),  # type: ignore[arg-type]
-                           maintenance_node=service.maintenance_node)
+        return select_node(
+            snap,
+            sid,
+            preference,
+            rules=compile_rules(snap),  # type: ignore[arg-type]
+            maintenance_node=service.maintenance_node,
+        )
 
     # -- one manager round: per-service state machine, in sid order ----------------
 
@@ -231,17 +254,30 @@ class Manager:
         if result.decision != "migrate" or result.move is None:
             return
         move = result.move
-        self.migrations.append({"sim_time": now, "leader": move.leader, "moves": list(move.guests),
-                                "target": move.target, "imbalance_before": round(result.imbalance, 2),
-                                "imbalance_after": round(move.imbalance_after, 2)})
+        self.migrations.append(
+            {
+                "sim_time": now,
+                "leader": move.leader,
+                "moves": list(move.guests),
+                "target": move.target,
+                "imbalance_before": round(result.imbalance, 2),
+                "imbalance_after": round(move.imbalance_after, 2),
+            }
+        )
         for sid in move.guests:
             self._queue_motion(self.services[sid], move.target, now)
 
 
 def _service(spec: dict) -> Service:
-    return Service(spec["sid"], spec["node"], spec.get("state", "started"), spec.get("cores", 4.0),
-                   spec.get("memory_bytes", 4096 * 2**20), spec.get("cpu_usage", 0.0),
-                   spec.get("mem_usage_bytes", 0.0))
+    return Service(
+        spec["sid"],
+        spec["node"],
+        spec.get("state", "started"),
+        spec.get("cores", 4.0),
+        spec.get("memory_bytes", 4096 * 2**20),
+        spec.get("cpu_usage", 0.0),
+        spec.get("mem_usage_bytes", 0.0),
+    )
 
 
 def load(path: Path) -> dict:
@@ -255,8 +291,11 @@ def run_placement(fixture: dict) -> tuple[Manager, list[tuple[dict, dict]]]:
         for s in manager.services.values():
             s.state = {"disabled": "stopped"}.get(s.state, s.state)
     checks = []
-    steps = fixture["steps"] if fixture["event"]["type"] == "sequence" else [
-        {"event": fixture["event"], "expected": fixture["expected"]}]
+    steps = (
+        fixture["steps"]
+        if fixture["event"]["type"] == "sequence"
+        else [{"event": fixture["event"], "expected": fixture["expected"]}]
+    )
     for step in steps:
         manager.event(step["event"])
         checks.append((step["expected"], manager.placement()))

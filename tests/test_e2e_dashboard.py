@@ -9,14 +9,20 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from conftest import free_port, start, stop, wait_for_port
 
 pytestmark = pytest.mark.e2e
 ARTIFACTS = Path(__file__).parent / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 PASSWORD = "e2e-password"
 WAIT_MS = 60_000
 
@@ -27,10 +33,26 @@ def server():
     ARTIFACTS.mkdir(exist_ok=True)
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
-        env = {"DATABASE_URL": f"sqlite:///{tmp}/e2e.sqlite3", "REDIS_URL": "", "CRS_ADMIN_PASSWORD": PASSWORD,
-               "CRS_SECRET_KEY": "e2e-only"}
-        process = start(["manage.py", "runembedded", "--port", str(port), "--round-interval", "1",
-                         "--source-config", '{"migration_mib_s": 65536}'], env, ARTIFACTS / "e2e-server.log")
+        env = {
+            "DATABASE_URL": f"sqlite:///{tmp}/e2e.sqlite3",
+            "REDIS_URL": "",
+            "CRS_ADMIN_PASSWORD": PASSWORD,
+            "CRS_SECRET_KEY": "e2e-only",
+        }
+        process = start(
+            [
+                "manage.py",
+                "runembedded",
+                "--port",
+                str(port),
+                "--round-interval",
+                "1",
+                "--source-config",
+                '{"migration_mib_s": 65536}',
+            ],
+            env,
+            ARTIFACTS / "e2e-server.log",
+        )
         try:
             wait_for_port(port, process)
             yield f"http://127.0.0.1:{port}"
@@ -86,8 +108,10 @@ def test_changed_setting_is_applied_at_the_next_round(page):
     page.click("#save-settings")
     page.wait_for_selector("text=Settings saved")
     page.wait_for_function("document.getElementById('ws-state')?.textContent === 'open'")
-    page.wait_for_function("document.getElementById('threshold').textContent === '20.0 %'"
-                           " && document.getElementById('hold').textContent.includes(' of 1 rounds')")
+    page.wait_for_function(
+        "document.getElementById('threshold').textContent === '20.0 %'"
+        " && document.getElementById('hold').textContent.includes(' of 1 rounds')"
+    )
     assert page.evaluate("document.getElementById('chart').data[1].y.at(-1)") == 20
 
 
@@ -112,7 +136,8 @@ def decide(page, button: str, reason: str = "") -> str:
         except (Error, AttributeError):
             continue  # superseded and gone from the list before the click
         state = page.wait_for_function(
-            f"document.querySelector('#migrations tr[data-id=\"{migration_id}\"]')?.className", timeout=WAIT_MS)
+            f"document.querySelector('#migrations tr[data-id=\"{migration_id}\"]')?.className", timeout=WAIT_MS
+        )
         if state.json_value() != "state-expired":
             return migration_id
     pytest.fail("ten suggestions in a row expired before the click")
@@ -120,12 +145,12 @@ def decide(page, button: str, reason: str = "") -> str:
 
 def test_approved_suggestion_runs_to_done(page):
     migration_id = decide(page, ".approve")
-    row = f"#migrations tr[data-id=\"{migration_id}\"]"
+    row = f'#migrations tr[data-id="{migration_id}"]'
     page.wait_for_selector(f"{row}.state-done", timeout=120_000)
     assert page.inner_text(f"{row} td:last-child") == "admin"
 
 
 def test_rejected_suggestion_keeps_its_reason(page):
     migration_id = decide(page, ".reject", reason="maintenance window tonight")
-    row = page.wait_for_selector(f"#migrations tr[data-id=\"{migration_id}\"].state-rejected")
+    row = page.wait_for_selector(f'#migrations tr[data-id="{migration_id}"].state-rejected')
     assert row.get_attribute("title") == "maintenance window tonight"

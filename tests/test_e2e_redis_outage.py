@@ -7,7 +7,6 @@ test process touches none.
 """
 
 import pytest
-
 from conftest import ARTIFACTS, distributed_stack, own_database
 from test_e2e_dashboard import PASSWORD, browser, chart_points, page  # noqa: F401 (fixtures)
 
@@ -25,17 +24,20 @@ def server(redis_server):
 
 def wait_for_growth(page, points: int = 2) -> None:
     before = chart_points(page)
-    page.wait_for_function(f"document.getElementById('chart').data[0].x.length >= {before + points}",
-                           timeout=OUTAGE_WAIT_MS)
+    page.wait_for_function(
+        f"document.getElementById('chart').data[0].x.length >= {before + points}", timeout=OUTAGE_WAIT_MS
+    )
 
 
 def test_page_says_live_updates_are_paused_while_redis_is_down_and_resumes(page, redis_server):
     wait_for_growth(page)
 
     redis_server.stop()
-    page.wait_for_function("!document.getElementById('live-paused').hidden"
-                           " && document.getElementById('ws-state').textContent.startsWith('paused')",
-                           timeout=OUTAGE_WAIT_MS)
+    page.wait_for_function(
+        "!document.getElementById('live-paused').hidden"
+        " && document.getElementById('ws-state').textContent.startsWith('paused')",
+        timeout=OUTAGE_WAIT_MS,
+    )
     assert page.inner_text("#live-paused").startswith("Live updates are paused")
     page.screenshot(path=str(ARTIFACTS / "redis-outage-paused.png"), full_page=True)
 

@@ -1,14 +1,24 @@
 import pytest
 from engine_clusters import GIB, node, pve_crate_cluster, snapshot, vm
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from crs.balancer import apply_move, plan, run_round
 from crs.decision import RoundState
 from crs.imbalance import imbalance, truncated
 from crs.usage import node_loads
 
-CRATE_GUEST = [{"sid": "vm:101", "node": "node1", "cores": 4, "memory_bytes": 16 * GIB,
-                "cpu_usage": 0.7, "mem_usage_bytes": 8 * GIB}]
+CRATE_GUEST = [
+    {
+        "sid": "vm:101",
+        "node": "node1",
+        "cores": 4,
+        "memory_bytes": 16 * GIB,
+        "cpu_usage": 0.7,
+        "mem_usage_bytes": 8 * GIB,
+    }
+]
 EAGER = {"threshold": 0.0, "hold_duration": 0, "margin": 0.0}
 
 
@@ -76,8 +86,10 @@ def test_pinned_and_excluded_guests_give_no_candidate():
 def test_positive_affinity_moves_the_whole_bundle_and_negative_affinity_prunes_targets():
     nodes = [node(f"node{i}") for i in (1, 2, 3)]
     guests = [vm("vm:101", "node1", cpu=6), vm("vm:102", "node1", cpu=6), vm("vm:103", "node2", cpu=0.1, mem=0)]
-    rules = [{"id": "pair", "type": "resource-affinity", "resources": ["vm:101", "vm:102"], "affinity": "positive"},
-             {"id": "apart", "type": "resource-affinity", "resources": ["vm:101", "vm:103"], "affinity": "negative"}]
+    rules = [
+        {"id": "pair", "type": "resource-affinity", "resources": ["vm:101", "vm:102"], "affinity": "positive"},
+        {"id": "apart", "type": "resource-affinity", "resources": ["vm:101", "vm:103"], "affinity": "negative"},
+    ]
     result = plan(snapshot(nodes, guests, rules, mode="dynamic"))
     assert result.move.guests == ("vm:101", "vm:102") and result.move.target == "node3"
 
@@ -94,7 +106,9 @@ def test_multi_step_plan_stops_when_the_margin_stops_it():
     assert [round(m.imbalance_after, 2) for m in result.moves] == [0.66, 0.25]
 
 
-guest_strategy = st.tuples(st.integers(0, 4), st.floats(0.0, 8.0), st.floats(0.0, 16.0), st.integers(1, 8), st.floats(1, 16))
+guest_strategy = st.tuples(
+    st.integers(0, 4), st.floats(0.0, 8.0), st.floats(0.0, 16.0), st.integers(1, 8), st.floats(1, 16)
+)
 
 
 @hsettings(max_examples=100, deadline=None)
@@ -107,8 +121,10 @@ guest_strategy = st.tuples(st.integers(0, 4), st.floats(0.0, 8.0), st.floats(0.0
 )
 def test_reported_imbalance_after_equals_a_direct_recomputation(caps, guests, mode, method, scale):
     nodes = [node(f"n{i}", c, m * GIB) for i, (c, m) in enumerate(caps)]
-    vms = [vm(f"vm:{100 + i}", f"n{n % len(caps)}", cores=cores, memory_bytes=mem_cfg * GIB, cpu=cpu, mem=mem * GIB)
-           for i, (n, cpu, mem, cores, mem_cfg) in enumerate(guests)]
+    vms = [
+        vm(f"vm:{100 + i}", f"n{n % len(caps)}", cores=cores, memory_bytes=mem_cfg * GIB, cpu=cpu, mem=mem * GIB)
+        for i, (n, cpu, mem, cores, mem_cfg) in enumerate(guests)
+    ]
     snap = snapshot(nodes, vms, mode=mode, method=method, imbalance_scale=scale, **EAGER)
     result = plan(snap)
     if result.move is None:
@@ -126,7 +142,9 @@ def test_guards_keep_resting_guests_and_barred_targets_out_of_suggestions():
     snap = four_on_one(hold_duration=0)
     resting = Guards(resting=frozenset({"vm:101"}))
     assert run_round(snap, snap.settings, RoundState(), guards=resting).move.leader == "vm:102"
-    barred = Guards(barred=frozenset({("vm:101", "node2"), ("vm:102", "node2"), ("vm:103", "node2"), ("vm:104", "node2")}))
+    barred = Guards(
+        barred=frozenset({("vm:101", "node2"), ("vm:102", "node2"), ("vm:103", "node2"), ("vm:104", "node2")})
+    )
     assert run_round(snap, snap.settings, RoundState(), guards=barred).move.target == "node3"
     everything = Guards(resting=frozenset(f"vm:10{i}" for i in range(1, 5)))
     assert run_round(snap, snap.settings, RoundState(), guards=everything).decision == "no-candidate"
@@ -140,12 +158,16 @@ def test_a_suggestion_is_stale_once_its_guest_moved_or_its_target_left():
     move = plan(snap).move
     assert stale_reason(snap, move) is None
     assert "no longer running on node1" in stale_reason(apply_move(snap, move), move)
-    down = snap.with_nodes(tuple(n if n.name != "node2" else n.__class__(n.name, n.cpus, n.memory_bytes, online=False) for n in snap.nodes))
+    down = snap.with_nodes(
+        tuple(n if n.name != "node2" else n.__class__(n.name, n.cpus, n.memory_bytes, online=False) for n in snap.nodes)
+    )
     assert "node2 is offline" in stale_reason(down, move)
     assert "cooldown" in stale_reason(snap, move, Guards(resting=frozenset({"vm:101"})))
     assert "rejected recently" in stale_reason(snap, move, Guards(barred=frozenset({("vm:101", "node2")})))
-    pinned = snapshot([node(f"node{i}", 24, 32 * GIB) for i in (1, 2, 3)],
-                      [vm(f"vm:10{i}", "node1", cpu=2.0, mem=2 * GIB) for i in range(1, 5)],
-                      [{"id": "pin", "type": "node-affinity", "resources": ["vm:101"], "nodes": ["node1", "node3"], "strict": True}],
-                      mode="dynamic")
+    pinned = snapshot(
+        [node(f"node{i}", 24, 32 * GIB) for i in (1, 2, 3)],
+        [vm(f"vm:10{i}", "node1", cpu=2.0, mem=2 * GIB) for i in range(1, 5)],
+        [{"id": "pin", "type": "node-affinity", "resources": ["vm:101"], "nodes": ["node1", "node3"], "strict": True}],
+        mode="dynamic",
+    )
     assert "no longer allow vm:101 on node2" in stale_reason(pinned, move)

@@ -8,10 +8,21 @@ from engine_clusters import GIB
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT = {
-    "format": "crs-snapshot/1", "cluster": "lab", "settings": {"mode": "dynamic"},
+    "format": "crs-snapshot/1",
+    "cluster": "lab",
+    "settings": {"mode": "dynamic"},
     "nodes": [{"name": f"node{i}", "cpus": 24, "memory_bytes": 32 * GIB} for i in (1, 2, 3)],
-    "guests": [{"sid": f"vm:10{i}", "node": "node1", "cores": 2, "memory_bytes": 4 * GIB, "cpu_usage": 2.0,
-                "mem_usage_bytes": 2 * GIB} for i in range(1, 5)],
+    "guests": [
+        {
+            "sid": f"vm:10{i}",
+            "node": "node1",
+            "cores": 2,
+            "memory_bytes": 4 * GIB,
+            "cpu_usage": 2.0,
+            "mem_usage_bytes": 2 * GIB,
+        }
+        for i in range(1, 5)
+    ],
 }
 
 
@@ -32,8 +43,14 @@ def test_plan_json_follows_the_contract(snapshot_file):
     plan = json.loads(out.stdout)
     assert plan["format"] == "crs-plan/1" and plan["decision"] == "migrate" and plan["imbalance"] == 1.0
     assert set(plan["node_loads"]) == {"node1", "node2", "node3"} and plan["candidates"] == 8
-    assert plan["move"] == {"leader": "vm:101", "guests": ["vm:101"], "source": "node1", "target": "node2",
-                            "imbalance_after": plan["move"]["imbalance_after"], "relative_gain": plan["move"]["relative_gain"]}
+    assert plan["move"] == {
+        "leader": "vm:101",
+        "guests": ["vm:101"],
+        "source": "node1",
+        "target": "node2",
+        "imbalance_after": plan["move"]["imbalance_after"],
+        "relative_gain": plan["move"]["relative_gain"],
+    }
     assert round(plan["move"]["imbalance_after"], 2) == 0.66 and "moves" not in plan
 
 
@@ -69,6 +86,9 @@ def test_unreadable_and_non_json_files_exit_2(tmp_path):
 
 
 def test_engine_imports_no_web_code():
-    code = "import sys, crs.cli, crs.balancer, crs.sources; print(sorted({m.split('.')[0] for m in sys.modules} & {'django', 'celery', 'channels'}))"
+    code = (
+        "import sys, crs.cli, crs.balancer, crs.sources; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'django', 'celery', 'channels'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"

@@ -10,11 +10,18 @@ GOOD = {
     "format": "crs-snapshot/1",
     "cluster": "lab",
     "settings": {"mode": "dynamic", "threshold": 0.3, "hold_duration": 3, "margin": 0.1},
-    "nodes": [{"name": "node1", "cpus": 32, "memory_bytes": 2**37}, {"name": "node2", "cpus": 32, "memory_bytes": 2**37}],
-    "guests": [{"sid": "vm:101", "node": "node1", "cores": 4, "memory_bytes": 2**33, "cpu_usage": 1.2, "mem_usage_bytes": 6e9},
-               {"sid": "ct:102", "node": "node2"}],
-    "rules": [{"id": "apart", "type": "resource-affinity", "resources": ["vm:101", "ct:102"], "affinity": "negative"},
-              {"id": "pin", "type": "node-affinity", "resources": ["vm:101"], "nodes": ["node1:2", {"node": "node2"}]}],
+    "nodes": [
+        {"name": "node1", "cpus": 32, "memory_bytes": 2**37},
+        {"name": "node2", "cpus": 32, "memory_bytes": 2**37},
+    ],
+    "guests": [
+        {"sid": "vm:101", "node": "node1", "cores": 4, "memory_bytes": 2**33, "cpu_usage": 1.2, "mem_usage_bytes": 6e9},
+        {"sid": "ct:102", "node": "node2"},
+    ],
+    "rules": [
+        {"id": "apart", "type": "resource-affinity", "resources": ["vm:101", "ct:102"], "affinity": "negative"},
+        {"id": "pin", "type": "node-affinity", "resources": ["vm:101"], "nodes": ["node1:2", {"node": "node2"}]},
+    ],
 }
 
 
@@ -61,7 +68,9 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize(("path", "value", "message"), BAD, ids=[".".join(map(str, b[0])) + "=" + repr(b[1]) for b in BAD])
+@pytest.mark.parametrize(
+    ("path", "value", "message"), BAD, ids=[".".join(map(str, b[0])) + "=" + repr(b[1]) for b in BAD]
+)
 def test_bad_snapshots_are_refused_naming_the_key_and_value(path, value, message):
     with pytest.raises(CrsError) as info:
         parse(with_change(path, value))

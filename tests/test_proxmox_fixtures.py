@@ -2,10 +2,11 @@
 through the engine: every placement and every balancing migration must match."""
 
 import pytest
-
 from proxmox_replay import FIXTURES, fixture_paths, load, run_placement, run_rebalance
 
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"Proxmox fixtures not found at {FIXTURES} (../shared is absent)")
+pytestmark = pytest.mark.skipif(
+    not FIXTURES.is_dir(), reason=f"Proxmox fixtures not found at {FIXTURES} (../shared is absent)"
+)
 
 PATHS = fixture_paths()
 REBALANCE = [p for p in PATHS if load(p)["event"]["type"] == "auto_rebalance_rounds"]
@@ -22,7 +23,9 @@ def test_placements_match_proxmox(path):
     manager, checks = run_placement(fixture)
     for i, (expected, got) in enumerate(checks):
         assert {sid: got.get(sid) for sid in expected} == expected, f"step {i}"
-    wanted = [(d["sid"], d["action"], d["target"]) for d in fixture["expected_decisions"] if d["action"] != "recover-failed"]
+    wanted = [
+        (d["sid"], d["action"], d["target"]) for d in fixture["expected_decisions"] if d["action"] != "recover-failed"
+    ]
     logged = [d for d in manager.decisions if d[1] != "recover-failed"]
     assert logged == wanted
 

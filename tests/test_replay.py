@@ -87,11 +87,14 @@ def test_html_report_is_self_contained(tmp_path, capsys):
     assert "threshold 0.3" in html
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--threshold", "-1"], "settings.threshold: -1.0 is out of range; must be >= 0"),
-    (["--nodes", "1"], "simulator.nodes: 1 is not a whole number 2..500"),
-    (["--hours", "0"], "--rounds/--hours: 0 rounds; must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--threshold", "-1"], "settings.threshold: -1.0 is out of range; must be >= 0"),
+        (["--nodes", "1"], "simulator.nodes: 1 is not a whole number 2..500"),
+        (["--hours", "0"], "--rounds/--hours: 0 rounds; must be at least 1"),
+    ],
+)
 def test_bad_options_are_refused_naming_them(argv, message, capsys):
     assert main(["replay", *argv]) == 2
     assert message in capsys.readouterr().err

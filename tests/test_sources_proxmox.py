@@ -4,11 +4,10 @@ import json
 import math
 
 import pytest
+from fakepve import RESPONSES, TOKEN, FakePve
 
 from crs.sources import ConfigError, SourceError, open_source
 from crs.sources.proxmox import config_from_env, parse_config
-
-from fakepve import RESPONSES, TOKEN, FakePve
 
 pytestmark = pytest.mark.skipif(not RESPONSES.is_dir(), reason=f"recorded PVE responses not found at {RESPONSES}")
 pytest.importorskip("cryptography", reason="the fake PVE needs it for its TLS certificate")
@@ -85,7 +84,11 @@ def test_ha_resources_and_rules_come_from_the_ha_manager(pve):
     assert {g.sid for g in snap.guests if g.ha} == {"vm:104"}
     (rule,) = snap.rules
     assert (rule.id, rule.resources, rule.nodes, rule.strict) == (
-        "db-prefers-node3", ("vm:104",), (("node3", 2), ("node1", 1)), False)
+        "db-prefers-node3",
+        ("vm:104",),
+        (("node3", 2), ("node1", 1)),
+        False,
+    )
 
 
 def test_every_guest_is_movable_by_default(pve):
@@ -119,12 +122,15 @@ def test_offline_node_that_reports_sizes_is_kept_offline(pve):
     assert connect(pve).collect(T0).node("node4").online is False
 
 
-@pytest.mark.parametrize("entry, key, value, message", [
-    ("qemu/100", "cpu", math.nan, r"qemu/100.cpu: nan is not a finite number"),
-    ("qemu/100", "mem", -5, r"qemu/100.mem: -5 is negative"),
-    ("node/node2", "maxmem", "lots", r"node/node2.maxmem: 'lots' is not a number"),
-    ("qemu/100", "node", "node9", r"qemu/100.node: 'node9' is not a node of this cluster"),
-])
+@pytest.mark.parametrize(
+    "entry, key, value, message",
+    [
+        ("qemu/100", "cpu", math.nan, r"qemu/100.cpu: nan is not a finite number"),
+        ("qemu/100", "mem", -5, r"qemu/100.mem: -5 is negative"),
+        ("node/node2", "maxmem", "lots", r"node/node2.maxmem: 'lots' is not a number"),
+        ("qemu/100", "node", "node9", r"qemu/100.node: 'node9' is not a node of this cluster"),
+    ],
+)
 def test_bad_data_refuses_the_collection_naming_the_entry(pve, entry, key, value, message):
     pve.entry(entry)[key] = value
     with pytest.raises(SourceError, match=message):
@@ -244,14 +250,17 @@ def test_environment_supplies_connection_settings():
     assert config_from_env(env) == {"host": "pve.lab", "token": "crs@pve!balancer=s3cret", "verify_ssl": False}
 
 
-@pytest.mark.parametrize("config, message", [
-    ({"token": TOKEN}, r"proxmox.host: missing"),
-    ({"host": "pve", "token": "secret"}, r"proxmox.token: not of the form USER@REALM!TOKENID=SECRET"),
-    ({"host": "pve", "user": "root@pam", "token_name": "crs"}, r"proxmox.token_value: missing"),
-    ({"host": "pve", "token": TOKEN, "port": 0}, r"proxmox.port: 0 is not a whole number 1..65535"),
-    ({"host": "pve", "token": TOKEN, "guests": "some"}, r"proxmox.guests: 'some' is not one of all, ha"),
-    ({"host": "pve", "token": TOKEN, "verify": False}, r"proxmox.verify: unknown key; allowed: cluster"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"token": TOKEN}, r"proxmox.host: missing"),
+        ({"host": "pve", "token": "secret"}, r"proxmox.token: not of the form USER@REALM!TOKENID=SECRET"),
+        ({"host": "pve", "user": "root@pam", "token_name": "crs"}, r"proxmox.token_value: missing"),
+        ({"host": "pve", "token": TOKEN, "port": 0}, r"proxmox.port: 0 is not a whole number 1..65535"),
+        ({"host": "pve", "token": TOKEN, "guests": "some"}, r"proxmox.guests: 'some' is not one of all, ha"),
+        ({"host": "pve", "token": TOKEN, "verify": False}, r"proxmox.verify: unknown key; allowed: cluster"),
+    ],
+)
 def test_bad_config_names_the_key(config, message):
     with pytest.raises(ConfigError, match=message):
         open_source("proxmox", config, None)

@@ -142,10 +142,13 @@ def test_snapshot_is_a_valid_crs_snapshot_file():
     assert contract.parse(json.loads(contract.dumps(snap))) == snap
 
 
-@pytest.mark.parametrize("sid, target, message", [
-    ("vm:99999", "node01", "'vm:99999' is not a guest"),
-    ("vm:1", "node99", "'node99' is not a node"),
-])
+@pytest.mark.parametrize(
+    "sid, target, message",
+    [
+        ("vm:99999", "node01", "'vm:99999' is not a guest"),
+        ("vm:1", "node99", "'node99' is not a node"),
+    ],
+)
 def test_migrate_refuses_unknown_guest_or_node(sid, target, message):
     with pytest.raises(SourceError, match=message):
         sim().migrate(sid, target, T0)
@@ -161,14 +164,17 @@ def test_migrate_refuses_a_guest_already_moving_or_already_there():
         cluster.migrate("vm:1", "node10", T0 + 1)
 
 
-@pytest.mark.parametrize("config, message", [
-    ({"nodes": "many"}, r"simulator.nodes: 'many' is not a whole number 2..500"),
-    ({"nodes": 1}, r"simulator.nodes: 1 is not a whole number 2..500"),
-    ({"fail_rate": 2}, r"simulator.fail_rate: 2 is out of range; must be >= 0 and <= 1"),
-    ({"hot_nodes": 13}, r"simulator.hot_nodes: 13 is not a whole number 1..12"),
-    ({"node_sizes": [{"cpus": 8}]}, r"simulator.node_sizes\[0\].memory_gib: 0.0 is out of range"),
-    ({"speed": 3}, r"simulator.speed: unknown key; allowed: cluster, fail_rate"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"nodes": "many"}, r"simulator.nodes: 'many' is not a whole number 2..500"),
+        ({"nodes": 1}, r"simulator.nodes: 1 is not a whole number 2..500"),
+        ({"fail_rate": 2}, r"simulator.fail_rate: 2 is out of range; must be >= 0 and <= 1"),
+        ({"hot_nodes": 13}, r"simulator.hot_nodes: 13 is not a whole number 1..12"),
+        ({"node_sizes": [{"cpus": 8}]}, r"simulator.node_sizes\[0\].memory_gib: 0.0 is out of range"),
+        ({"speed": 3}, r"simulator.speed: unknown key; allowed: cluster, fail_rate"),
+    ],
+)
 def test_bad_config_names_the_key_and_allowed_values(config, message):
     with pytest.raises(ConfigError, match=message):
         sim(**config)
@@ -207,8 +213,11 @@ def test_what_if_cluster_refuses_a_bad_snapshot_naming_the_key():
 
 
 def test_trace_with_a_negative_value_is_refused_naming_the_row(tmp_path):
-    rows = ["vm_id,timestamp,cpu_cores,cpu_usage_pct,mem_capacity_kb,mem_usage_kb",
-            "1,1372809600,2,5.0,1048576,1000", "1,1372809900,2,-5.0,1048576,1000"]
+    rows = [
+        "vm_id,timestamp,cpu_cores,cpu_usage_pct,mem_capacity_kb,mem_usage_kb",
+        "1,1372809600,2,5.0,1048576,1000",
+        "1,1372809900,2,-5.0,1048576,1000",
+    ]
     with gzip.open(tmp_path / "usage-bad.csv.gz", "wt") as f:
         f.write("\n".join(rows) + "\n")
     with pytest.raises(SourceError, match="data row 2 has a negative or non-finite value"):

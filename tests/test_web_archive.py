@@ -15,8 +15,13 @@ pytestmark = pytest.mark.django_db
 
 
 def admin_form(cluster, **changes):
-    return {"name": cluster.name, "source_kind": cluster.source_kind,
-            "source_config": json.dumps(cluster.source_config), "archived": "on", **changes}
+    return {
+        "name": cluster.name,
+        "source_kind": cluster.source_kind,
+        "source_config": json.dumps(cluster.source_config),
+        "archived": "on",
+        **changes,
+    }
 
 
 def test_archiving_stops_rounds_hides_the_cluster_and_keeps_its_history(admin_client, collected):

@@ -4,10 +4,10 @@ import json
 from datetime import timedelta
 
 import pytest
+from conftest import policy_form
 from django.urls import reverse
 from django.utils import timezone
 
-from conftest import policy_form
 from dashboard.models import AuditEvent, AuditTrailError, Cluster, Migration
 
 pytestmark = pytest.mark.django_db
@@ -16,20 +16,42 @@ pytestmark = pytest.mark.django_db
 def test_settings_changes_record_old_and_new_from_form_api_and_admin(client, admin, cluster):
     client.force_login(admin)
     client.post(reverse("dashboard:settings", args=[cluster.pk]), policy_form(threshold=20, cooldown=45))
-    client.post(reverse("dashboard:api-settings", args=[cluster.pk]), json.dumps({"margin": 15}),
-                content_type="application/json")
-    client.post(reverse("admin:dashboard_policy_change", args=[cluster.policy.pk]), policy_form(
-        threshold=20, cooldown=45, margin=15, max_concurrent_migrations=2))
+    client.post(
+        reverse("dashboard:api-settings", args=[cluster.pk]),
+        json.dumps({"margin": 15}),
+        content_type="application/json",
+    )
+    client.post(
+        reverse("admin:dashboard_policy_change", args=[cluster.policy.pk]),
+        policy_form(threshold=20, cooldown=45, margin=15, max_concurrent_migrations=2),
+    )
     changes = [e.details["changes"] for e in AuditEvent.objects.filter(action="settings-changed").order_by("pk")]
-    assert changes == [{"threshold": [30.0, 20.0], "cooldown": [30, 45]}, {"margin": [10.0, 15.0]},
-                       {"max_concurrent_migrations": [1, 2]}]
+    assert changes == [
+        {"threshold": [30.0, 20.0], "cooldown": [30, 45]},
+        {"margin": [10.0, 15.0]},
+        {"max_concurrent_migrations": [1, 2]},
+    ]
     assert set(AuditEvent.objects.values_list("actor_name", flat=True)) == {"admin"}
 
 
 def test_approval_and_rejection_are_recorded_with_actor_and_reason(client, operator, suggested):
-    other = Migration.objects.create(**{f: getattr(suggested, f) for f in (
-        "cluster", "leader", "guests", "source", "imbalance_before", "imbalance_after", "relative_gain", "margin",
-        "method")}, target="node05")
+    other = Migration.objects.create(
+        **{
+            f: getattr(suggested, f)
+            for f in (
+                "cluster",
+                "leader",
+                "guests",
+                "source",
+                "imbalance_before",
+                "imbalance_after",
+                "relative_gain",
+                "margin",
+                "method",
+            )
+        },
+        target="node05",
+    )
     client.force_login(operator)
     client.post(reverse("dashboard:reject", args=[other.pk]), {"reason": "node05 is being patched"})
     client.post(reverse("dashboard:approve", args=[suggested.pk]))
@@ -41,10 +63,16 @@ def test_approval_and_rejection_are_recorded_with_actor_and_reason(client, opera
 def test_audit_page_lists_and_filters(client, viewer, admin, suggested):
     Migration.objects.transition(suggested.pk, "suggested", "rejected", admin, reason="not today")
     AuditEvent.objects.create(actor=None, action="suggested", cluster=suggested.cluster, migration=suggested)
-    AuditEvent.objects.create(actor=admin, action="settings-changed", cluster=suggested.cluster,
-                              details={"changes": {"threshold": [30, 20]}})
-    AuditEvent(actor=admin, action="settings-changed", cluster=suggested.cluster,
-               at=timezone.now() - timedelta(days=3), details={"changes": {"margin": [10, 5]}}).save()
+    AuditEvent.objects.create(
+        actor=admin, action="settings-changed", cluster=suggested.cluster, details={"changes": {"threshold": [30, 20]}}
+    )
+    AuditEvent(
+        actor=admin,
+        action="settings-changed",
+        cluster=suggested.cluster,
+        at=timezone.now() - timedelta(days=3),
+        details={"changes": {"margin": [10, 5]}},
+    ).save()
     client.force_login(viewer)
 
     def actions(**query):
@@ -55,20 +83,26 @@ def test_audit_page_lists_and_filters(client, viewer, admin, suggested):
     assert actions() == ["settings-changed", "suggested", "rejected", "settings-changed"]
     assert actions(actor="system") == ["suggested"]
     assert actions(actor="admin", action="rejected") == ["rejected"]
-    assert actions(since=str((timezone.now() - timedelta(days=1)).date())) == ["settings-changed", "suggested",
-                                                                               "rejected"]
+    assert actions(since=str((timezone.now() - timedelta(days=1)).date())) == [
+        "settings-changed",
+        "suggested",
+        "rejected",
+    ]
     assert actions(until=str((timezone.now() - timedelta(days=2)).date())) == ["settings-changed"]
     assert actions(cluster=suggested.cluster.pk, action="suggested") == ["suggested"]
     body = client.get(reverse("dashboard:audit")).content.decode()
     assert "threshold: 30 → 20" in body and "not today" in body
 
 
-@pytest.mark.parametrize("query, message", [
-    ({"action": "deleted"}, "action must be one of: settings-changed"),
-    ({"since": "yesterday"}, "from must be a date, YYYY-MM-DD"),
-    ({"cluster": "999"}, "cluster: no such cluster"),
-    ({"since": "2026-02-02", "until": "2026-02-01"}, "from must be on or before to"),
-])
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ({"action": "deleted"}, "action must be one of: settings-changed"),
+        ({"since": "yesterday"}, "from must be a date, YYYY-MM-DD"),
+        ({"cluster": "999"}, "cluster: no such cluster"),
+        ({"since": "2026-02-02", "until": "2026-02-01"}, "from must be on or before to"),
+    ],
+)
 def test_bad_audit_filter_names_the_field(client, viewer, cluster, query, message):
     client.force_login(viewer)
     response = client.get(reverse("dashboard:audit"), query)
@@ -104,21 +138,26 @@ def test_admin_site_offers_no_add_change_or_delete_of_events(client, django_user
     client.force_login(root)
     assert client.get(reverse("admin:dashboard_auditevent_changelist")).status_code == 200
     assert client.get(reverse("admin:dashboard_auditevent_add")).status_code == 403
-    assert client.post(reverse("admin:dashboard_auditevent_delete", args=[event.pk]), {"post": "yes"}).status_code == 403
+    assert (
+        client.post(reverse("admin:dashboard_auditevent_delete", args=[event.pk]), {"post": "yes"}).status_code == 403
+    )
     assert AuditEvent.objects.filter(pk=event.pk).exists()
 
 
-def test_cluster_edits_in_the_admin_record_old_and_new_with_secrets_redacted(client, admin, django_user_model,
-                                                                             cluster):
+def test_cluster_edits_in_the_admin_record_old_and_new_with_secrets_redacted(client, admin, django_user_model, cluster):
     token = "root@pam!crs=0b5e9c1a-5f3e-4c27-9d1e-secret-value"
     config = {"host": "pve.example.com", "token": token}
     client.force_login(admin)
-    response = client.post(reverse("admin:dashboard_cluster_add"), {
-        "name": "pve", "source_kind": "proxmox", "source_config": json.dumps(config)})
+    response = client.post(
+        reverse("admin:dashboard_cluster_add"),
+        {"name": "pve", "source_kind": "proxmox", "source_config": json.dumps(config)},
+    )
     assert response.status_code == 302
     pve = Cluster.objects.get(name="pve")
-    client.post(reverse("admin:dashboard_cluster_change", args=[pve.pk]), {
-        "name": "pve-prod", "source_kind": "proxmox", "source_config": json.dumps({**config, "token": token + "2"})})
+    client.post(
+        reverse("admin:dashboard_cluster_change", args=[pve.pk]),
+        {"name": "pve-prod", "source_kind": "proxmox", "source_config": json.dumps({**config, "token": token + "2"})},
+    )
     # A superuser: deleting a cluster deletes its settings, which the admin role may not delete.
     root = django_user_model.objects.create_superuser("root", "root@example.com", "pw")
     client.force_login(root)
@@ -126,11 +165,16 @@ def test_cluster_edits_in_the_admin_record_old_and_new_with_secrets_redacted(cli
 
     events = {e.action: e for e in AuditEvent.objects.all()}
     assert events["cluster-created"].details["changes"] == {
-        "name": [None, "pve"], "source_kind": [None, "proxmox"],
-        "source_config": [None, {"host": "pve.example.com", "token": "***"}], "archived": [None, False]}
+        "name": [None, "pve"],
+        "source_kind": [None, "proxmox"],
+        "source_config": [None, {"host": "pve.example.com", "token": "***"}],
+        "archived": [None, False],
+    }
     redacted = {"host": "pve.example.com", "token": "***"}
     assert events["cluster-changed"].details["changes"] == {  # the token changed: source_config shows it did
-        "name": ["pve", "pve-prod"], "source_config": [redacted, redacted]}
+        "name": ["pve", "pve-prod"],
+        "source_config": [redacted, redacted],
+    }
     assert (events["cluster-changed"].actor, events["cluster-changed"].cluster) == (admin, pve)
     assert not Cluster.objects.filter(pk=cluster.pk).exists()
     deleted = events["cluster-deleted"]

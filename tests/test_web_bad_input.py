@@ -4,10 +4,10 @@ a message naming the field, and nothing stored changes."""
 import json
 
 import pytest
+from conftest import policy_form
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from conftest import policy_form
 from dashboard.models import AuditEvent, Cluster, Migration, Policy
 
 pytestmark = pytest.mark.django_db
@@ -49,8 +49,7 @@ def send(client, kind, data, cluster, migration):
         return client.post(reverse("dashboard:settings", args=[cluster.pk]), policy_form(**data))
     if kind == API:
         body = data if isinstance(data, str) else json.dumps(data)
-        return client.post(reverse("dashboard:api-settings", args=[cluster.pk]), body,
-                           content_type="application/json")
+        return client.post(reverse("dashboard:api-settings", args=[cluster.pk]), body, content_type="application/json")
     if kind == REJECT:
         return client.post(reverse("dashboard:reject", args=[migration.pk]), data)
     snapshot = json.dumps(data.get("snapshot", cluster.snapshot)).encode()
@@ -60,8 +59,12 @@ def send(client, kind, data, cluster, migration):
 
 def stored():
     """Everything a bad request could have changed."""
-    return (list(Policy.objects.values()), list(Migration.objects.values("pk", "state", "reason")),
-            list(Cluster.objects.values_list("pk", "name")), AuditEvent.objects.count())
+    return (
+        list(Policy.objects.values()),
+        list(Migration.objects.values("pk", "state", "reason")),
+        list(Cluster.objects.values_list("pk", "name")),
+        AuditEvent.objects.count(),
+    )
 
 
 @pytest.mark.parametrize("kind, data, message", BAD)

@@ -27,8 +27,9 @@ async def test_anonymous_is_closed_with_4401(cluster):
 
 async def test_foreign_origin_is_refused(admin, cluster):
     cookie = await sync_to_async(session_cookie)(admin)
-    communicator = WebsocketCommunicator(application, f"/ws/clusters/{cluster.pk}/",
-                                         headers=[(b"origin", b"http://evil.example"), cookie])
+    communicator = WebsocketCommunicator(
+        application, f"/ws/clusters/{cluster.pk}/", headers=[(b"origin", b"http://evil.example"), cookie]
+    )
     connected, _ = await communicator.connect()
     assert not connected
 

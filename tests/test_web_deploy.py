@@ -8,16 +8,28 @@ import sys
 from conftest import ROOT
 
 # The environment README's production section asks for (distributed mode, served over HTTPS).
-PRODUCTION = {"DJANGO_SETTINGS_MODULE": "dashboard.settings", "REDIS_URL": "redis://127.0.0.1:6379/9",
-              "DATABASE_URL": "postgres://crs@db.example.com/crs", "CRS_SECRET_KEY": secrets.token_urlsafe(50),
-              "CRS_ALLOWED_HOSTS": "crs.example.com", "CRS_HTTPS": "true", "CRS_HSTS_INCLUDE_SUBDOMAINS": "true",
-              "CRS_HSTS_PRELOAD": "true"}
+PRODUCTION = {
+    "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+    "REDIS_URL": "redis://127.0.0.1:6379/9",
+    "DATABASE_URL": "postgres://crs@db.example.com/crs",
+    "CRS_SECRET_KEY": secrets.token_urlsafe(50),
+    "CRS_ALLOWED_HOSTS": "crs.example.com",
+    "CRS_HTTPS": "true",
+    "CRS_HSTS_INCLUDE_SUBDOMAINS": "true",
+    "CRS_HSTS_PRELOAD": "true",
+}
 
 
 def manage(*args, **env) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("CRS_", "DJANGO_", "REDIS_", "DATABASE_"))}
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **env},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_check_deploy_is_clean_with_the_production_environment():

@@ -6,7 +6,6 @@ import json
 import urllib.request
 
 import pytest
-
 from conftest import BEAT, ROOT, WEB, WORKER, distributed_stack, own_database
 from wsclient import Client, login
 

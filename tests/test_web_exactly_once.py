@@ -4,11 +4,11 @@ import threading
 import time
 
 import pytest
+from conftest import service_or_skip
 from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from conftest import service_or_skip
 from dashboard import views
 from dashboard.models import AuditEvent, Migration
 

@@ -3,10 +3,10 @@
 import json
 
 import pytest
+from conftest import policy_form
 from django_celery_beat.models import PeriodicTask
 
 import crs.snapshot
-from conftest import policy_form
 from dashboard.forms import PolicyForm
 from dashboard.models import AuditEvent, Cluster, Migration, Policy
 
@@ -16,7 +16,12 @@ pytestmark = pytest.mark.django_db
 def test_new_cluster_gets_proxmox_defaults(cluster):
     policy = cluster.policy
     assert (policy.threshold, policy.hold_duration, policy.margin, policy.method, policy.imbalance_scale) == (
-        30.0, 3, 10.0, "bruteforce", "normalized")
+        30.0,
+        3,
+        10.0,
+        "bruteforce",
+        "normalized",
+    )
     assert policy.automation == "manual"
 
 
@@ -28,24 +33,27 @@ def test_engine_settings_turn_percent_into_fractions(cluster):
     assert settings.auto_rebalance is False
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("threshold", 101, "threshold must be between 0 and 100 %"),
-    ("threshold", -1, "threshold must be between 0 and 100 %"),
-    ("margin", 150, "margin must be between 0 and 100 %"),
-    ("hold_duration", -1, "hold duration must be between 0 and 1000 rounds"),
-    ("hold_duration", 2.5, "hold duration must be a whole number"),
-    ("hold_duration", 10**12, "hold duration must be between 0 and 1000 rounds"),
-    ("round_interval", 0, "round interval must be between 1 and 86400 seconds"),
-    ("cooldown", -5, "cooldown must be between 0 and 10080 minutes"),
-    ("rejection_memory", 20000, "rejection memory must be between 0 and 10080 minutes"),
-    ("suggestion_expiry", 0, "suggestion expiry must be between 1 and 10080 minutes"),
-    ("max_concurrent_migrations", 0, "concurrent migrations must be between 1 and 100"),
-    ("threshold", "nan", "threshold must be a number"),
-    ("automatic_margin", 5, "automatic margin must be at least the margin"),
-    ("threshold", "lots", "threshold must be a number"),
-    ("mode", "fancy", "mode must be one of: basic, static, dynamic"),
-    ("method", "", "method is required"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("threshold", 101, "threshold must be between 0 and 100 %"),
+        ("threshold", -1, "threshold must be between 0 and 100 %"),
+        ("margin", 150, "margin must be between 0 and 100 %"),
+        ("hold_duration", -1, "hold duration must be between 0 and 1000 rounds"),
+        ("hold_duration", 2.5, "hold duration must be a whole number"),
+        ("hold_duration", 10**12, "hold duration must be between 0 and 1000 rounds"),
+        ("round_interval", 0, "round interval must be between 1 and 86400 seconds"),
+        ("cooldown", -5, "cooldown must be between 0 and 10080 minutes"),
+        ("rejection_memory", 20000, "rejection memory must be between 0 and 10080 minutes"),
+        ("suggestion_expiry", 0, "suggestion expiry must be between 1 and 10080 minutes"),
+        ("max_concurrent_migrations", 0, "concurrent migrations must be between 1 and 100"),
+        ("threshold", "nan", "threshold must be a number"),
+        ("automatic_margin", 5, "automatic margin must be at least the margin"),
+        ("threshold", "lots", "threshold must be a number"),
+        ("mode", "fancy", "mode must be one of: basic, static, dynamic"),
+        ("method", "", "method is required"),
+    ],
+)
 def test_bad_setting_is_refused_naming_the_field(cluster, field, value, message):
     form = PolicyForm(policy_form(**{field: value}), instance=cluster.policy)
     assert not form.is_valid()
@@ -77,8 +85,10 @@ def test_deleting_a_cluster_removes_its_schedule(cluster):
     assert not PeriodicTask.objects.filter(task="dashboard.tasks.collect").exists()
 
 
-@pytest.mark.parametrize("automation, gain, approves", [
-    ("manual", 0.9, False), ("automatic", 0.11, True), ("partial", 0.24, False), ("partial", 0.25, True)])
+@pytest.mark.parametrize(
+    "automation, gain, approves",
+    [("manual", 0.9, False), ("automatic", 0.11, True), ("partial", 0.24, False), ("partial", 0.25, True)],
+)
 def test_automation_level_decides_who_approves(cluster, automation, gain, approves):
     cluster.policy.automation = automation
     assert cluster.policy.approves_itself(gain) is approves
@@ -101,9 +111,14 @@ def test_transitions_outside_the_state_machine_are_refused(suggested):
 def test_stale_suggestion_names_what_changed(suggested):
     snapshot = suggested.cluster.snapshot
     assert suggested.stale_reason(crs.snapshot.parse(snapshot)) == ""
-    moved = {**snapshot, "guests": [{**g, "node": "node02"} if g["sid"] == suggested.leader else g
-                                    for g in snapshot["guests"]]}
-    assert suggested.stale_reason(crs.snapshot.parse(moved)) == f"{suggested.leader} is no longer running on node01 (now started on node02)"
+    moved = {
+        **snapshot,
+        "guests": [{**g, "node": "node02"} if g["sid"] == suggested.leader else g for g in snapshot["guests"]],
+    }
+    assert (
+        suggested.stale_reason(crs.snapshot.parse(moved))
+        == f"{suggested.leader} is no longer running on node01 (now started on node02)"
+    )
 
 
 def test_two_rounds_of_one_cluster_never_overlap(cluster):

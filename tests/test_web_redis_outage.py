@@ -12,13 +12,22 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from conftest import (
+    ARTIFACTS,
+    FAST_SIMULATOR,
+    SUPERVISE,
+    free_port,
+    service_or_skip,
+    shared_database_url,
+    start,
+    stop,
+    wait_for_port,
+)
 from django.conf import settings
 from django.test import Client as HttpClient
-
-from conftest import (ARTIFACTS, FAST_SIMULATOR, SUPERVISE, free_port, service_or_skip, start, stop, shared_database_url,
-                      wait_for_port)
-from dashboard.models import Cluster, Policy
 from wsclient import Client
+
+from dashboard.models import Cluster, Policy
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -32,16 +41,46 @@ def stack(db, redis_server, admin):
     Policy.objects.get(cluster=cluster).save()  # the beat schedule follows saved settings
     # The test's key, so the servers accept the session this test logs in with (the test
     # settings hash passwords with MD5, which production settings would not verify).
-    env = {"DATABASE_URL": shared_database_url(),
-           "REDIS_URL": redis_server.url, "CRS_SECRET_KEY": settings.SECRET_KEY}
+    env = {"DATABASE_URL": shared_database_url(), "REDIS_URL": redis_server.url, "CRS_SECRET_KEY": settings.SECRET_KEY}
     port = free_port()
     processes = [
-        start([str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"], env,
-              ARTIFACTS / "outage-web.log"),
-        start([*SUPERVISE, str(VENV_BIN / "celery"), "-A", "dashboard", "worker", "-l", "info", "--concurrency", "1",
-               "--without-mingle", "--without-gossip"], env, ARTIFACTS / "outage-worker.log", new_session=True),
-        start([str(VENV_BIN / "celery"), "-A", "dashboard", "beat", "-l", "info", "--scheduler",
-               "django_celery_beat.schedulers:DatabaseScheduler"], env, ARTIFACTS / "outage-beat.log"),
+        start(
+            [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
+            env,
+            ARTIFACTS / "outage-web.log",
+        ),
+        start(
+            [
+                *SUPERVISE,
+                str(VENV_BIN / "celery"),
+                "-A",
+                "dashboard",
+                "worker",
+                "-l",
+                "info",
+                "--concurrency",
+                "1",
+                "--without-mingle",
+                "--without-gossip",
+            ],
+            env,
+            ARTIFACTS / "outage-worker.log",
+            new_session=True,
+        ),
+        start(
+            [
+                str(VENV_BIN / "celery"),
+                "-A",
+                "dashboard",
+                "beat",
+                "-l",
+                "info",
+                "--scheduler",
+                "django_celery_beat.schedulers:DatabaseScheduler",
+            ],
+            env,
+            ARTIFACTS / "outage-beat.log",
+        ),
     ]
     try:
         wait_for_port(port, processes[0])
@@ -85,7 +124,7 @@ async def reconnect(base: str, path: str, cookie: str, after: float) -> float:
         try:
             await asyncio.wait_for(next_round(base, path, cookie, after), timeout=10)
             return time.monotonic()
-        except (ConnectionError, OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+        except (TimeoutError, ConnectionError, OSError, asyncio.IncompleteReadError):
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 

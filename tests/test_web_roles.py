@@ -6,16 +6,23 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
+from conftest import policy_form
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from conftest import policy_form
 from dashboard.asgi import application
 from dashboard.models import AuditEvent, Migration, Policy
 
 # Reads: every role sees them, nobody else.
-READS = ["dashboard:home", "dashboard:cluster", "dashboard:api-cluster", "dashboard:audit", "dashboard:export",
-         "dashboard:plan", "dashboard:import-form"]
+READS = [
+    "dashboard:home",
+    "dashboard:cluster",
+    "dashboard:api-cluster",
+    "dashboard:audit",
+    "dashboard:export",
+    "dashboard:plan",
+    "dashboard:import-form",
+]
 # Writes, with the lowest role that may make them.
 WRITES = {"settings": "admin", "api-settings": "admin", "approve": "operator", "reject": "operator"}
 ROLES = ["viewer", "operator", "admin"]
@@ -75,8 +82,14 @@ def test_writes_need_the_role(client, users, suggested, name, lowest, role):
 
 def test_every_route_needs_a_login_but_login_and_healthz(db, client):
     """A route added later is covered too: the middleware guards it unless it opts out."""
-    public = {"/healthz", "/accounts/login/", "/accounts/password_reset/", "/accounts/password_reset/done/",
-              "/accounts/reset/done/", "/accounts/logout/"}
+    public = {
+        "/healthz",
+        "/accounts/login/",
+        "/accounts/password_reset/",
+        "/accounts/password_reset/done/",
+        "/accounts/reset/done/",
+        "/accounts/logout/",
+    }
     checked = 0
     for path in _concrete_paths(get_resolver()):
         if path in public or path.startswith("/admin/") or path.startswith("/accounts/reset/"):

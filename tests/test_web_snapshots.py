@@ -19,8 +19,9 @@ pytestmark = pytest.mark.django_db
 
 
 def upload(data, name="lab.json"):
-    return SimpleUploadedFile(name, json.dumps(data).encode() if not isinstance(data, bytes) else data,
-                              content_type="application/json")
+    return SimpleUploadedFile(
+        name, json.dumps(data).encode() if not isinstance(data, bytes) else data, content_type="application/json"
+    )
 
 
 def test_download_is_the_snapshot_contract_with_the_cluster_settings(admin_client, collected):
@@ -54,7 +55,9 @@ def test_management_command_exports_and_names_unknown_clusters(collected, tmp_pa
         call_command("export_snapshot", "nope", stdout=io.StringIO())
 
 
-def test_import_creates_a_read_only_what_if_cluster_with_the_snapshot_settings(admin_client, collected, django_capture_on_commit_callbacks):
+def test_import_creates_a_read_only_what_if_cluster_with_the_snapshot_settings(
+    admin_client, collected, django_capture_on_commit_callbacks
+):
     data = json.loads(admin_client.get(reverse("dashboard:export", args=[collected.pk])).content)
     data["settings"].update(threshold=0.05, hold_duration=0, method="topsis")
     response = admin_client.post(reverse("dashboard:import"), {"name": "what-if", "snapshot": upload(data)})
@@ -69,23 +72,49 @@ def test_import_creates_a_read_only_what_if_cluster_with_the_snapshot_settings(a
     what_if.refresh_from_db()
     assert what_if.snapshot["guests"] == data["guests"] and what_if.source_error == ""
     migration = Migration.objects.create(
-        cluster=what_if, leader=data["guests"][0]["sid"], guests=[data["guests"][0]["sid"]],
-        source=data["guests"][0]["node"], target=next(n["name"] for n in data["nodes"] if n["name"] != data["guests"][0]["node"]),
-        imbalance_before=0.5, imbalance_after=0.4, relative_gain=0.2, margin=0.1, method="bruteforce", state="approved")
+        cluster=what_if,
+        leader=data["guests"][0]["sid"],
+        guests=[data["guests"][0]["sid"]],
+        source=data["guests"][0]["node"],
+        target=next(n["name"] for n in data["nodes"] if n["name"] != data["guests"][0]["node"]),
+        imbalance_before=0.5,
+        imbalance_after=0.4,
+        relative_gain=0.2,
+        margin=0.1,
+        method="bruteforce",
+        state="approved",
+    )
     execute.apply(args=[migration.pk])  # but nothing can be migrated on it
     migration.refresh_from_db()
     assert migration.state == "failed" and "read-only" in migration.reason
 
 
-@pytest.mark.parametrize(("payload", "message"), [
-    (b"{nope", "snapshot: not a JSON file"),
-    ({"format": "crs-snapshot/1", "nodes": [{"name": "a", "cpus": 0, "memory_bytes": 1}]},
-     "snapshot: nodes[0].cpus: 0 is out of range; must be &gt; 0"),
-    ({"format": "crs-snapshot/1", "nodes": [{"name": "a", "cpus": 1, "memory_bytes": 1}],
-      "guests": [{"sid": "vm:1", "node": "b"}]}, "snapshot: guests[0].node: 'b' is not a node of this snapshot"),
-    ({"format": "crs-snapshot/1", "settings": {"imbalance_scale": "raw", "threshold": 1.5},
-      "nodes": [{"name": "a", "cpus": 1, "memory_bytes": 1}]}, "snapshot: settings: threshold must be between 0 and 100 %"),
-])
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b"{nope", "snapshot: not a JSON file"),
+        (
+            {"format": "crs-snapshot/1", "nodes": [{"name": "a", "cpus": 0, "memory_bytes": 1}]},
+            "snapshot: nodes[0].cpus: 0 is out of range; must be &gt; 0",
+        ),
+        (
+            {
+                "format": "crs-snapshot/1",
+                "nodes": [{"name": "a", "cpus": 1, "memory_bytes": 1}],
+                "guests": [{"sid": "vm:1", "node": "b"}],
+            },
+            "snapshot: guests[0].node: 'b' is not a node of this snapshot",
+        ),
+        (
+            {
+                "format": "crs-snapshot/1",
+                "settings": {"imbalance_scale": "raw", "threshold": 1.5},
+                "nodes": [{"name": "a", "cpus": 1, "memory_bytes": 1}],
+            },
+            "snapshot: settings: threshold must be between 0 and 100 %",
+        ),
+    ],
+)
 def test_bad_imports_are_refused_naming_the_field_and_store_nothing(admin_client, cluster, payload, message):
     before = list(Cluster.objects.values_list("name", flat=True))
     response = admin_client.post(reverse("dashboard:import"), {"name": "bad", "snapshot": upload(payload)})
@@ -147,12 +176,15 @@ def test_proxmox_clusters_take_connection_defaults_from_the_environment(settings
         assert source.config.host == "pve.example" and source.config.verify_ssl is False
 
 
-@pytest.mark.parametrize(("kind", "config", "message"), [
-    ("simulator", {"nodes": 1}, "simulator.nodes: 1 is not a whole number 2..500"),
-    ("simulator", {"colour": "red"}, "simulator.colour: unknown key"),
-    ("proxmox", {"host": "pve.example"}, "proxmox.user: missing"),
-    ("snapshot", {}, "give exactly one of path"),
-])
+@pytest.mark.parametrize(
+    ("kind", "config", "message"),
+    [
+        ("simulator", {"nodes": 1}, "simulator.nodes: 1 is not a whole number 2..500"),
+        ("simulator", {"colour": "red"}, "simulator.colour: unknown key"),
+        ("proxmox", {"host": "pve.example"}, "proxmox.user: missing"),
+        ("snapshot", {}, "give exactly one of path"),
+    ],
+)
 def test_cluster_source_settings_are_checked_before_they_are_stored(db, kind, config, message):
     from django.core.exceptions import ValidationError
 

@@ -20,9 +20,20 @@ def round_now(cluster, capture):
 
 
 def migration(cluster, state, guest, source="node01", target="node06", **fields):
-    return Migration.objects.create(cluster=cluster, state=state, leader=guest, guests=[guest], source=source,
-                                    target=target, imbalance_before=0.5, imbalance_after=0.4, relative_gain=0.2,
-                                    margin=0.1, method="bruteforce", **fields)
+    return Migration.objects.create(
+        cluster=cluster,
+        state=state,
+        leader=guest,
+        guests=[guest],
+        source=source,
+        target=target,
+        imbalance_before=0.5,
+        imbalance_after=0.4,
+        relative_gain=0.2,
+        margin=0.1,
+        method="bruteforce",
+        **fields,
+    )
 
 
 def guest_on(cluster, node):
@@ -81,8 +92,9 @@ def test_a_newer_round_supersedes_the_pending_suggestion(cluster, django_capture
 
 def test_an_undecided_suggestion_expires(collected, django_capture_on_commit_callbacks):
     Policy.objects.filter(cluster=collected).update(suggestion_expiry=15)  # the round itself is holding
-    late = migration(collected, "suggested", guest_on(collected, "node01"),
-                     suggested_at=timezone.now() - timedelta(minutes=16))
+    late = migration(
+        collected, "suggested", guest_on(collected, "node01"), suggested_at=timezone.now() - timedelta(minutes=16)
+    )
     round_now(collected, django_capture_on_commit_callbacks)
     late.refresh_from_db()
     assert (late.state, late.reason) == ("expired", "not decided within the suggestion expiry of 15 minutes")
@@ -102,13 +114,14 @@ def test_execution_rechecks_a_fresh_snapshot_and_expires_a_moved_guest(suggested
 
 
 def test_execution_expires_a_move_whose_guest_entered_its_cooldown(suggested):
-    migration(suggested.cluster, "done", suggested.leader, source="node02", target="node01",
-              finished_at=timezone.now())
+    migration(suggested.cluster, "done", suggested.leader, source="node02", target="node01", finished_at=timezone.now())
     Migration.objects.transition(suggested.pk, "suggested", "approved", None)
     tasks.execute.apply(args=[suggested.pk])
     suggested.refresh_from_db()
     assert (suggested.state, suggested.reason) == (
-        "expired", f"{suggested.leader} is in its cooldown after a recent migration")
+        "expired",
+        f"{suggested.leader} is in its cooldown after a recent migration",
+    )
 
 
 def test_concurrent_migrations_wait_for_a_free_slot(suggested, django_capture_on_commit_callbacks, monkeypatch):

@@ -59,8 +59,9 @@ def test_suggestion_expires_when_imbalance_falls_below_threshold(cluster, django
 
 
 @pytest.mark.django_db
-def test_partial_automation_waits_for_people_below_the_automatic_margin(cluster, django_capture_on_commit_callbacks,
-                                                                         monkeypatch):
+def test_partial_automation_waits_for_people_below_the_automatic_margin(
+    cluster, django_capture_on_commit_callbacks, monkeypatch
+):
     monkeypatch.setattr("dashboard.tasks.execute.delay", lambda pk: None)
     set_policy(cluster, hold_duration=0, automation="partial", automatic_margin=100)
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
@@ -88,8 +89,14 @@ def worker():
     from dashboard.celery import app
 
     app.control.purge()  # rounds queued, never consumed, by earlier tests' collects
-    controller = app.WorkController(pool="threads", concurrency=2, without_heartbeat=True, without_mingle=True,
-                                    without_gossip=True, loglevel="WARNING")
+    controller = app.WorkController(
+        pool="threads",
+        concurrency=2,
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+        loglevel="WARNING",
+    )
     thread = threading.Thread(target=controller.start, daemon=True)
     thread.start()
     yield controller

@@ -3,9 +3,9 @@
 import json
 
 import pytest
+from conftest import policy_form
 from django.urls import reverse
 
-from conftest import policy_form
 from dashboard.models import AuditEvent, Migration, Policy
 
 pytestmark = pytest.mark.django_db
@@ -41,8 +41,15 @@ def test_plotly_is_found_in_the_installed_package():
 
 
 def test_settings_form_saves_and_redirects(admin_client, cluster):
-    data = policy_form(mode="dynamic", automation="partial", threshold=25, hold_duration=2, automatic_margin=40,
-                       method="topsis", round_interval=5)
+    data = policy_form(
+        mode="dynamic",
+        automation="partial",
+        threshold=25,
+        hold_duration=2,
+        automatic_margin=40,
+        method="topsis",
+        round_interval=5,
+    )
     response = admin_client.post(reverse("dashboard:settings", args=[cluster.pk]), data)
     assert response.status_code == 302
     policy = Policy.objects.get(cluster=cluster)
@@ -113,8 +120,9 @@ def test_reject_keeps_the_reason(admin_client, admin, suggested):
 
 def test_approving_a_stale_suggestion_expires_it(admin_client, suggested):
     cluster = suggested.cluster
-    cluster.snapshot["guests"] = [{**g, "node": "node03"} if g["sid"] == suggested.leader else g
-                                  for g in cluster.snapshot["guests"]]
+    cluster.snapshot["guests"] = [
+        {**g, "node": "node03"} if g["sid"] == suggested.leader else g for g in cluster.snapshot["guests"]
+    ]
     cluster.save()
     response = admin_client.post(reverse("dashboard:approve", args=[suggested.pk]))
     assert response.status_code == 409
@@ -135,5 +143,10 @@ def test_approve_needs_post(admin_client, suggested):
 def test_healthz_reports_database_layer_and_last_rounds(client, cluster):
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"ok": True, "database": "ok", "channel_layer": "ok", "last_round": {"test": None},
-                               "sources": {"test": "ok"}}
+    assert response.json() == {
+        "ok": True,
+        "database": "ok",
+        "channel_layer": "ok",
+        "last_round": {"test": None},
+        "sources": {"test": "ok"},
+    }

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 from celery import Celery
+from conftest import ARTIFACTS, FAST_SIMULATOR, service_or_skip, shared_database_url, start
 from django.db import connection, transaction
 
-from conftest import ARTIFACTS, FAST_SIMULATOR, service_or_skip, start, shared_database_url
 from dashboard.models import AuditEvent, Cluster, Migration
 
 VENV_BIN = Path(sys.executable).parent
@@ -25,10 +25,24 @@ VENV_BIN = Path(sys.executable).parent
 
 def worker(database_url: str, redis_url: str, name: str) -> subprocess.Popen:
     """`make worker`, one process in the pool, in a process group of its own (to kill it whole)."""
-    env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "CRS_SECRET_KEY": "worker-killed-test",
-           "CRS_TASK_VISIBILITY_TIMEOUT": "1"}
-    command = [str(VENV_BIN / "celery"), "-A", "dashboard", "worker", "-l", "info", "--concurrency", "1",
-               "--without-mingle", "--without-gossip"]
+    env = {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "CRS_SECRET_KEY": "worker-killed-test",
+        "CRS_TASK_VISIBILITY_TIMEOUT": "1",
+    }
+    command = [
+        str(VENV_BIN / "celery"),
+        "-A",
+        "dashboard",
+        "worker",
+        "-l",
+        "info",
+        "--concurrency",
+        "1",
+        "--without-mingle",
+        "--without-gossip",
+    ]
     return start(command, env, ARTIFACTS / f"worker-killed-{name}.log", new_session=True)
 
 
@@ -99,7 +113,8 @@ def test_worker_killed_while_following_a_migration_leaves_it_followed_to_its_end
     guest = next(g for g in suggested.cluster.snapshot["guests"] if g["sid"] == suggested.leader)
     # A migration of about 6 s: the kill lands between two polls, well before its end.
     Cluster.objects.filter(pk=suggested.cluster_id).update(
-        source_config={**FAST_SIMULATOR, "migration_mib_s": guest["memory_bytes"] / 2**20 / 6})
+        source_config={**FAST_SIMULATOR, "migration_mib_s": guest["memory_bytes"] / 2**20 / 6}
+    )
     Migration.objects.transition(suggested.pk, "suggested", "approved", None)
     first = worker(database_url, redis_server.url, "first")
     try:

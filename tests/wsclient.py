@@ -38,9 +38,13 @@ class Client:
         url = urllib.parse.urlsplit(base_url)
         reader, writer = await asyncio.open_connection(url.hostname, url.port)
         key = base64.b64encode(os.urandom(16)).decode()
-        writer.write((f"GET {path} HTTP/1.1\r\nHost: {url.netloc}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                      f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {base_url}\r\n"
-                      f"Cookie: {cookie}\r\n\r\n").encode())
+        writer.write(
+            (
+                f"GET {path} HTTP/1.1\r\nHost: {url.netloc}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {base_url}\r\n"
+                f"Cookie: {cookie}\r\n\r\n"
+            ).encode()
+        )
         status = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n", 1)[0]
         if b" 101 " not in status:
             raise ConnectionError(f"WebSocket handshake refused: {status.decode()}")

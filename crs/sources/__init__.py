@@ -25,7 +25,8 @@ def open_source(kind: str, config: dict, state: dict | None = None) -> Source:
 
         return Simulator(parse_config(config), state)
     if kind == "proxmox":
-        from .proxmox import Proxmox, parse_config as parse_proxmox
+        from .proxmox import Proxmox
+        from .proxmox import parse_config as parse_proxmox
 
         return Proxmox(parse_proxmox(config), state)
     if kind == "snapshot":

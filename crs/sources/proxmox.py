@@ -30,8 +30,12 @@ from .pve_resources import HaView, to_snapshot
 WHERE = "proxmox"
 KEYS = {"host", "port", "user", "token_name", "token_value", "token", "verify_ssl", "timeout_s", "cluster", "guests"}
 TOKEN = re.compile(r"^(?P<user>[^!\s]+@[^!\s]+)!(?P<name>[^=\s]+)=(?P<value>\S+)$")
-ENVIRONMENT = {"CRS_PVE_HOST": "host", "CRS_PVE_PORT": "port", "CRS_PVE_TOKEN": "token",
-               "CRS_PVE_VERIFY_SSL": "verify_ssl"}
+ENVIRONMENT = {
+    "CRS_PVE_HOST": "host",
+    "CRS_PVE_PORT": "port",
+    "CRS_PVE_TOKEN": "token",
+    "CRS_PVE_VERIFY_SSL": "verify_ssl",
+}
 HA_PICKUP_S = 120.0  # an HA manager round is ~10 s; this long without a qmigrate means it was refused
 MIGRATION_TYPES = ("qmigrate", "vzmigrate")
 FINISHED_TASKS_KEPT = 50
@@ -68,8 +72,12 @@ def parse_config(config: dict) -> ProxmoxConfig:
     if not isinstance(verify, bool) and not (isinstance(verify, str) and verify.strip()):
         raise cfg.ConfigError(f"{WHERE}.verify_ssl: {verify!r} is not true, false or a CA bundle path")
     return ProxmoxConfig(
-        host=cfg.text(config, "host", WHERE), port=cfg.integer(config, "port", WHERE, 8006, low=1, high=65535),
-        user=user, token_name=name, token_value=value, verify_ssl=verify,
+        host=cfg.text(config, "host", WHERE),
+        port=cfg.integer(config, "port", WHERE, 8006, low=1, high=65535),
+        user=user,
+        token_name=name,
+        token_value=value,
+        verify_ssl=verify,
         timeout_s=cfg.number(config, "timeout_s", WHERE, 10.0, low=0.0, exclusive_low=True),
         cluster=cfg.text(config, "cluster", WHERE, "proxmox"),
         guests=cfg.choice(config, "guests", WHERE, ("all", "ha"), "all"),
@@ -107,16 +115,27 @@ class Proxmox:
         if not isinstance(tasks, dict):
             raise cfg.ConfigError(f"{WHERE} state.tasks: expected an object of tasks")
         self._tasks: dict[str, dict] = copy.deepcopy(tasks)
-        self._api = ProxmoxAPI(config.host, port=config.port, user=config.user, token_name=config.token_name,
-                               token_value=config.token_value, verify_ssl=config.verify_ssl,
-                               timeout=config.timeout_s)
+        self._api = ProxmoxAPI(
+            config.host,
+            port=config.port,
+            user=config.user,
+            token_name=config.token_name,
+            token_value=config.token_value,
+            verify_ssl=config.verify_ssl,
+            timeout=config.timeout_s,
+        )
 
     def collect(self, now: float) -> Snapshot:
         resources = self._get("cluster/resources")
         moving = {t["sid"]: t["target"] for t in self._tasks.values() if not t.get("finished")}
-        return to_snapshot(resources, self._ha_view(), moving, cluster=self.config.cluster,
-                           taken_at=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                           manage=self.config.guests)
+        return to_snapshot(
+            resources,
+            self._ha_view(),
+            moving,
+            cluster=self.config.cluster,
+            taken_at=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            manage=self.config.guests,
+        )
 
     def migrate(self, sid: str, target: str, now: float) -> str:
         """Live migration for a running VM, restart migration for a running container."""
@@ -124,14 +143,22 @@ class Proxmox:
         if kind not in ("vm", "ct") or not vmid.isdigit():
             raise SourceError(f"migrate: {sid!r} is not 'vm:<id>' or 'ct:<id>'")
         pve_type = "qemu" if kind == "vm" else "lxc"
-        entry = next((e for e in self._get("cluster/resources", type="vm")
-                      if e.get("type") == pve_type and str(e.get("vmid")) == vmid), None)
+        entry = next(
+            (
+                e
+                for e in self._get("cluster/resources", type="vm")
+                if e.get("type") == pve_type and str(e.get("vmid")) == vmid
+            ),
+            None,
+        )
         if entry is None:
             raise SourceError(f"migrate: {sid} is not a guest of this cluster")
         running = entry.get("status") == "running"
         options = {"online": int(running)} if kind == "vm" else ({"restart": 1} if running else {})
-        upid = self._call(f"migrate {sid} to {target}", lambda: self._api(
-            f"nodes/{entry['node']}/{pve_type}/{vmid}/migrate").post(target=target, **options))
+        upid = self._call(
+            f"migrate {sid} to {target}",
+            lambda: self._api(f"nodes/{entry['node']}/{pve_type}/{vmid}/migrate").post(target=target, **options),
+        )
         self._tasks[upid] = {"sid": sid, "source": entry["node"], "target": target, "started_at": now}
         return upid
 
@@ -158,8 +185,9 @@ class Proxmox:
         """The HA manager accepted the request; find the migration its LRM started, or keep waiting."""
         source = task.get("source", info["node"])
         found = self._get(f"nodes/{source}/tasks", vmid=int(info["id"]), since=info["starttime"], source="all")
-        runs = [t for t in found
-                if t.get("type") in MIGRATION_TYPES and int(t.get("starttime", 0)) >= info["starttime"]]
+        runs = [
+            t for t in found if t.get("type") in MIGRATION_TYPES and int(t.get("starttime", 0)) >= info["starttime"]
+        ]
         if runs:
             task["follow"] = max(runs, key=lambda t: (int(t["starttime"]), t["upid"]))["upid"]
             return self.task_status(task_id, now)
@@ -190,8 +218,12 @@ class Proxmox:
         resources = self._get("cluster/ha/resources", optional=True) or []
         status = (self._get("cluster/ha/status/manager_status", optional=True) or {}).get("manager_status", {})
         rules = self._get("cluster/ha/rules", optional=True) or []
-        return HaView({r["sid"]: r for r in resources if "sid" in r}, status.get("service_status", {}),
-                      status.get("node_status", {}), tuple(rules))
+        return HaView(
+            {r["sid"]: r for r in resources if "sid" in r},
+            status.get("service_status", {}),
+            status.get("node_status", {}),
+            tuple(rules),
+        )
 
     def _get(self, path: str, *, optional: bool = False, **params: Any) -> Any:
         return self._call(f"GET /{path}", lambda: self._api(path).get(**params), optional)
@@ -204,11 +236,14 @@ class Proxmox:
         except ResourceException as exc:
             if optional and exc.status_code in (404, 501):
                 return None  # an older PVE without this endpoint
-            raise SourceError(f"{what}: Proxmox answered {exc.status_code} {exc.status_message}: "
-                              f"{exc.content}") from None
+            raise SourceError(
+                f"{what}: Proxmox answered {exc.status_code} {exc.status_message}: {exc.content}"
+            ) from None
         except requests.exceptions.SSLError:
-            raise SourceError(f"{what}: TLS verification of {where} failed; set verify_ssl to the "
-                              "cluster's CA bundle (or false on a trusted network only)") from None
+            raise SourceError(
+                f"{what}: TLS verification of {where} failed; set verify_ssl to the "
+                "cluster's CA bundle (or false on a trusted network only)"
+            ) from None
         except requests.exceptions.RequestException as exc:
             raise SourceError(f"{what}: cannot reach {where} ({type(exc).__name__})") from None
 

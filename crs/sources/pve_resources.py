@@ -33,8 +33,9 @@ class HaView:
     rules: tuple[dict, ...] = ()  # /cluster/ha/rules entries (PVE 9)
 
 
-def to_snapshot(resources: list[dict], ha: HaView, moving: dict[str, str], *, cluster: str,
-                taken_at: str, manage: str = "all") -> Snapshot:
+def to_snapshot(
+    resources: list[dict], ha: HaView, moving: dict[str, str], *, cluster: str, taken_at: str, manage: str = "all"
+) -> Snapshot:
     """The snapshot of one `/cluster/resources` answer.
 
     `moving` maps a guest to the target of a migration this product started, the
@@ -45,11 +46,20 @@ def to_snapshot(resources: list[dict], ha: HaView, moving: dict[str, str], *, cl
         raise SourceError(f"cluster/resources: expected a list, got {type(resources).__name__}")
     nodes, unsized = _nodes(resources, ha)
     names = {n["name"] for n in nodes}
-    guests = [g for g in (_guest(e, names, unsized, ha, moving, manage) for e in resources
-                          if e.get("type") in ("qemu", "lxc")) if g is not None]
+    guests = [
+        g
+        for g in (_guest(e, names, unsized, ha, moving, manage) for e in resources if e.get("type") in ("qemu", "lxc"))
+        if g is not None
+    ]
     rules = _rules(ha.rules, {g["sid"] for g in guests}, sorted(names))
-    data = {"format": contract.FORMAT, "cluster": cluster, "taken_at": taken_at,
-            "nodes": nodes, "guests": guests, "rules": rules}
+    data = {
+        "format": contract.FORMAT,
+        "cluster": cluster,
+        "taken_at": taken_at,
+        "nodes": nodes,
+        "guests": guests,
+        "rules": rules,
+    }
     try:
         return contract.parse(data)
     except CrsError as exc:
@@ -71,16 +81,20 @@ def _nodes(resources: list[dict], ha: HaView) -> tuple[list[dict], set[str]]:
             unsized.add(name)
             continue
         maxcpu, maxmem = number(e, "maxcpu", where), number(e, "maxmem", where)
-        node = {"name": name, "online": online, "cpus": maxcpu, "memory_bytes": maxmem,
-                "maintenance": ha.node_status.get(name) == "maintenance"}
+        node = {
+            "name": name,
+            "online": online,
+            "cpus": maxcpu,
+            "memory_bytes": maxmem,
+            "maintenance": ha.node_status.get(name) == "maintenance",
+        }
         if online:
             node |= {"cpu_usage": number(e, "cpu", where) * maxcpu, "mem_usage_bytes": number(e, "mem", where)}
         nodes.append(node)
     return nodes, unsized
 
 
-def _guest(e: dict, nodes: set[str], unsized: set[str], ha: HaView, moving: dict[str, str],
-           manage: str) -> dict | None:
+def _guest(e: dict, nodes: set[str], unsized: set[str], ha: HaView, moving: dict[str, str], manage: str) -> dict | None:
     where = f"cluster/resources {e.get('id', e.get('type'))}"
     if e.get("template") in (1, "1"):  # an int on the wire, a boolean in the schema
         return None  # a template is a source for clones, not a running guest
@@ -95,16 +109,22 @@ def _guest(e: dict, nodes: set[str], unsized: set[str], ha: HaView, moving: dict
     state, target = _state(sid, e, running, ha, moving, nodes)
     maxcpu = number(e, "maxcpu", where, _MISSING if running else DEFAULT_CORES)
     return {
-        "sid": sid, "node": node, "state": state, "target": target, "running": running,
-        "cores": maxcpu, "memory_bytes": number(e, "maxmem", where, _MISSING if running else DEFAULT_MEMORY),
+        "sid": sid,
+        "node": node,
+        "state": state,
+        "target": target,
+        "running": running,
+        "cores": maxcpu,
+        "memory_bytes": number(e, "maxmem", where, _MISSING if running else DEFAULT_MEMORY),
         "cpu_usage": number(e, "cpu", where, 0.0) * maxcpu if running else 0.0,
         "mem_usage_bytes": number(e, "mem", where, 0.0) if running else 0.0,
         "ha": manage == "all" or sid in ha.resources,
     }
 
 
-def _state(sid: str, e: dict, running: bool, ha: HaView, moving: dict[str, str],
-           nodes: set[str]) -> tuple[str, str | None]:
+def _state(
+    sid: str, e: dict, running: bool, ha: HaView, moving: dict[str, str], nodes: set[str]
+) -> tuple[str, str | None]:
     """The HA state where HA manages the guest, else started/stopped; moving guests get their target."""
     hastate = e.get("hastate")
     state = hastate if hastate in STATES else ("started" if running else "stopped")
@@ -126,11 +146,24 @@ def _rules(raw: tuple[dict, ...], sids: set[str], nodes: list[str]) -> list[dict
             continue
         members = [s for s in _split(r.get("resources", "")) if s in sids]
         if r.get("type") == "node-affinity" and members:
-            out.append({"id": r["rule"], "type": "node-affinity", "resources": members,
-                        "nodes": _rule_nodes(r, nodes), "strict": bool(r.get("strict", 0))})
+            out.append(
+                {
+                    "id": r["rule"],
+                    "type": "node-affinity",
+                    "resources": members,
+                    "nodes": _rule_nodes(r, nodes),
+                    "strict": bool(r.get("strict", 0)),
+                }
+            )
         elif r.get("type") == "resource-affinity" and len(members) >= 2:
-            out.append({"id": r["rule"], "type": "resource-affinity", "resources": members,
-                        "affinity": r.get("affinity", "positive")})
+            out.append(
+                {
+                    "id": r["rule"],
+                    "type": "resource-affinity",
+                    "resources": members,
+                    "affinity": r.get("affinity", "positive"),
+                }
+            )
     return [r for r in out if r["type"] != "node-affinity" or r["nodes"]]
 
 

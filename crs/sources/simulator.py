@@ -24,8 +24,19 @@ from . import trace as traces
 from .base import SourceError, TaskStatus
 
 WHERE = "simulator"
-KEYS = {"cluster", "trace", "nodes", "node_sizes", "hot_nodes", "seed", "round_interval_s",
-        "seconds_per_sample", "start_sample", "migration_mib_s", "fail_rate"}
+KEYS = {
+    "cluster",
+    "trace",
+    "nodes",
+    "node_sizes",
+    "hot_nodes",
+    "seed",
+    "round_interval_s",
+    "seconds_per_sample",
+    "start_sample",
+    "migration_mib_s",
+    "fail_rate",
+}
 # Large, medium and small hosts, cycled. Once spread, the trace's 416 VMs take about
 # 1.3 vCPUs per core and 36 % of the memory, like a cluster with room to grow.
 NODE_SIZES = ({"cpus": 128, "memory_gib": 1536}, {"cpus": 64, "memory_gib": 768}, {"cpus": 32, "memory_gib": 384})
@@ -60,8 +71,7 @@ def parse_config(config: dict) -> SimulatorConfig:
         hot_nodes=cfg.integer(config, "hot_nodes", WHERE, 3, low=1, high=count),
         seed=cfg.integer(config, "seed", WHERE, 0, low=0),
         round_interval_s=round_interval,
-        seconds_per_sample=cfg.number(config, "seconds_per_sample", WHERE, round_interval,
-                                      low=0.0, exclusive_low=True),
+        seconds_per_sample=cfg.number(config, "seconds_per_sample", WHERE, round_interval, low=0.0, exclusive_low=True),
         start_sample=cfg.integer(config, "start_sample", WHERE, 0, low=0),
         migration_mib_s=cfg.number(config, "migration_mib_s", WHERE, 1024.0, low=0.0, exclusive_low=True),
         fail_rate=cfg.number(config, "fail_rate", WHERE, 0.0, low=0.0, high=1.0),
@@ -75,11 +85,17 @@ def _nodes(count: int, sizes: object) -> tuple[Node, ...]:
     parsed = []
     for i, size in enumerate(sizes):
         size = cfg.refuse_unknown(size, {"cpus", "memory_gib"}, f"{where}[{i}]")
-        parsed.append((cfg.integer(size, "cpus", f"{where}[{i}]", 0, low=1),
-                       cfg.number(size, "memory_gib", f"{where}[{i}]", 0.0, low=0.0, exclusive_low=True)))
+        parsed.append(
+            (
+                cfg.integer(size, "cpus", f"{where}[{i}]", 0, low=1),
+                cfg.number(size, "memory_gib", f"{where}[{i}]", 0.0, low=0.0, exclusive_low=True),
+            )
+        )
     width = max(2, len(str(count)))  # node01..node12: names sort in node order
-    return tuple(Node(f"node{i + 1:0{width}d}", cpus, gib * GIB)
-                 for i, (cpus, gib) in ((i, parsed[i % len(parsed)]) for i in range(count)))
+    return tuple(
+        Node(f"node{i + 1:0{width}d}", cpus, gib * GIB)
+        for i, (cpus, gib) in ((i, parsed[i % len(parsed)]) for i in range(count))
+    )
 
 
 def initial_placement(trace: traces.Trace, nodes: tuple[Node, ...], hot_nodes: int, seed: int) -> dict[str, str]:
@@ -110,8 +126,12 @@ class Simulator:
         self.trace = traces.load(config.trace)
         self._names = {n.name for n in config.nodes}
         if state is None:
-            state = {"started_at": None, "next_task": 1, "tasks": {},
-                     "placement": initial_placement(self.trace, config.nodes, config.hot_nodes, config.seed)}
+            state = {
+                "started_at": None,
+                "next_task": 1,
+                "tasks": {},
+                "placement": initial_placement(self.trace, config.nodes, config.hot_nodes, config.seed),
+            }
         self._state = _checked_state(copy.deepcopy(state), set(self._sids()), self._names)
 
     def collect(self, now: float) -> Snapshot:
@@ -119,8 +139,12 @@ class Simulator:
         sample = self._sample(now)
         moving = {t["sid"]: t["target"] for t in self._state["tasks"].values() if t["state"] == "running"}
         guests = tuple(self._guest(i, sid, sample, moving.get(sid)) for i, sid in enumerate(self._sids()))
-        return Snapshot(_with_usage(self.config.nodes, guests), guests, cluster=self.config.cluster,
-                        taken_at=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        return Snapshot(
+            _with_usage(self.config.nodes, guests),
+            guests,
+            cluster=self.config.cluster,
+            taken_at=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        )
 
     def migrate(self, sid: str, target: str, now: float) -> str:
         self._advance(now)
@@ -140,8 +164,14 @@ class Simulator:
         fails = np.random.default_rng([self.config.seed, number]).random() < self.config.fail_rate
         task_id = f"sim:{number}"
         self._state["tasks"][task_id] = {
-            "sid": sid, "source": placement[sid], "target": target, "state": "running", "reason": "",
-            "started_at": now, "ends_at": now + (duration / 2 if fails else duration), "fails": bool(fails),
+            "sid": sid,
+            "source": placement[sid],
+            "target": target,
+            "state": "running",
+            "reason": "",
+            "started_at": now,
+            "ends_at": now + (duration / 2 if fails else duration),
+            "fails": bool(fails),
         }
         return task_id
 
@@ -171,21 +201,29 @@ class Simulator:
 
     def _guest(self, i: int, sid: str, sample: int, target: str | None) -> Guest:
         t = self.trace
-        return Guest(sid, self._state["placement"][sid], "migrate" if target else "started",
-                     cores=float(t.cores[i]), memory_bytes=float(t.memory_bytes[i]),
-                     cpu_usage=float(t.cpu_usage[i, sample]), mem_usage_bytes=float(t.mem_usage_bytes[i, sample]),
-                     target=target)
+        return Guest(
+            sid,
+            self._state["placement"][sid],
+            "migrate" if target else "started",
+            cores=float(t.cores[i]),
+            memory_bytes=float(t.memory_bytes[i]),
+            cpu_usage=float(t.cpu_usage[i, sample]),
+            mem_usage_bytes=float(t.mem_usage_bytes[i, sample]),
+            target=target,
+        )
 
     def _advance(self, now: float) -> None:
         """Finish every migration due by `now`, in the order they end: success moves the guest."""
         tasks = self._state["tasks"]
-        due = sorted((t["ends_at"], int(k[4:]), k) for k, t in tasks.items()
-                     if t["state"] == "running" and t["ends_at"] <= now)
+        due = sorted(
+            (t["ends_at"], int(k[4:]), k) for k, t in tasks.items() if t["state"] == "running" and t["ends_at"] <= now
+        )
         for _, _, key in due:
             task = tasks[key]
             if task["fails"]:
-                task.update(state="failed", reason=f"migration aborted: simulated failure (fail_rate "
-                                                    f"{self.config.fail_rate:g})")
+                task.update(
+                    state="failed", reason=f"migration aborted: simulated failure (fail_rate {self.config.fail_rate:g})"
+                )
             else:
                 task["state"] = "done"
                 self._state["placement"][task["sid"]] = task["target"]
@@ -202,8 +240,9 @@ def _with_usage(nodes: tuple[Node, ...], guests: tuple[Guest, ...]) -> tuple[Nod
         for name in {g.node, g.target} - {None}:
             cpu[name] += g.cpu_usage
             mem[name] += g.mem_usage_bytes
-    return tuple(Node(n.name, n.cpus, n.memory_bytes, cpu_usage=cpu[n.name], mem_usage_bytes=mem[n.name])
-                 for n in nodes)
+    return tuple(
+        Node(n.name, n.cpus, n.memory_bytes, cpu_usage=cpu[n.name], mem_usage_bytes=mem[n.name]) for n in nodes
+    )
 
 
 def _checked_state(state: object, sids: set[str], nodes: set[str]) -> dict:

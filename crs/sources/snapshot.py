@@ -7,9 +7,9 @@ pretending to carry them out.
 
 from __future__ import annotations
 
+from .. import snapshot as contract
 from ..errors import CrsError
 from ..model import Snapshot
-from .. import snapshot as contract
 from . import config as cfg
 from .base import SourceError, TaskStatus
 

@@ -17,19 +17,28 @@ class Command(BaseCommand):
     help = "Create the simulated demo cluster and the admin user (password from CRS_ADMIN_PASSWORD)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--password", default=settings.CRS_ADMIN_PASSWORD,
-                            help="admin password (default: CRS_ADMIN_PASSWORD); generated when empty and new")
-        parser.add_argument("--round-interval", type=int, default=None,
-                            help="seconds between rounds of a newly created demo cluster")
-        parser.add_argument("--source-config", type=json.loads, default={},
-                            help='JSON options for a newly created demo simulator, e.g. {"migration_mib_s": 8192}')
+        parser.add_argument(
+            "--password",
+            default=settings.CRS_ADMIN_PASSWORD,
+            help="admin password (default: CRS_ADMIN_PASSWORD); generated when empty and new",
+        )
+        parser.add_argument(
+            "--round-interval", type=int, default=None, help="seconds between rounds of a newly created demo cluster"
+        )
+        parser.add_argument(
+            "--source-config",
+            type=json.loads,
+            default={},
+            help='JSON options for a newly created demo simulator, e.g. {"migration_mib_s": 8192}',
+        )
 
     def handle(self, *args, password: str, round_interval: int | None, source_config: dict, **options):
         interval = round_interval or DEMO_ROUND_SECONDS
         # One trace sample per round: the simulator's clock runs at the rounds' pace.
         source_config = {"round_interval_s": interval, **source_config}
         cluster, created = Cluster.objects.get_or_create(
-            name=DEMO_CLUSTER, defaults={"source_kind": "simulator", "source_config": source_config})
+            name=DEMO_CLUSTER, defaults={"source_kind": "simulator", "source_config": source_config}
+        )
         if created:
             policy = Policy.objects.get(cluster=cluster)
             policy.mode = "dynamic"  # measured usage, so the trend moves as the simulated load shifts
@@ -39,7 +48,8 @@ class Command(BaseCommand):
 
     def admin_login(self, password: str) -> str:
         user, created = get_user_model().objects.get_or_create(
-            username="admin", defaults={"is_staff": True, "is_superuser": True})
+            username="admin", defaults={"is_staff": True, "is_superuser": True}
+        )
         if password:
             user.set_password(password)
             user.save()
@@ -50,4 +60,3 @@ class Command(BaseCommand):
             user.save()
             return f"login: admin / {password}"
         return "login: admin / (the password printed on the first run; set CRS_ADMIN_PASSWORD to change it)"
-

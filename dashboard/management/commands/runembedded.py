@@ -20,10 +20,18 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--round-interval", type=int, default=None,
-                            help="seconds between rounds, for a demo cluster created by this run")
-        parser.add_argument("--source-config", type=json.loads, default={},
-                            help="JSON options of the simulator, for a demo cluster created by this run")
+        parser.add_argument(
+            "--round-interval",
+            type=int,
+            default=None,
+            help="seconds between rounds, for a demo cluster created by this run",
+        )
+        parser.add_argument(
+            "--source-config",
+            type=json.loads,
+            default={},
+            help="JSON options of the simulator, for a demo cluster created by this run",
+        )
 
     def handle(self, *args, host: str, port: int, round_interval: int | None, source_config: dict, **options):
         if settings.REDIS_URL:
@@ -45,8 +53,9 @@ class Command(BaseCommand):
         app.set_default()
         # WorkController, not app.Worker: the latter installs signal handlers, which only
         # the main thread may do. One thread keeps SQLite writes from piling up.
-        worker = app.WorkController(pool="threads", concurrency=1, without_heartbeat=True,
-                                    without_mingle=True, without_gossip=True)
+        worker = app.WorkController(
+            pool="threads", concurrency=1, without_heartbeat=True, without_mingle=True, without_gossip=True
+        )
         threading.Thread(target=worker.start, name="celery-worker", daemon=True).start()
         beat = EmbeddedService(app, thread=True, scheduler_cls=settings.CELERY_BEAT_SCHEDULER)
         beat.start()
@@ -55,8 +64,11 @@ class Command(BaseCommand):
         self.stdout.write(f"dashboard: http://{host}:{port}/  (Ctrl-C to stop)")
         self.stdout.flush()
         try:
-            daphne.server.Server(application=get_default_application(),
-                                 endpoints=[f"tcp:port={port}:interface={host}"], signal_handlers=True).run()
+            daphne.server.Server(
+                application=get_default_application(),
+                endpoints=[f"tcp:port={port}:interface={host}"],
+                signal_handlers=True,
+            ).run()
         finally:
             beat.stop()
             worker.stop(in_sighandler=False)
