@@ -9,6 +9,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from .forms import describe_change
 from .models import AuditEvent, Cluster
 
 PAGE_SIZE = 100
@@ -73,6 +74,11 @@ def audit(request):
     if not form.is_valid():
         return render(request, "dashboard/audit.html", {"form": form, "page": None}, status=400)
     page = Paginator(form.events(), PAGE_SIZE).get_page(request.GET.get("page"))
+    for event in page:  # settings as the settings form shows them: "threshold: 30 % → 20 %"
+        changes = event.details.get("changes", {})
+        event.changes = [
+            (name, describe_change(name, old), describe_change(name, new)) for name, (old, new) in changes.items()
+        ]
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "dashboard/audit.html", {"form": form, "page": page, "query": query.urlencode()})

@@ -1,6 +1,15 @@
-"""Edge validation: every message names the field and what it accepts (ranges live on the model)."""
+"""Edge validation: every message names the field and what it accepts (ranges live on the model).
+
+The settings are stored in one unit per concept (fractions, durations, bytes). The page
+shows and takes percent, minutes and GiB; the JSON API fractions, seconds and bytes. Each
+of those conversions is one small field class below, used for every field of its unit.
+"""
+
+import math
+from datetime import timedelta
 
 from django import forms
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import transaction
 
 from .models import AuditEvent, Policy
@@ -8,35 +17,156 @@ from .models import AuditEvent, Policy
 POLICY_FIELDS = [
     "mode",
     "automation",
+    "objective",
     "threshold",
+    "target_imbalance",
     "hold_duration",
     "margin",
     "automatic_margin",
+    "load_floor",
     "method",
     "imbalance_scale",
     "round_interval",
+    "moves_per_round",
     "cooldown",
     "rejection_memory",
-    "suggestion_expiry",
+    "recommendation_expiry",
     "max_concurrent_migrations",
+    "max_migrations_per_node",
+    "cpu_overcommit",
+    "memory_reserve",
 ]
+DURATIONS = ("cooldown", "rejection_memory", "recommendation_expiry")
+BYTES = ("memory_reserve",)
+
+
+class UnitField(forms.FloatField):
+    """A setting typed in one unit and stored in the model's: the one place that unit converts.
+
+    The allowed range (`limits`, in stored units, from the model's validators) is checked in
+    the typed unit, so the message speaks it: "threshold must be between 0 and 100 %".
+    """
+
+    unit = ""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.limits: tuple | None = None
+
+    def shown(self, stored):
+        return stored
+
+    def stored(self, typed: float):
+        return typed
+
+    def to_python(self, value):
+        typed = super().to_python(value)
+        if typed is None:
+            return None
+        if not math.isfinite(typed):
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        if self.limits and not self.shown(self.limits[0]) <= typed <= self.shown(self.limits[1]):
+            raise forms.ValidationError(self.error_messages["range"], code="range")
+        return self.stored(typed)
+
+    def validate(self, value) -> None:
+        forms.Field.validate(self, value)  # FloatField's own check would take a duration for a number
+
+    def prepare_value(self, value):
+        """Stored → typed for the initial value; what the admin typed is shown as typed."""
+        return value if value is None or isinstance(value, str) else self.shown(value)
+
+    def describe(self, stored) -> str:
+        return "–" if stored is None else f"{self.shown(stored):.15g} {self.unit}".rstrip()
+
+
+class PercentField(UnitField):
+    unit = "%"
+
+    def shown(self, fraction):
+        return round(fraction * 100, 9)
+
+    def stored(self, percent):
+        return percent / 100
+
+
+class MinutesField(UnitField):
+    unit = "minutes"
+
+    def shown(self, duration):
+        return duration.total_seconds() / 60
+
+    def stored(self, minutes):
+        return timedelta(minutes=minutes)
+
+
+class SecondsField(UnitField):
+    unit = "seconds"
+
+    def shown(self, duration):
+        return duration.total_seconds()
+
+    def stored(self, seconds):
+        return timedelta(seconds=seconds)
+
+
+class GibField(UnitField):
+    unit = "GiB"
+
+    def shown(self, size):
+        return size / 2**30
+
+    def stored(self, gib):
+        return round(gib * 2**30)
+
+
+class BytesField(UnitField):
+    unit = "bytes"
+
+    def stored(self, size):
+        return round(size)
+
+
+def unit_fields(fraction: type[UnitField], duration: type[UnitField], size: type[UnitField]) -> dict:
+    return {
+        **dict.fromkeys(Policy.FRACTIONS, fraction),
+        **dict.fromkeys(DURATIONS, duration),
+        **dict.fromkeys(BYTES, size),
+    }
+
+
+def limits(name: str) -> tuple:
+    """The (low, high) the model's validators allow for `name`, in stored units."""
+    validators = Policy._meta.get_field(name).validators
+    low = next(v.limit_value for v in validators if isinstance(v, MinValueValidator))
+    high = next(v.limit_value for v in validators if isinstance(v, MaxValueValidator))
+    return low, high
 
 
 class PolicyForm(forms.ModelForm):
+    """The settings as the page and the admin site show them: percent, minutes, GiB."""
+
     class Meta:
         model = Policy
         fields = POLICY_FIELDS
+        field_classes = unit_fields(PercentField, MinutesField, GibField)
         labels = {
             "threshold": "Threshold (%)",
+            "target_imbalance": "Target imbalance (%)",
             "margin": "Margin (%)",
             "automatic_margin": "Automatic margin (%)",
+            "load_floor": "Load floor (%)",
             "hold_duration": "Hold duration (rounds)",
             "round_interval": "Round interval (seconds)",
             "automation": "Automation level",
             "cooldown": "Cooldown (minutes)",
             "rejection_memory": "Rejection memory (minutes)",
-            "suggestion_expiry": "Suggestion expiry (minutes)",
+            "recommendation_expiry": "Recommendation expiry (minutes)",
             "max_concurrent_migrations": "Concurrent migrations (at most)",
+            "max_migrations_per_node": "Migrations per node (at most)",
+            "moves_per_round": "Moves per round (at most)",
+            "cpu_overcommit": "CPU overcommit (cores per CPU thread)",
+            "memory_reserve": "Memory reserve per node (GiB)",
         }
 
     def __init__(self, *args, **kwargs):
@@ -50,13 +180,27 @@ class PolicyForm(forms.ModelForm):
             if isinstance(field, forms.ChoiceField):
                 allowed = ", ".join(str(value) for value, _ in field.choices if value != "")
                 field.error_messages["invalid_choice"] = f"{label} must be one of: {allowed}"
-            # Ranges are checked by the model's validators, whose messages name the field;
+            if isinstance(field, UnitField):
+                field.limits = low, high = limits(name)
+                shown = f"{field.shown(low):.15g} and {field.shown(high):.15g} {field.unit}".rstrip()
+                field.error_messages["range"] = f"{label} must be between {shown}"
+            # Other ranges are checked by the model's validators, whose messages name the field;
             # the form field's copies would say only "Ensure this value is greater than ...".
             field.validators = []
 
+    @classmethod
+    def values(cls, policy: Policy) -> dict:
+        """The settings in this form's units, as numbers (the JSON API's answer, the audit's record)."""
+        fields = cls.base_fields
+        return {name: _in_units(fields[name], getattr(policy, name)) for name in POLICY_FIELDS}
+
     def save_by(self, actor) -> Policy:
-        """Save the settings and audit what changed, in one transaction."""
-        changes = {name: [self.initial.get(name), self.cleaned_data[name]] for name in self.changed_data}
+        """Save the settings and audit what changed (in the API's units), in one transaction."""
+        api = PolicyApiForm.base_fields
+        changes = {
+            name: [_in_units(api[name], self.initial.get(name)), _in_units(api[name], self.cleaned_data[name])]
+            for name in self.changed_data
+        }
         with transaction.atomic():
             policy = self.save()
             AuditEvent.objects.create(
@@ -65,14 +209,35 @@ class PolicyForm(forms.ModelForm):
         return policy
 
 
+class PolicyApiForm(PolicyForm):
+    """The settings as the JSON API reads and returns them: fractions, seconds, bytes."""
+
+    class Meta(PolicyForm.Meta):
+        field_classes = unit_fields(UnitField, SecondsField, BytesField)
+
+
+def _in_units(field, stored):
+    return field.shown(stored) if isinstance(field, UnitField) and stored is not None else stored
+
+
+def describe_change(name: str, api_value) -> str:
+    """A value the audit trail recorded in the API's units, as the settings form shows it ("30 %")."""
+    page, api = PolicyForm.base_fields.get(name), PolicyApiForm.base_fields.get(name)
+    if isinstance(page, UnitField) and isinstance(api_value, int | float):
+        return page.describe(api.stored(api_value))
+    return "–" if api_value is None else str(api_value)
+
+
 def json_type_errors(data: dict) -> dict:
     """The JSON API's own refusals, before the form's: unknown names, and values of the wrong
     JSON type, which a form would quietly coerce (true → 1, "30" → 30)."""
     errors = {}
-    fields = PolicyForm.base_fields
+    fields = PolicyApiForm.base_fields
     for name, value in data.items():
         if name not in fields:
             message = f"{name} is not a setting; the settings are: {', '.join(POLICY_FIELDS)}"
+        elif value is None and not fields[name].required:
+            continue  # an optional setting cleared (target imbalance: the threshold)
         elif isinstance(fields[name], forms.ChoiceField) and not isinstance(value, str):
             message = f"{name.replace('_', ' ')} must be a string"
         elif not isinstance(fields[name], forms.ChoiceField) and (

@@ -55,7 +55,7 @@ def migration_payload(migration: Migration) -> dict:
         "decided_by": migration.decided_by.get_username() if migration.decided_by else None,
         "reason": migration.reason,
         "progress": migration.progress,
-        "suggested_at": migration.suggested_at.isoformat(),
+        "recommended_at": migration.suggested_at.isoformat(),
     }
 
 

@@ -1,7 +1,7 @@
 """Clusters, their balancing settings, round samples, migrations and the audit trail.
 
-Percentages are stored as the admin types them (0–100); `Policy.engine_settings()` is
-the one place they become the engine's fractions.
+One unit per concept: fractions (0–1) and durations, as the engine and the JSON API
+read them. `Policy.engine_settings()` is the one bridge to the engine.
 """
 
 from datetime import timedelta
@@ -25,9 +25,17 @@ SCALE_CHOICES = [(s, s) for s in crs.model.SCALES]
 SOURCE_CHOICES = [(kind, kind) for kind in crs.sources.KINDS]
 
 
-def percent_validators(field: str) -> list:
-    message = f"{field} must be between 0 and 100 %%"  # %% : Django formats messages with %
-    return [MinValueValidator(0, message=message), MaxValueValidator(100, message=message)]
+MAX_MEMORY_RESERVE = 2**40  # bytes per node (1 TiB)
+
+
+def fraction_validators(field: str) -> list:
+    message = f"{field} must be between 0 and 1"
+    return [MinValueValidator(0, message=message), MaxValueValidator(1, message=message)]
+
+
+def duration_validators(field: str, low: timedelta, high: timedelta) -> list:
+    message = f"{field} must be between {low.total_seconds():g} and {high.total_seconds():g} seconds"
+    return [MinValueValidator(low, message=message), MaxValueValidator(high, message=message)]
 
 
 def whole_number_validators(field: str, low: int, high: int, unit: str) -> list:
@@ -78,9 +86,10 @@ class Cluster(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def source_settings(self) -> dict:
-        """The adapter config: the cluster's own options over the site's Proxmox defaults
-        (read from the environment in settings.py, so an API token need not be stored)."""
+    def effective_source_config(self) -> dict:
+        """`source_config` as the adapter gets it: the cluster's own options over the site's
+        Proxmox defaults (read from the environment in settings.py, so an API token need not
+        be stored)."""
         if self.source_kind == "proxmox":
             return {**settings.CRS_PVE_DEFAULTS, **self.source_config}
         return self.source_config
@@ -88,19 +97,19 @@ class Cluster(models.Model):
     def clean(self) -> None:
         """Refuse a source config the adapter would refuse, naming the key, before it is stored."""
         try:
-            crs.sources.open_source(self.source_kind, self.source_settings())
+            crs.sources.open_source(self.source_kind, self.effective_source_config())
         except crs.sources.ConfigError as exc:
             raise ValidationError({"source_config": str(exc)}) from exc
 
     def guards(self) -> crs.model.Guards:
         """The engine's anti-thrashing sets (crs.guards), from this cluster's migration history.
 
-        One place for rounds, approvals and executions alike, so what the page suggests and
+        One place for rounds, approvals and executions alike, so what the page recommends and
         what a worker agrees to run never disagree.
         """
         policy = self.policy
         now = timezone.now()
-        since = now - timedelta(minutes=max(policy.cooldown, policy.rejection_memory))
+        since = now - max(policy.cooldown, policy.rejection_memory)
         recent = self.migrations.filter(
             models.Q(state__in=["done", "failed"], finished_at__gte=since)
             | models.Q(state="rejected", decided_at__gte=since)
@@ -111,7 +120,9 @@ class Cluster(models.Model):
             )
             for m in recent
         ]
-        return crs.guards.guards_from(history, now.timestamp(), policy.cooldown * 60.0, policy.rejection_memory * 60.0)
+        return crs.guards.guards_from(
+            history, now.timestamp(), policy.cooldown.total_seconds(), policy.rejection_memory.total_seconds()
+        )
 
     def under_policy(self, snapshot: crs.model.Snapshot) -> crs.model.Snapshot:
         """`snapshot` judged by this cluster's current settings, not the ones it was taken with."""
@@ -128,13 +139,23 @@ class Cluster(models.Model):
 
 
 class Policy(models.Model):
-    """How one cluster is balanced. Defaults are Proxmox's; automation defaults to manual."""
+    """How one cluster is balanced. Defaults are Proxmox's; automation defaults to manual.
+
+    Stored in one unit per concept, the engine's and the API's: fractions (0–1) and
+    durations. Percent and minutes exist only on the page (forms.py, dashboard.js).
+    """
 
     AUTOMATION_CHOICES = [
-        ("manual", "manual: every suggestion waits for approval"),
+        ("manual", "manual: every recommendation waits for approval"),
         ("partial", "partial: automatic when the gain reaches the automatic margin"),
-        ("automatic", "automatic (auto-rebalance on): rounds approve their own suggestions"),
+        ("automatic", "automatic (auto-rebalance on): rounds approve their own recommendations"),
     ]
+    OBJECTIVE_CHOICES = [
+        ("even", "even: spread the load evenly"),
+        ("pressure", "pressure: relieve nodes short of CPU or memory"),
+        ("both", "both: relieve pressure first, then spread evenly"),
+    ]
+    FRACTIONS = ("threshold", "margin", "automatic_margin", "target_imbalance", "load_floor")
 
     cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="policy")
     mode = models.CharField(
@@ -145,24 +166,24 @@ class Policy(models.Model):
     )
     automation = models.CharField(max_length=10, choices=AUTOMATION_CHOICES, default="manual")
     threshold = models.FloatField(
-        default=30.0,
-        validators=percent_validators("threshold"),
-        help_text="Imbalance (%) above which a round looks for a migration.",
+        default=0.3,
+        validators=fraction_validators("threshold"),
+        help_text="Imbalance above which a round looks for a migration.",
     )
     hold_duration = models.IntegerField(
         default=3,
         validators=whole_number_validators("hold duration", 0, 1000, "rounds"),
-        help_text="Rounds the imbalance must stay above the threshold before a suggestion.",
+        help_text="Rounds the imbalance must stay above the threshold before a recommendation.",
     )
     margin = models.FloatField(
-        default=10.0,
-        validators=percent_validators("margin"),
-        help_text="Minimum relative gain (%) of the imbalance for a suggestion.",
+        default=0.1,
+        validators=fraction_validators("margin"),
+        help_text="Minimum relative gain of the imbalance for a recommendation.",
     )
     automatic_margin = models.FloatField(
-        default=25.0,
-        validators=percent_validators("automatic margin"),
-        help_text="Partial automation: suggestions gaining at least this much (%) approve themselves.",
+        default=0.25,
+        validators=fraction_validators("automatic margin"),
+        help_text="Partial automation: recommendations gaining at least this much approve themselves.",
     )
     method = models.CharField(max_length=10, choices=METHOD_CHOICES, default="bruteforce")
     imbalance_scale = models.CharField(max_length=10, choices=SCALE_CHOICES, default="normalized")
@@ -171,26 +192,61 @@ class Policy(models.Model):
         validators=whole_number_validators("round interval", 1, 86400, "seconds"),
         help_text="Seconds between rounds.",
     )
-    cooldown = models.IntegerField(
-        default=30,
-        validators=whole_number_validators("cooldown", 0, 10080, "minutes"),
-        help_text="Minutes a guest stays put after a migration; it is not moved back meanwhile either.",
+    cooldown = models.DurationField(
+        default=timedelta(minutes=30),
+        validators=duration_validators("cooldown", timedelta(0), timedelta(days=7)),
+        help_text="How long a guest stays put after a migration; it is not moved back meanwhile either.",
     )
-    rejection_memory = models.IntegerField(
-        default=60,
-        validators=whole_number_validators("rejection memory", 0, 10080, "minutes"),
-        help_text="Minutes a rejected guest → node move is not suggested again.",
+    rejection_memory = models.DurationField(
+        default=timedelta(minutes=60),
+        validators=duration_validators("rejection memory", timedelta(0), timedelta(days=7)),
+        help_text="How long a rejected guest → node move is not recommended again.",
     )
-    suggestion_expiry = models.IntegerField(
-        default=15,
-        validators=whole_number_validators("suggestion expiry", 1, 10080, "minutes"),
-        help_text="Minutes a suggestion waits for a decision before it expires.",
+    recommendation_expiry = models.DurationField(
+        default=timedelta(minutes=15),
+        validators=duration_validators("recommendation expiry", timedelta(minutes=1), timedelta(days=7)),
+        help_text="How long a recommendation waits for a decision before it expires.",
     )
     max_concurrent_migrations = models.IntegerField(
         default=1,
         validators=whole_number_validators("concurrent migrations", 1, 100, ""),
         help_text="Migrations of this cluster that may run at once (1, like Proxmox).",
     )
+    moves_per_round = models.IntegerField(
+        default=5,
+        validators=whole_number_validators("moves per round", 1, 50, ""),
+        help_text="Migrations one round may recommend at most.",
+    )
+    target_imbalance = models.FloatField(
+        null=True,
+        blank=True,
+        validators=fraction_validators("target imbalance"),
+        help_text="Imbalance a round's moves aim for, at most the threshold; empty = the threshold.",
+    )
+    load_floor = models.FloatField(
+        default=0.0,
+        validators=fraction_validators("load floor"),
+        help_text="Below this load on every node the cluster counts as balanced.",
+    )
+    cpu_overcommit = models.FloatField(
+        default=4.0,
+        validators=[
+            MinValueValidator(1, message="cpu overcommit must be between 1 and 64"),
+            MaxValueValidator(64, message="cpu overcommit must be between 1 and 64"),
+        ],
+        help_text="Configured cores a node may carry per CPU thread.",
+    )
+    memory_reserve = models.PositiveBigIntegerField(
+        default=0,
+        validators=whole_number_validators("memory reserve", 0, MAX_MEMORY_RESERVE, "bytes"),
+        help_text="Memory per node kept free of guests (bytes).",
+    )
+    max_migrations_per_node = models.IntegerField(
+        default=1,
+        validators=whole_number_validators("max migrations per node", 1, 16, ""),
+        help_text="Migrations one node may take part in at once.",
+    )
+    objective = models.CharField(max_length=10, choices=OBJECTIVE_CHOICES, default="even")
 
     class Meta:
         verbose_name = "settings"
@@ -202,28 +258,49 @@ class Policy(models.Model):
     def clean(self) -> None:
         if self.automatic_margin is not None and self.margin is not None and self.automatic_margin < self.margin:
             raise ValidationError({"automatic_margin": "automatic margin must be at least the margin"})
+        if self.target_imbalance is not None and self.threshold is not None and self.target_imbalance > self.threshold:
+            raise ValidationError({"target_imbalance": "target imbalance must be at most the threshold"})
 
     @property
     def auto_rebalance(self) -> bool:
         return self.automation == "automatic"
 
     def engine_settings(self) -> crs.model.Settings:
-        """The one bridge from the admin's units (percent, automation level) to the engine's."""
+        """The one bridge from the stored settings (and the automation level) to the engine's."""
         return crs.model.Settings(
             mode=self.mode,
             auto_rebalance=self.auto_rebalance,
-            threshold=self.threshold / 100.0,
+            threshold=self.threshold,
             hold_duration=self.hold_duration,
-            margin=self.margin / 100.0,
+            margin=self.margin,
             method=self.method,
             imbalance_scale=self.imbalance_scale,
+            **self.wave_settings(),
         )
 
+    def wave_settings(self) -> dict:
+        """This wave's settings the engine knows (crs.model.Settings' fields), under their settled names.
+
+        The one spot where new settings enter the engine: each is passed once the engine's
+        Settings has a field of that name, so the engine and the web side can land apart.
+        """
+        wave = {
+            "moves_per_round": self.moves_per_round,
+            "target_imbalance": self.threshold if self.target_imbalance is None else self.target_imbalance,
+            "load_floor": self.load_floor,
+            "objective": self.objective,
+            "cpu_overcommit": self.cpu_overcommit,
+            "memory_reserve": self.memory_reserve,
+            "max_migrations_per_node": self.max_migrations_per_node,
+        }
+        known = crs.model.Settings.__dataclass_fields__
+        return {name: value for name, value in wave.items() if name in known}
+
     def approves_itself(self, relative_gain: float) -> bool:
-        """Whether a new suggestion with this gain is approved by the round, not a person."""
+        """Whether a new recommendation with this gain is approved by the round, not a person."""
         if self.automation == "automatic":
             return True
-        return self.automation == "partial" and relative_gain >= self.automatic_margin / 100.0
+        return self.automation == "partial" and relative_gain >= self.automatic_margin
 
 
 class Round(models.Model):
@@ -234,9 +311,9 @@ class Round(models.Model):
     imbalance = models.FloatField()  # fraction, engine scale
     threshold = models.FloatField()  # fraction, as it was for this round
     decision = models.CharField(max_length=20)
-    hold_count = models.IntegerField()
+    hold_count = models.IntegerField()  # rounds of the hold served, as in the explanation
     explanation = models.JSONField()
-    node_usage = models.JSONField()  # {node: {"cpu": fraction, "memory": fraction, "load": fraction}}
+    node_usage = models.JSONField()  # {node: {"cpu": fraction, "memory": fraction}}
 
     class Meta:
         indexes = [models.Index(fields=["cluster", "at"])]
@@ -286,7 +363,6 @@ class MigrationManager(models.Manager):
 
 class Migration(models.Model):
     STATES = ["suggested", "approved", "running", "done", "failed", "rejected", "expired"]
-    OPEN_STATES = ["suggested", "approved", "running"]
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="migrations")
     state = models.CharField(max_length=10, choices=[(s, s) for s in STATES], default="suggested")
@@ -313,7 +389,7 @@ class Migration(models.Model):
 
     class Meta:
         ordering = ["-suggested_at", "-pk"]
-        permissions = [("approve_migration", "Can approve or reject suggested migrations")]
+        permissions = [("approve_migration", "Can approve or reject recommended migrations")]
         indexes = [models.Index(fields=["cluster", "state"])]
 
     def __str__(self) -> str:

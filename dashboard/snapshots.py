@@ -45,15 +45,9 @@ def export(request, pk):
 
 
 def policy_values(settings: crs.model.Settings) -> dict:
-    """A snapshot's settings in the settings form's units (percent)."""
-    return {
-        "mode": settings.mode,
-        "threshold": settings.threshold * 100,
-        "hold_duration": settings.hold_duration,
-        "margin": settings.margin * 100,
-        "method": settings.method,
-        "imbalance_scale": settings.imbalance_scale,
-    }
+    """The Policy fields a snapshot's settings carry (same names, same units)."""
+    names = ("mode", "threshold", "hold_duration", "margin", "method", "imbalance_scale")
+    return {name: getattr(settings, name) for name in names}
 
 
 class ImportForm(forms.Form):

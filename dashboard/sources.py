@@ -19,6 +19,8 @@ def opened_source(cluster_id: int):
     """
     with transaction.atomic():
         cluster = Cluster.objects.select_for_update().get(pk=cluster_id)
-        source = crs.sources.open_source(cluster.source_kind, cluster.source_settings(), cluster.source_state or None)
+        source = crs.sources.open_source(
+            cluster.source_kind, cluster.effective_source_config(), cluster.source_state or None
+        )
         yield cluster, source
         Cluster.objects.filter(pk=cluster_id).update(source_state=source.state())

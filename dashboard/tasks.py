@@ -19,7 +19,7 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import live, rounds
+from . import expiry, live, rounds
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -73,10 +73,20 @@ def balancing_round(cluster_id: int) -> None:
             proxmox_gate=False,
             guards=cluster.guards(),
         )
-        rounds.record(cluster, snapshot, result)
+        recorded = rounds.record(cluster, snapshot, result)
+        transaction.on_commit(lambda: announce(cluster, recorded))
+        if recorded.approved is not None:  # robust: with the broker down, later rounds queue it again
+            transaction.on_commit(lambda: execute.delay(recorded.approved), robust=True)
     finally:
         Cluster.objects.release_round(cluster_id)
     requeue_stalled(cluster_id)
+
+
+def announce(cluster: Cluster, recorded: rounds.Recorded) -> None:
+    """Push a committed round and the migrations it changed to the cluster's pages."""
+    live.push(cluster.pk, live.round_payload(recorded.round, cluster.policy.hold_duration))
+    for pk in recorded.changed:
+        live.push_migration(pk)
 
 
 @shared_task(ignore_result=True)
@@ -112,15 +122,12 @@ def claim(migration_id: int) -> str:
             if running >= migration.cluster.policy.max_concurrent_migrations:
                 return "approved"  # queued again when a running one finishes
             # Only claim() moves an approved migration on, under this lock: the transitions succeed.
-            if reason := migration.stale_reason(source.collect(time.time())):
-                Migration.objects.transition(migration_id, "approved", "expired", None, reason=reason)
+            if expiry.stale_at_start(migration, source.collect(time.time())):
                 return "expired"
             Migration.objects.transition(migration_id, "approved", "running", None)
             return "running"
     except (SourceError, CrsError) as exc:
-        Migration.objects.transition(
-            migration_id, "approved", "expired", None, reason=f"could not re-check it on a fresh snapshot: {exc}"
-        )
+        expiry.unverifiable(migration_id, exc)
         return "expired"
     finally:
         live.push_migration(migration_id)
@@ -196,7 +203,7 @@ def requeue_stalled(cluster_id: int) -> None:
 
 def resume_unfinished() -> None:
     """Queue again what a restart dropped: the embedded broker keeps no messages across restarts,
-    and an approved or running migration nobody follows would block its cluster's suggestions."""
+    and an approved or running migration nobody follows would block its cluster's recommendations."""
     for pk in Migration.objects.filter(state="approved").values_list("pk", flat=True):
         execute.delay(pk)
     for pk in Migration.objects.filter(state="running").values_list("pk", flat=True):

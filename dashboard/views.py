@@ -15,8 +15,8 @@ from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from . import live
-from .forms import PolicyForm, RejectForm, json_type_errors
+from . import expiry, live
+from .forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
 from .models import Cluster, Migration
 from .tasks import execute
 
@@ -87,7 +87,12 @@ def change_settings(request, pk):
 def api_cluster(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
     return JsonResponse(
-        {"id": cluster.pk, "name": cluster.name, "settings": _settings(cluster.policy), **live.history(cluster)}
+        {
+            "id": cluster.pk,
+            "name": cluster.name,
+            "settings": PolicyApiForm.values(cluster.policy),
+            **live.history(cluster),
+        }
     )
 
 
@@ -103,14 +108,10 @@ def api_settings(request, pk):
         return JsonResponse({"error": "the body must be a JSON object of settings"}, status=400)
     if errors := json_type_errors(data):
         return JsonResponse({"errors": errors}, status=400)
-    form = PolicyForm({**PolicyForm(instance=cluster.policy).initial, **data}, instance=cluster.policy)
+    form = PolicyApiForm({**PolicyApiForm.values(cluster.policy), **data}, instance=cluster.policy)
     if not form.is_valid():
         return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
-    return JsonResponse({"settings": _settings(form.save_by(request.user))})
-
-
-def _settings(policy) -> dict:
-    return {name: getattr(policy, name) for name in PolicyForm.Meta.fields}
+    return JsonResponse({"settings": PolicyApiForm.values(form.save_by(request.user))})
 
 
 @require_POST
@@ -118,9 +119,10 @@ def _settings(policy) -> dict:
 def approve(request, pk):
     migration = get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
     with transaction.atomic():
-        if reason := migration.stale_reason(migration.cluster.latest_snapshot()):
-            Migration.objects.transition(pk, "suggested", "expired", request.user, reason=reason)
-        elif Migration.objects.transition(pk, "suggested", "approved", request.user, decided_by=request.user):
+        # A stale one expires, and the 409 says why.
+        if not expiry.stale(migration, request.user) and Migration.objects.transition(
+            pk, "suggested", "approved", request.user, decided_by=request.user
+        ):
             # robust: with the broker down the approval stands, and the next round queues it again
             transaction.on_commit(lambda: execute.delay(pk), robust=True)
         transaction.on_commit(lambda: live.push_migration(pk))
@@ -149,7 +151,8 @@ def _decided(pk, wanted):
         return JsonResponse({"migration": payload})
     reason = f" ({migration.reason})" if migration.reason else ""
     return JsonResponse(
-        {"error": f"migration {pk} is {migration.state}{reason}, not suggested", "migration": payload}, status=409
+        {"error": f"migration {pk} is {migration.state}{reason}, not a pending recommendation", "migration": payload},
+        status=409,
     )
 
 

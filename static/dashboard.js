@@ -6,7 +6,9 @@ const config = JSON.parse(document.getElementById("page-config").textContent);
 const migrations = new Map();  // id -> latest migration payload
 const MAX_POINTS = 5000;
 
-const pct = (fraction) => (fraction * 100).toFixed(1) + " %";
+// Fractions (0–1) arrive from the server; this is the page's one conversion to percent.
+const percent = (fraction) => fraction * 100;
+const pct = (fraction) => percent(fraction).toFixed(1) + " %";
 const el = (id) => document.getElementById(id);
 
 function csrfToken() {
@@ -16,9 +18,9 @@ function csrfToken() {
 function drawChart(rounds) {
   const x = rounds.map((r) => r.at);
   const traces = [
-    {x: x, y: rounds.map((r) => r.imbalance * 100), name: "imbalance", mode: "lines+markers",
+    {x: x, y: rounds.map((r) => percent(r.imbalance)), name: "imbalance", mode: "lines+markers",
      line: {color: "#1f6feb"}, marker: {size: 4}},
-    {x: x.slice(), y: rounds.map((r) => r.threshold * 100), name: "threshold", mode: "lines",
+    {x: x.slice(), y: rounds.map((r) => percent(r.threshold)), name: "threshold", mode: "lines",
      line: {color: "#d1242f", dash: "dash"}},
   ];
   const layout = {margin: {t: 10, r: 10, b: 40, l: 50}, height: 300, yaxis: {title: {text: "%"}, rangemode: "tozero"},
@@ -45,12 +47,12 @@ function showRound(r) {
 }
 
 function bar(fraction) {
-  const width = Math.min(100, Math.max(0, fraction * 100)).toFixed(1);
+  const width = Math.min(100, Math.max(0, percent(fraction))).toFixed(1);
   return `<div class="bar"><div style="width:${width}%"></div><span>${pct(fraction)}</span></div>`;
 }
 
 function addRound(r) {
-  Plotly.extendTraces("chart", {x: [[r.at], [r.at]], y: [[r.imbalance * 100], [r.threshold * 100]]}, [0, 1], MAX_POINTS);
+  Plotly.extendTraces("chart", {x: [[r.at], [r.at]], y: [[percent(r.imbalance)], [percent(r.threshold)]]}, [0, 1], MAX_POINTS);
   showRound(r);
 }
 
@@ -58,13 +60,13 @@ function showMigrations() {
   const all = [...migrations.values()].sort((a, b) => b.id - a.id);
   const pending = all.filter((m) => m.state === "suggested");
   // Keep the items already shown: a push must not wipe a rejection reason being typed.
-  const shown = new Map([...el("suggestions").children].map((li) => [li.dataset.id, li]));
-  el("suggestions").replaceChildren(...pending.map((m) => shown.get(String(m.id)) || suggestionItem(m)));
-  el("no-suggestions").hidden = pending.length > 0;
+  const shown = new Map([...el("recommendations").children].map((li) => [li.dataset.id, li]));
+  el("recommendations").replaceChildren(...pending.map((m) => shown.get(String(m.id)) || recommendationItem(m)));
+  el("no-recommendations").hidden = pending.length > 0;
   el("migrations").tBodies[0].replaceChildren(...all.filter((m) => m.state !== "suggested").slice(0, 20).map(migrationRow));
 }
 
-function suggestionItem(m) {
+function recommendationItem(m) {
   const li = document.createElement("li");
   li.dataset.id = m.id;
   li.innerHTML = `<div class="math"></div>
@@ -76,7 +78,7 @@ function suggestionItem(m) {
     ` · gain ${pct(m.relative_gain)} vs margin ${pct(m.margin)} · ${m.method}`;
   const approve = li.querySelector(".approve");
   approve.onclick = () => decide(li, config.approve, m.id, {});
-  approve.hidden = config.read_only;  // a what-if cluster only shows what would be suggested
+  approve.hidden = config.read_only;  // a what-if cluster only shows what would be recommended
   // A viewer sees what waits for a decision, without buttons the server would refuse.
   li.querySelectorAll("button, input").forEach((e) => { e.hidden = e.hidden || !config.can_decide; });
   li.querySelector(".reject").onclick = () => decide(li, config.reject, m.id, {reason: li.querySelector(".reason").value});
@@ -87,7 +89,7 @@ function migrationRow(m) {
   const row = document.createElement("tr");
   row.dataset.id = m.id;
   row.className = "state-" + m.state;
-  const progress = m.state === "running" ? ` ${Math.round(m.progress * 100)} %` : "";
+  const progress = m.state === "running" ? ` ${Math.round(percent(m.progress))} %` : "";
   const cells = [m.id, m.guests.join(", "), `${m.source} → ${m.target}`,
                  `${pct(m.imbalance_before)} → ${pct(m.imbalance_after)}`, m.state + progress,
                  m.automatic ? "automatic" : (m.decided_by || "")];

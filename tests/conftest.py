@@ -42,7 +42,7 @@ def pytest_configure(config):
 
 
 def policy_form(**changes) -> dict:
-    """The settings form as a browser posts it: every field, the defaults unless changed."""
+    """The settings form as a browser posts it (percent, minutes, GiB): every field, the defaults unless changed."""
     data = {
         "mode": "static",
         "automation": "manual",
@@ -55,8 +55,15 @@ def policy_form(**changes) -> dict:
         "round_interval": 10,
         "cooldown": 30,
         "rejection_memory": 60,
-        "suggestion_expiry": 15,
+        "recommendation_expiry": 15,
         "max_concurrent_migrations": 1,
+        "objective": "even",
+        "target_imbalance": "",
+        "load_floor": 0,
+        "moves_per_round": 5,
+        "max_migrations_per_node": 1,
+        "cpu_overcommit": 4,
+        "memory_reserve": 0,
     }
     return {**data, **changes}
 

@@ -18,7 +18,7 @@ def test_settings_changes_record_old_and_new_from_form_api_and_admin(client, adm
     client.post(reverse("dashboard:settings", args=[cluster.pk]), policy_form(threshold=20, cooldown=45))
     client.post(
         reverse("dashboard:api-settings", args=[cluster.pk]),
-        json.dumps({"margin": 15}),
+        json.dumps({"margin": 0.15}),
         content_type="application/json",
     )
     client.post(
@@ -27,8 +27,8 @@ def test_settings_changes_record_old_and_new_from_form_api_and_admin(client, adm
     )
     changes = [e.details["changes"] for e in AuditEvent.objects.filter(action="settings-changed").order_by("pk")]
     assert changes == [
-        {"threshold": [30.0, 20.0], "cooldown": [30, 45]},
-        {"margin": [10.0, 15.0]},
+        {"threshold": [0.3, 0.2], "cooldown": [1800.0, 2700.0]},  # the API's units: fractions, seconds
+        {"margin": [0.1, 0.15]},
         {"max_concurrent_migrations": [1, 2]},
     ]
     assert set(AuditEvent.objects.values_list("actor_name", flat=True)) == {"admin"}
@@ -64,14 +64,17 @@ def test_audit_page_lists_and_filters(client, viewer, admin, suggested):
     Migration.objects.transition(suggested.pk, "suggested", "rejected", admin, reason="not today")
     AuditEvent.objects.create(actor=None, action="suggested", cluster=suggested.cluster, migration=suggested)
     AuditEvent.objects.create(
-        actor=admin, action="settings-changed", cluster=suggested.cluster, details={"changes": {"threshold": [30, 20]}}
+        actor=admin,
+        action="settings-changed",
+        cluster=suggested.cluster,
+        details={"changes": {"threshold": [0.3, 0.2], "cooldown": [1800, 2700]}},
     )
     AuditEvent(
         actor=admin,
         action="settings-changed",
         cluster=suggested.cluster,
         at=timezone.now() - timedelta(days=3),
-        details={"changes": {"margin": [10, 5]}},
+        details={"changes": {"margin": [0.1, 0.05]}},
     ).save()
     client.force_login(viewer)
 
@@ -91,7 +94,7 @@ def test_audit_page_lists_and_filters(client, viewer, admin, suggested):
     assert actions(until=str((timezone.now() - timedelta(days=2)).date())) == ["settings-changed"]
     assert actions(cluster=suggested.cluster.pk, action="suggested") == ["suggested"]
     body = client.get(reverse("dashboard:audit")).content.decode()
-    assert "threshold: 30 → 20" in body and "not today" in body
+    assert "threshold: 30 % → 20 %; cooldown: 30 minutes → 45 minutes" in body and "not today" in body
 
 
 @pytest.mark.parametrize(

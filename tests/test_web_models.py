@@ -1,6 +1,7 @@
 """Settings validation, the engine bridge, migration transitions and the round lock."""
 
 import json
+from datetime import timedelta
 
 import pytest
 from conftest import policy_form
@@ -16,16 +17,16 @@ pytestmark = pytest.mark.django_db
 def test_new_cluster_gets_proxmox_defaults(cluster):
     policy = cluster.policy
     assert (policy.threshold, policy.hold_duration, policy.margin, policy.method, policy.imbalance_scale) == (
-        30.0,
+        0.3,
         3,
-        10.0,
+        0.1,
         "bruteforce",
         "normalized",
     )
     assert policy.automation == "manual"
 
 
-def test_engine_settings_turn_percent_into_fractions(cluster):
+def test_engine_settings_are_the_stored_fractions(cluster):
     settings = cluster.policy.engine_settings()
     assert settings.threshold == pytest.approx(0.3)
     assert settings.margin == pytest.approx(0.1)
@@ -45,7 +46,18 @@ def test_engine_settings_turn_percent_into_fractions(cluster):
         ("round_interval", 0, "round interval must be between 1 and 86400 seconds"),
         ("cooldown", -5, "cooldown must be between 0 and 10080 minutes"),
         ("rejection_memory", 20000, "rejection memory must be between 0 and 10080 minutes"),
-        ("suggestion_expiry", 0, "suggestion expiry must be between 1 and 10080 minutes"),
+        ("recommendation_expiry", 0, "recommendation expiry must be between 1 and 10080 minutes"),
+        ("cooldown", "soon", "cooldown must be a number"),
+        ("moves_per_round", 0, "moves per round must be between 1 and 50"),
+        ("moves_per_round", 51, "moves per round must be between 1 and 50"),
+        ("target_imbalance", 40, "target imbalance must be at most the threshold"),
+        ("load_floor", 120, "load floor must be between 0 and 100 %"),
+        ("cpu_overcommit", 0.5, "cpu overcommit must be between 1 and 64"),
+        ("cpu_overcommit", 65, "cpu overcommit must be between 1 and 64"),
+        ("memory_reserve", 2048, "memory reserve must be between 0 and 1024 GiB"),
+        ("memory_reserve", -1, "memory reserve must be between 0 and 1024 GiB"),
+        ("max_migrations_per_node", 17, "max migrations per node must be between 1 and 16"),
+        ("objective", "fast", "objective must be one of: even, pressure, both"),
         ("max_concurrent_migrations", 0, "concurrent migrations must be between 1 and 100"),
         ("threshold", "nan", "threshold must be a number"),
         ("automatic_margin", 5, "automatic margin must be at least the margin"),
@@ -58,7 +70,7 @@ def test_bad_setting_is_refused_naming_the_field(cluster, field, value, message)
     form = PolicyForm(policy_form(**{field: value}), instance=cluster.policy)
     assert not form.is_valid()
     assert form.errors[field] == [message]
-    assert Policy.objects.get(cluster=cluster).threshold == 30.0  # nothing stored changed
+    assert Policy.objects.get(cluster=cluster).threshold == 0.3  # nothing stored changed
 
 
 def test_settings_change_resets_hold_counter_and_audits_it(cluster, admin):
@@ -69,7 +81,21 @@ def test_settings_change_resets_hold_counter_and_audits_it(cluster, admin):
     cluster.refresh_from_db()
     assert cluster.hold_count == 0
     event = AuditEvent.objects.get(action="settings-changed")
-    assert (event.actor, event.details) == (admin, {"changes": {"threshold": [30.0, 20.0]}})
+    assert (event.actor, event.details) == (admin, {"changes": {"threshold": [0.3, 0.2]}})
+
+
+def test_the_form_takes_percent_minutes_and_gib_and_stores_fractions_durations_and_bytes(cluster, admin):
+    changes = dict(threshold=20, target_imbalance=12.5, cooldown=45, recommendation_expiry=1.5, memory_reserve=2)
+    form = PolicyForm(policy_form(**changes), instance=cluster.policy)
+    assert form.is_valid(), form.errors
+    form.save_by(admin)
+    policy = Policy.objects.get(cluster=cluster)
+    assert (policy.threshold, policy.target_imbalance) == (pytest.approx(0.2), pytest.approx(0.125))
+    assert (policy.cooldown, policy.recommendation_expiry) == (timedelta(minutes=45), timedelta(seconds=90))
+    assert policy.memory_reserve == 2 * 2**30
+    shown = PolicyForm(instance=policy)  # and the page shows them as typed
+    assert {name: shown[name].value() for name in changes} == changes
+    assert policy.engine_settings().threshold == pytest.approx(0.2)
 
 
 def test_round_interval_sets_the_clusters_beat_schedule(cluster, admin):

@@ -40,7 +40,7 @@ def url(name: str, cluster, migration) -> str:
 def write(client, name: str, cluster, migration):
     target = url(f"dashboard:{name}", cluster, migration)
     if name == "api-settings":
-        return client.post(target, json.dumps({"threshold": 20}), content_type="application/json")
+        return client.post(target, json.dumps({"threshold": 0.2}), content_type="application/json")
     if name == "settings":
         return client.post(target, policy_form(threshold=20))
     return client.post(target, {"reason": "not in office hours"})
@@ -75,7 +75,7 @@ def test_writes_need_the_role(client, users, suggested, name, lowest, role):
     else:
         refused = 302 if (role == "anonymous" and name == "settings") else 401 if role == "anonymous" else 403
         assert response.status_code == refused
-        assert Policy.objects.get(cluster=suggested.cluster).threshold == 30
+        assert Policy.objects.get(cluster=suggested.cluster).threshold == 0.3
         assert Migration.objects.get(pk=suggested.pk).state == "suggested"
         assert not AuditEvent.objects.exists()
 
@@ -123,7 +123,7 @@ def test_every_write_refuses_a_request_without_csrf_token(admin, suggested, name
     assert response.status_code == 403
     assert b"CSRF" in response.content
     assert Migration.objects.get(pk=suggested.pk).state == "suggested"
-    assert Policy.objects.get(cluster=suggested.cluster).threshold == 30
+    assert Policy.objects.get(cluster=suggested.cluster).threshold == 0.3
 
 
 @pytest.mark.django_db

@@ -25,7 +25,7 @@ def upload(data, name="lab.json"):
 
 
 def test_download_is_the_snapshot_contract_with_the_cluster_settings(admin_client, collected):
-    Policy.objects.filter(cluster=collected).update(threshold=20, mode="dynamic")
+    Policy.objects.filter(cluster=collected).update(threshold=0.2, mode="dynamic")
     response = admin_client.get(reverse("dashboard:export", args=[collected.pk]))
     assert response.status_code == 200
     assert response["Content-Disposition"].startswith(f'attachment; filename="{collected.name}-')
@@ -63,7 +63,7 @@ def test_import_creates_a_read_only_what_if_cluster_with_the_snapshot_settings(
     response = admin_client.post(reverse("dashboard:import"), {"name": "what-if", "snapshot": upload(data)})
     assert response.status_code == 302
     what_if = Cluster.objects.get(name="what-if")
-    assert what_if.read_only and what_if.policy.threshold == pytest.approx(5) and what_if.policy.method == "topsis"
+    assert what_if.read_only and what_if.policy.threshold == pytest.approx(0.05) and what_if.policy.method == "topsis"
     assert AuditEvent.objects.filter(cluster=what_if, action="snapshot-imported").exists()
     page = admin_client.get(reverse("dashboard:cluster", args=[what_if.pk])).content.decode()
     assert "What-if cluster" in page and '"read_only": true' in page
@@ -111,7 +111,7 @@ def test_import_creates_a_read_only_what_if_cluster_with_the_snapshot_settings(
                 "settings": {"imbalance_scale": "raw", "threshold": 1.5},
                 "nodes": [{"name": "a", "cpus": 1, "memory_bytes": 1}],
             },
-            "snapshot: settings: threshold must be between 0 and 100 %",
+            "snapshot: settings: threshold must be between 0 and 1",
         ),
     ],
 )
@@ -136,7 +136,7 @@ def test_only_cluster_admins_import(client, viewer, collected):
 
 
 def test_plan_preview_shows_a_sequence_and_its_contract(admin_client, collected):
-    Policy.objects.filter(cluster=collected).update(threshold=1, margin=1, mode="dynamic")
+    Policy.objects.filter(cluster=collected).update(threshold=0.01, margin=0.01, mode="dynamic")
     url = reverse("dashboard:plan", args=[collected.pk])
     plan = admin_client.get(url, {"steps": 3, "format": "json"}).json()
     assert plan["format"] == "crs-plan/1" and 1 <= len(plan["moves"]) <= 3

@@ -1,4 +1,4 @@
-"""Stability guards and stale suggestions: cooldown, no way back, rejection memory, expiry,
+"""Stability guards and stale recommendations: cooldown, no way back, rejection memory, expiry,
 superseding, the fresh re-check before execution, and the cap on concurrent migrations."""
 
 from datetime import timedelta
@@ -56,7 +56,7 @@ def test_a_rejected_move_is_barred_for_the_rejection_memory(collected):
     assert Cluster.objects.get(pk=collected.pk).guards().barred == {("vm:1", "node05")}
 
 
-def test_rounds_never_suggest_a_rejected_move_again(cluster, django_capture_on_commit_callbacks):
+def test_rounds_never_recommend_a_rejected_move_again(cluster, django_capture_on_commit_callbacks):
     Policy.objects.filter(cluster=cluster).update(hold_duration=0)
     round_now(cluster, django_capture_on_commit_callbacks)
     first = Migration.objects.get()
@@ -75,10 +75,12 @@ def test_rounds_never_move_a_resting_guest(cluster, django_capture_on_commit_cal
     Migration.objects.filter(pk=first.pk).update(state="done", finished_at=timezone.now())
     for _ in range(3):
         round_now(cluster, django_capture_on_commit_callbacks)
-    assert not Migration.objects.exclude(pk=first.pk).filter(leader=first.leader).exists()
+    later = Migration.objects.exclude(pk=first.pk)
+    assert later.exists()  # rounds went on recommending, just not the resting guest
+    assert not later.filter(leader=first.leader).exists()
 
 
-def test_a_newer_round_supersedes_the_pending_suggestion(cluster, django_capture_on_commit_callbacks):
+def test_a_newer_round_supersedes_the_pending_recommendation(cluster, django_capture_on_commit_callbacks):
     Policy.objects.filter(cluster=cluster).update(hold_duration=0)
     collect.apply(args=[cluster.pk])
     cluster.refresh_from_db()
@@ -86,18 +88,19 @@ def test_a_newer_round_supersedes_the_pending_suggestion(cluster, django_capture
     balancing_round.apply(args=[cluster.pk])
     old.refresh_from_db()
     new = Migration.objects.exclude(pk=old.pk).get()
-    assert (old.state, old.reason) == ("expired", f"superseded by suggestion #{new.pk}, from a newer round")
+    assert (old.state, old.reason) == ("expired", f"superseded by recommendation #{new.pk}, from a newer round")
     assert new.state == "suggested"
 
 
-def test_an_undecided_suggestion_expires(collected, django_capture_on_commit_callbacks):
-    Policy.objects.filter(cluster=collected).update(suggestion_expiry=15)  # the round itself is holding
+def test_an_undecided_recommendation_expires(collected, django_capture_on_commit_callbacks):
+    # The round itself is holding: only the expiry can end the recommendation.
+    Policy.objects.filter(cluster=collected).update(recommendation_expiry=timedelta(minutes=15))
     late = migration(
         collected, "suggested", guest_on(collected, "node01"), suggested_at=timezone.now() - timedelta(minutes=16)
     )
     round_now(collected, django_capture_on_commit_callbacks)
     late.refresh_from_db()
-    assert (late.state, late.reason) == ("expired", "not decided within the suggestion expiry of 15 minutes")
+    assert (late.state, late.reason) == ("expired", "not decided within the recommendation expiry of 15 minutes")
 
 
 def test_execution_rechecks_a_fresh_snapshot_and_expires_a_moved_guest(suggested, monkeypatch):

@@ -24,11 +24,11 @@ def run_rounds(cluster, count, capture):
 
 
 @pytest.mark.django_db
-def test_rounds_hold_then_suggest(cluster, django_capture_on_commit_callbacks):
+def test_rounds_hold_then_recommend(cluster, django_capture_on_commit_callbacks):
     run_rounds(cluster, 3, django_capture_on_commit_callbacks)
     decisions = list(Round.objects.values_list("decision", "hold_count"))
     assert decisions[:2] == [("holding", 1), ("holding", 2)]
-    assert decisions[2][0] == "migrate"
+    assert decisions[2] == ("migrate", 3)  # the hold served, as the explanation says
     migration = Migration.objects.get()
     assert (migration.state, migration.automatic) == ("suggested", False)
     assert AuditEvent.objects.get().action == "suggested"
@@ -41,21 +41,21 @@ def test_hold_counter_is_persisted_between_rounds(cluster, django_capture_on_com
 
 
 @pytest.mark.django_db
-def test_one_suggestion_at_a_time(cluster, django_capture_on_commit_callbacks):
+def test_one_recommendation_at_a_time(cluster, django_capture_on_commit_callbacks):
     set_policy(cluster, hold_duration=0)
     run_rounds(cluster, 3, django_capture_on_commit_callbacks)
     assert Migration.objects.count() == 1
 
 
 @pytest.mark.django_db
-def test_suggestion_expires_when_imbalance_falls_below_threshold(cluster, django_capture_on_commit_callbacks):
+def test_recommendation_expires_when_imbalance_falls_below_threshold(cluster, django_capture_on_commit_callbacks):
     set_policy(cluster, hold_duration=0)
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
-    set_policy(cluster, threshold=99)
+    set_policy(cluster, threshold=0.99)
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
     migration = Migration.objects.get()
     assert migration.state == "expired"
-    assert migration.reason.startswith("no longer suggested: ")
+    assert migration.reason.startswith("no longer recommended: ")
 
 
 @pytest.mark.django_db
@@ -63,7 +63,7 @@ def test_partial_automation_waits_for_people_below_the_automatic_margin(
     cluster, django_capture_on_commit_callbacks, monkeypatch
 ):
     monkeypatch.setattr("dashboard.tasks.execute.delay", lambda pk: None)
-    set_policy(cluster, hold_duration=0, automation="partial", automatic_margin=100)
+    set_policy(cluster, hold_duration=0, automation="partial", automatic_margin=1.0)
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
     assert Migration.objects.get().state == "suggested"
 

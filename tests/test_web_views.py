@@ -1,11 +1,13 @@
 """The live page, settings form, JSON API, approve / reject and /healthz."""
 
 import json
+from datetime import timedelta
 
 import pytest
 from conftest import policy_form
 from django.urls import reverse
 
+from dashboard import tasks
 from dashboard.models import AuditEvent, Migration, Policy
 
 pytestmark = pytest.mark.django_db
@@ -53,7 +55,7 @@ def test_settings_form_saves_and_redirects(admin_client, cluster):
     response = admin_client.post(reverse("dashboard:settings", args=[cluster.pk]), data)
     assert response.status_code == 302
     policy = Policy.objects.get(cluster=cluster)
-    assert (policy.mode, policy.automation, policy.threshold, policy.method) == ("dynamic", "partial", 25, "topsis")
+    assert (policy.mode, policy.automation, policy.threshold, policy.method) == ("dynamic", "partial", 0.25, "topsis")
 
 
 def test_bad_settings_form_shows_field_error_and_changes_nothing(admin_client, cluster):
@@ -61,7 +63,7 @@ def test_bad_settings_form_shows_field_error_and_changes_nothing(admin_client, c
     response = admin_client.post(reverse("dashboard:settings", args=[cluster.pk]), data)
     assert response.status_code == 400
     assert "threshold must be between 0 and 100 %" in response.content.decode()
-    assert Policy.objects.get(cluster=cluster).threshold == 30
+    assert Policy.objects.get(cluster=cluster).threshold == 0.3
     assert not AuditEvent.objects.exists()
 
 
@@ -76,14 +78,28 @@ def test_api_settings_accepts_a_partial_change(admin_client, cluster):
     response = admin_client.post(url, json.dumps({"hold_duration": 0}), content_type="application/json")
     assert response.status_code == 200
     assert response.json()["settings"]["hold_duration"] == 0
-    assert response.json()["settings"]["threshold"] == 30
+    assert response.json()["settings"]["threshold"] == 0.3
+
+
+def test_api_speaks_fractions_and_seconds_like_the_rounds(admin_client, collected, django_capture_on_commit_callbacks):
+    url = reverse("dashboard:api-settings", args=[collected.pk])
+    change = {"threshold": 0.25, "cooldown": 600, "recommendation_expiry": 90, "memory_reserve": 2**30}
+    response = admin_client.post(url, json.dumps(change), content_type="application/json")
+    assert response.status_code == 200, response.json()
+    assert {name: response.json()["settings"][name] for name in change} == change
+    policy = Policy.objects.get(cluster=collected)
+    assert (policy.threshold, policy.cooldown) == (0.25, timedelta(minutes=10))
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.balancing_round.apply(args=[collected.pk])
+    cluster = admin_client.get(reverse("dashboard:api-cluster", args=[collected.pk])).json()
+    assert cluster["settings"]["threshold"] == cluster["rounds"][-1]["threshold"] == 0.25
 
 
 def test_api_settings_error_names_the_field(admin_client, cluster):
     url = reverse("dashboard:api-settings", args=[cluster.pk])
     response = admin_client.post(url, json.dumps({"margin": -3}), content_type="application/json")
     assert response.status_code == 400
-    assert response.json()["errors"]["margin"][0]["message"] == "margin must be between 0 and 100 %"
+    assert response.json()["errors"]["margin"][0]["message"] == "margin must be between 0 and 1"
 
 
 def test_api_requires_login(client, cluster):
@@ -107,7 +123,7 @@ def test_approving_a_rejected_suggestion_says_where_it_is(admin_client, suggeste
     admin_client.post(reverse("dashboard:reject", args=[suggested.pk]), {"reason": "not now"})
     response = admin_client.post(reverse("dashboard:approve", args=[suggested.pk]))
     assert response.status_code == 409
-    assert response.json()["error"] == f"migration {suggested.pk} is rejected (not now), not suggested"
+    assert response.json()["error"] == f"migration {suggested.pk} is rejected (not now), not a pending recommendation"
 
 
 def test_reject_keeps_the_reason(admin_client, admin, suggested):
