@@ -36,13 +36,13 @@ def to_percent_and_minutes(apps, schema_editor):
     Policy = apps.get_model("dashboard", "Policy")
     for policy in Policy.objects.all():
         for name in PERCENT:
-            setattr(policy, name, getattr(policy, name) * 100)
+            setattr(policy, name, round(getattr(policy, name) * 100, 9))
         for name in MINUTES:
             setattr(policy, f"{name}_minutes", round(getattr(policy, name).total_seconds() / 60))
         policy.save()
     apps.get_model("dashboard", "Round").objects.filter(decision__in=ACTING).update(hold_count=0)
     old_names = {old: new for new, old in MINUTES.items()}
-    convert_audit(apps, percent=lambda v: v * 100, minutes=lambda v: round(v / 60), names=old_names)
+    convert_audit(apps, percent=lambda v: round(v * 100, 9), minutes=lambda v: round(v / 60), names=old_names)
 
 
 def convert_audit(apps, percent, minutes, names):
