@@ -321,3 +321,48 @@ def redis_server():
     server.start()
     yield server
     server.stop()
+
+
+def make_migration(cluster, state, guest, source="node01", target="node06", **fields):
+    """A migration of `guest` in `state`, as a round or a person left it."""
+    from dashboard.models import Migration
+
+    return Migration.objects.create(
+        cluster=cluster,
+        state=state,
+        leader=guest,
+        guests=[guest],
+        source=source,
+        target=target,
+        imbalance_before=0.5,
+        imbalance_after=0.4,
+        relative_gain=0.2,
+        margin=0.1,
+        method="bruteforce",
+        **fields,
+    )
+
+
+def guest_on(cluster, node):
+    """A guest the cluster's snapshot places on `node`."""
+    return next(g["sid"] for g in cluster.snapshot["guests"] if g["node"] == node)
+
+
+def set_policy(cluster, **fields):
+    """Change a cluster's settings as an admin does (saved: the hold restarts, the schedule follows)."""
+    from dashboard.models import Policy
+
+    policy = Policy.objects.get(cluster=cluster)
+    for name, value in fields.items():
+        setattr(policy, name, value)
+    policy.save()
+
+
+def run_rounds(cluster, count, capture):
+    """`count` collects and rounds, each committed (pushes and approvals run)."""
+    from dashboard.tasks import balancing_round, collect
+
+    for _ in range(count):
+        with capture(execute=True):
+            collect.apply(args=[cluster.pk])
+            balancing_round.apply(args=[cluster.pk])

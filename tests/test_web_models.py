@@ -111,24 +111,6 @@ def test_deleting_a_cluster_removes_its_schedule(cluster):
     assert not PeriodicTask.objects.filter(task="dashboard.tasks.collect").exists()
 
 
-@pytest.mark.parametrize(
-    "automation, gain, approves",
-    [("manual", 0.9, False), ("automatic", 0.11, True), ("partial", 0.24, False), ("partial", 0.25, True)],
-)
-def test_automation_level_decides_who_approves(cluster, automation, gain, approves):
-    cluster.policy.automation = automation
-    assert cluster.policy.approves_itself(gain) is approves
-
-
-def test_transition_happens_once(suggested, admin):
-    assert Migration.objects.transition(suggested.pk, "suggested", "approved", admin, decided_by=admin)
-    assert not Migration.objects.transition(suggested.pk, "suggested", "approved", admin, decided_by=admin)
-    assert not Migration.objects.transition(suggested.pk, "suggested", "rejected", admin)
-    suggested.refresh_from_db()
-    assert (suggested.state, suggested.decided_by) == ("approved", admin)
-    assert list(AuditEvent.objects.values_list("action", "actor")) == [("approved", admin.pk)]
-
-
 def test_transitions_outside_the_state_machine_are_refused(suggested):
     with pytest.raises(AssertionError):
         Migration.objects.transition(suggested.pk, "suggested", "done", None)

@@ -1,71 +1,13 @@
-"""Rounds, suggestions, automation and execution: in the caller, and with a real Celery worker."""
+"""Collect and execution tasks: refused source data, restarts, and a real Celery worker running a round to done."""
 
 import threading
 import time
 
 import pytest
+from conftest import set_policy
 
-from dashboard.models import AuditEvent, Cluster, Migration, Policy, Round
-from dashboard.tasks import balancing_round, collect
-
-
-def set_policy(cluster, **fields):
-    policy = Policy.objects.get(cluster=cluster)
-    for name, value in fields.items():
-        setattr(policy, name, value)
-    policy.save()
-
-
-def run_rounds(cluster, count, capture):
-    for _ in range(count):
-        with capture(execute=True):
-            collect.apply(args=[cluster.pk])
-            balancing_round.apply(args=[cluster.pk])
-
-
-@pytest.mark.django_db
-def test_rounds_hold_then_recommend(cluster, django_capture_on_commit_callbacks):
-    run_rounds(cluster, 3, django_capture_on_commit_callbacks)
-    decisions = list(Round.objects.values_list("decision", "hold_count"))
-    assert decisions[:2] == [("holding", 1), ("holding", 2)]
-    assert decisions[2] == ("migrate", 3)  # the hold served, as the explanation says
-    migration = Migration.objects.get()
-    assert (migration.state, migration.automatic) == ("suggested", False)
-    assert AuditEvent.objects.get().action == "suggested"
-
-
-@pytest.mark.django_db
-def test_hold_counter_is_persisted_between_rounds(cluster, django_capture_on_commit_callbacks):
-    run_rounds(cluster, 2, django_capture_on_commit_callbacks)
-    assert Cluster.objects.get(pk=cluster.pk).hold_count == 2
-
-
-@pytest.mark.django_db
-def test_one_recommendation_at_a_time(cluster, django_capture_on_commit_callbacks):
-    set_policy(cluster, hold_duration=0)
-    run_rounds(cluster, 3, django_capture_on_commit_callbacks)
-    assert Migration.objects.count() == 1
-
-
-@pytest.mark.django_db
-def test_recommendation_expires_when_imbalance_falls_below_threshold(cluster, django_capture_on_commit_callbacks):
-    set_policy(cluster, hold_duration=0)
-    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
-    set_policy(cluster, threshold=0.99)
-    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
-    migration = Migration.objects.get()
-    assert migration.state == "expired"
-    assert migration.reason.startswith("no longer recommended: ")
-
-
-@pytest.mark.django_db
-def test_partial_automation_waits_for_people_below_the_automatic_margin(
-    cluster, django_capture_on_commit_callbacks, monkeypatch
-):
-    monkeypatch.setattr("dashboard.tasks.execute.delay", lambda pk: None)
-    set_policy(cluster, hold_duration=0, automation="partial", automatic_margin=1.0)
-    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
-    assert Migration.objects.get().state == "suggested"
+from dashboard.models import AuditEvent, Cluster, Migration
+from dashboard.tasks import collect
 
 
 @pytest.mark.django_db
@@ -74,13 +16,6 @@ def test_refused_source_data_is_logged_not_stored(cluster, caplog):
     collect.apply(args=[cluster.pk])
     assert Cluster.objects.get(pk=cluster.pk).snapshot is None
     assert "simulator.nodes: 'twelve' is not a whole number" in caplog.text
-
-
-@pytest.mark.django_db
-def test_a_round_already_running_is_not_doubled(collected):
-    Cluster.objects.claim_round(collected.pk)
-    balancing_round.apply(args=[collected.pk])
-    assert not Round.objects.exists()
 
 
 @pytest.fixture

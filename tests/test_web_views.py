@@ -8,7 +8,7 @@ from conftest import policy_form
 from django.urls import reverse
 
 from dashboard import tasks
-from dashboard.models import AuditEvent, Migration, Policy
+from dashboard.models import AuditEvent, Policy
 
 pytestmark = pytest.mark.django_db
 
@@ -104,56 +104,6 @@ def test_api_settings_error_names_the_field(admin_client, cluster):
 
 def test_api_requires_login(client, cluster):
     assert client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).status_code == 401
-
-
-def test_approve_queues_execution_once(admin_client, suggested, django_capture_on_commit_callbacks, monkeypatch):
-    started = []
-    monkeypatch.setattr("dashboard.views.execute.delay", started.append)
-    url = reverse("dashboard:approve", args=[suggested.pk])
-    with django_capture_on_commit_callbacks(execute=True):
-        first = admin_client.post(url)
-        second = admin_client.post(url)
-    assert (first.status_code, second.status_code) == (200, 200)
-    assert started == [suggested.pk]
-    assert AuditEvent.objects.filter(action="approved").count() == 1
-    assert Migration.objects.get(pk=suggested.pk).state == "approved"
-
-
-def test_approving_a_rejected_suggestion_says_where_it_is(admin_client, suggested):
-    admin_client.post(reverse("dashboard:reject", args=[suggested.pk]), {"reason": "not now"})
-    response = admin_client.post(reverse("dashboard:approve", args=[suggested.pk]))
-    assert response.status_code == 409
-    assert response.json()["error"] == f"migration {suggested.pk} is rejected (not now), not a pending recommendation"
-
-
-def test_reject_keeps_the_reason(admin_client, admin, suggested):
-    response = admin_client.post(reverse("dashboard:reject", args=[suggested.pk]), {"reason": "backup window"})
-    assert response.status_code == 200
-    migration = Migration.objects.get(pk=suggested.pk)
-    assert (migration.state, migration.reason, migration.decided_by) == ("rejected", "backup window", admin)
-    assert AuditEvent.objects.get(action="rejected").details == {"reason": "backup window"}
-
-
-def test_approving_a_stale_suggestion_expires_it(admin_client, suggested):
-    cluster = suggested.cluster
-    cluster.snapshot["guests"] = [
-        {**g, "node": "node03"} if g["sid"] == suggested.leader else g for g in cluster.snapshot["guests"]
-    ]
-    cluster.save()
-    response = admin_client.post(reverse("dashboard:approve", args=[suggested.pk]))
-    assert response.status_code == 409
-    assert Migration.objects.get(pk=suggested.pk).state == "expired"
-    assert "is no longer running on node01 (now started on node03)" in response.json()["error"]
-
-
-def test_viewer_may_not_approve(client, viewer, suggested):
-    client.force_login(viewer)
-    assert client.post(reverse("dashboard:approve", args=[suggested.pk])).status_code == 403
-    assert Migration.objects.get(pk=suggested.pk).state == "suggested"
-
-
-def test_approve_needs_post(admin_client, suggested):
-    assert admin_client.get(reverse("dashboard:approve", args=[suggested.pk])).status_code == 405
 
 
 def test_healthz_reports_database_layer_and_last_rounds(client, cluster):
