@@ -122,12 +122,12 @@ def test_bad_setting_shows_the_field_error(page):
 
 
 def decide(page, button: str, reason: str = "") -> str:
-    """Click a pending suggestion's button; retry with the next one if a round expired it first
-    (with one-second rounds, a newer round's suggestion supersedes a pending one often)."""
+    """Click a pending recommendation's button; retry with the next one if a round expired it first
+    (with one-second rounds, a newer round's recommendation supersedes a pending one often)."""
     from playwright.sync_api import Error
 
     for _ in range(10):
-        item = page.wait_for_selector("#suggestions li")
+        item = page.wait_for_selector("#recommendations li")
         migration_id = item.get_attribute("data-id")
         try:
             if reason:
@@ -140,17 +140,17 @@ def decide(page, button: str, reason: str = "") -> str:
         )
         if state.json_value() != "state-expired":
             return migration_id
-    pytest.fail("ten suggestions in a row expired before the click")
+    pytest.fail("ten recommendations in a row expired before the click")
 
 
-def test_approved_suggestion_runs_to_done(page):
+def test_approved_recommendation_runs_to_done(page):
     migration_id = decide(page, ".approve")
     row = f'#migrations tr[data-id="{migration_id}"]'
     page.wait_for_selector(f"{row}.state-done", timeout=120_000)
     assert page.inner_text(f"{row} td:last-child") == "admin"
 
 
-def test_rejected_suggestion_keeps_its_reason(page):
+def test_rejected_recommendation_keeps_its_reason(page):
     migration_id = decide(page, ".reject", reason="maintenance window tonight")
     row = page.wait_for_selector(f'#migrations tr[data-id="{migration_id}"].state-rejected')
     assert row.get_attribute("title") == "maintenance window tonight"

@@ -185,7 +185,7 @@ def test_proxmox_clusters_take_connection_defaults_from_the_environment(settings
         ("snapshot", {}, "give exactly one of path"),
     ],
 )
-def test_cluster_source_settings_are_checked_before_they_are_stored(db, kind, config, message):
+def test_cluster_source_config_is_checked_before_it_is_stored(db, kind, config, message):
     from django.core.exceptions import ValidationError
 
     cluster = Cluster(name="new", source_kind=kind, source_config=config)
