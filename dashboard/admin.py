@@ -65,7 +65,7 @@ class ClusterAdmin(admin.ModelAdmin):
 @admin.register(Policy)
 class PolicyAdmin(admin.ModelAdmin):
     form = PolicyForm
-    list_display = ["cluster", "mode", "automation", "threshold", "hold_duration", "margin", "method", "round_interval"]
+    list_display = ["cluster", "mode", "automation", "objective", "threshold", "hold_duration", "moves_per_round"]
 
     def has_add_permission(self, request):
         return False  # every cluster gets its settings when it is created

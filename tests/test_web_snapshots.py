@@ -142,6 +142,8 @@ def test_plan_preview_shows_a_sequence_and_its_contract(admin_client, collected)
     assert plan["format"] == "crs-plan/1" and 1 <= len(plan["moves"]) <= 3
     page = admin_client.get(url, {"steps": 3}).content.decode()
     assert plan["moves"][0]["leader"] in page and "Plan for test" in page
+    first = plan["moves"][0]  # fractions in the contract, percent on the page
+    assert f"{first['imbalance_after'] * 100:.1f} %</td><td>{first['relative_gain'] * 100:.1f} %" in page
     response = admin_client.get(url, {"steps": 99})
     assert response.status_code == 400 and "steps must be a whole number from 1 to 20" in response.content.decode()
 
