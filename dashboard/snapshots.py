@@ -44,10 +44,10 @@ def export(request, pk):
     return response
 
 
-def policy_values(settings: crs.model.Settings) -> dict:
+def policy_values(engine_settings: crs.model.Settings) -> dict:
     """The Policy fields a snapshot's settings carry (same names, same units)."""
     names = ("mode", "threshold", "hold_duration", "margin", "method", "imbalance_scale")
-    return {name: getattr(settings, name) for name in names}
+    return {name: getattr(engine_settings, name) for name in names}
 
 
 class ImportForm(forms.Form):
@@ -69,12 +69,12 @@ class ImportForm(forms.Form):
             raise forms.ValidationError(f"snapshot: the file is larger than {MAX_UPLOAD_BYTES // 2**20} MB")
         try:
             data = json.loads(upload.read())
-            settings = crs.snapshot.parse(data).settings
+            engine_settings = crs.snapshot.parse(data).settings
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise forms.ValidationError(f"snapshot: not a JSON file ({exc})") from exc
         except CrsError as exc:
             raise forms.ValidationError(f"snapshot: {exc}") from exc
-        self.policy_values = policy_values(settings)
+        self.policy_values = policy_values(engine_settings)
         try:  # the snapshot's policy must also fit the settings form's ranges
             Policy(**self.policy_values).clean_fields(exclude=["cluster"])
         except ValidationError as exc:
