@@ -1,12 +1,14 @@
 """Settings validation, the engine bridge, migration transitions and the round lock."""
 
 import json
+from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
 from conftest import policy_form
 from django_celery_beat.models import PeriodicTask
 
+import crs.model
 import crs.snapshot
 from dashboard.forms import PolicyForm
 from dashboard.models import AuditEvent, Cluster, Migration, Policy
@@ -96,6 +98,19 @@ def test_the_form_takes_percent_minutes_and_gib_and_stores_fractions_durations_a
     shown = PolicyForm(instance=policy)  # and the page shows them as typed
     assert {name: shown[name].value() for name in changes} == changes
     assert policy.engine_settings().threshold == pytest.approx(0.2)
+
+
+def test_this_waves_settings_reach_the_engine_once_its_settings_have_them(cluster, monkeypatch):
+    @dataclass(frozen=True, slots=True)
+    class Wider(crs.model.Settings):  # the engine's Settings as the engine's branch extends it
+        moves_per_round: int = 1
+        target_imbalance: float | None = None
+        objective: str = "even"
+
+    monkeypatch.setattr(crs.model, "Settings", Wider)
+    Policy.objects.filter(cluster=cluster).update(objective="pressure")
+    settings = Policy.objects.get(cluster=cluster).engine_settings()
+    assert (settings.moves_per_round, settings.target_imbalance, settings.objective) == (5, 0.3, "pressure")
 
 
 def test_round_interval_sets_the_clusters_beat_schedule(cluster, admin):
