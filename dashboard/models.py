@@ -380,7 +380,7 @@ class Migration(models.Model):
     reason = models.TextField(blank=True, help_text="Why it was rejected, expired or failed.")
     task_ids = models.JSONField(default=list, blank=True)
     progress = models.FloatField(default=0.0)
-    suggested_at = models.DateTimeField(default=timezone.now)
+    suggested_at = models.DateTimeField(default=timezone.now)  # entered `suggested`: the recommendation's time
     decided_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

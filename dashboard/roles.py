@@ -1,7 +1,7 @@
 """The three roles, as Django groups: who may watch, who may decide, who may configure.
 
 * viewer   sees every page, the API's reads and the audit trail; changes nothing;
-* operator a viewer who approves and rejects suggestions;
+* operator a viewer who approves and rejects recommendations;
 * admin    an operator who changes settings and adds, changes or imports clusters
            (give the account staff status too, for the admin site).
 

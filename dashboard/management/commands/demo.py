@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand
 from dashboard.models import Cluster, Policy
 
 DEMO_CLUSTER = "demo"
-DEMO_ROUND_SECONDS = 5  # short, so a first-time user sees a suggestion within two minutes
+DEMO_ROUND_SECONDS = 5  # short, so a first-time user sees a recommendation within two minutes
 
 
 class Command(BaseCommand):
