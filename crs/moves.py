@@ -19,7 +19,7 @@ from . import topsis
 from .bundles import Bundle
 from .imbalance import MoveEvaluator, truncated
 from .placement import WEIGHTS, criteria_after
-from .usage import NodeStats
+from .usage import NodeStats, load
 
 CHUNK_CELLS = 1 << 20  # bundles × nodes evaluated at once (about 8 MB per float array)
 EXACT_TOPSIS_CELLS = 1 << 24  # up to this many candidate × node cells, TOPSIS criteria are folded exactly
@@ -35,20 +35,23 @@ class Scored:
 class Cluster:
     """Node arrays (name order) and the bundles that may move, ready for vector math."""
 
-    def __init__(self, stats: list[NodeStats], bundles: list[Bundle], scale: str) -> None:
+    def __init__(
+        self, stats: list[NodeStats], bundles: list[Bundle], scale: str, refused: np.ndarray | None = None
+    ) -> None:
         self.names = [s.name for s in stats]
         index = {n: i for i, n in enumerate(self.names)}
         self.cpu = np.array([s.cpu for s in stats], dtype=float)
         self.maxcpu = np.array([s.maxcpu for s in stats], dtype=float)
         self.mem = np.array([s.mem for s in stats], dtype=float)
         self.maxmem = np.array([s.maxmem for s in stats], dtype=float)
-        self.loads = (self.cpu / self.maxcpu + self.mem / self.maxmem) / 2.0
+        self.loads = load(self.cpu, self.maxcpu, self.mem, self.maxmem)
         self.bundles = bundles
         self.src = np.array([index[b.node] for b in bundles], dtype=np.int64)
         self.bcpu = np.array([b.cpu for b in bundles], dtype=float)
         self.bmem = np.array([b.mem for b in bundles], dtype=float)
         self.allowed_idx = [None if b.targets is None else [index[t] for t in b.targets] for b in bundles]
         self.scale = scale
+        self.refused = refused  # bundles × nodes, True where crs.fits refuses the target; None = no check
 
     def chunks(self) -> Iterator[tuple[slice, list[tuple[int, list[int]]]]]:
         """(bundle rows, [(row in chunk, allowed target columns)] for constrained rows),
@@ -67,6 +70,8 @@ class Cluster:
         for r, allowed in constrained:
             mask[r] = False
             mask[r, allowed] = True
+        if self.refused is not None:
+            mask &= ~self.refused[part]
         return mask
 
     def moved_source(self, rows: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -76,18 +81,28 @@ class Cluster:
         return src, np.maximum(0.0, self.cpu[src] - self.bcpu[rows]), np.maximum(0.0, self.mem[src] - self.bmem[rows])
 
     def candidate_count(self) -> int:
+        if self.refused is not None:
+            return sum(int(self.mask(part, constrained).sum()) for part, constrained in self.chunks())
         n = len(self.names)
         return sum(n - 1 if a is None else len(a) for a in self.allowed_idx)
+
+    def allowed_targets(self, row: int) -> list[int]:
+        """Target columns bundle `row` may go to."""
+        return [int(c) for c in np.nonzero(self.mask(slice(row, row + 1), self._constrained(row))[0])[0]]
+
+    def _constrained(self, row: int) -> list[tuple[int, list[int]]]:
+        allowed = self.allowed_idx[row]
+        return [] if allowed is None else [(0, allowed)]
 
     def exact_loads(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """The full load vector after each (bundle row, target col) move: K × N."""
         src, src_cpu, src_mem = self.moved_source(rows)
         out = np.repeat(self.loads[None, :], rows.size, axis=0)
         k = np.arange(rows.size)
-        out[k, src] = (src_cpu / self.maxcpu[src] + src_mem / self.maxmem[src]) / 2.0
+        out[k, src] = load(src_cpu, self.maxcpu[src], src_mem, self.maxmem[src])
         tc = self.cpu[cols] + self.bcpu[rows]
         tm = self.mem[cols] + self.bmem[rows]
-        out[k, cols] = (tc / self.maxcpu[cols] + tm / self.maxmem[cols]) / 2.0
+        out[k, cols] = load(tc, self.maxcpu[cols], tm, self.maxmem[cols])
         return out
 
 
@@ -113,15 +128,13 @@ def exact_imbalances(loads: np.ndarray, scale: str) -> np.ndarray:
 def best_bruteforce(cluster: Cluster) -> Scored | None:
     """The move with the lowest imbalance after it; ties by (leader, source, target)."""
     evaluator = MoveEvaluator(cluster.loads)
-    half_inv_cpu, half_inv_mem = 0.5 / cluster.maxcpu, 0.5 / cluster.maxmem
     near_rows: list[np.ndarray] = []
     near_cols: list[np.ndarray] = []
     best = np.inf
     for part, constrained in cluster.chunks():
         src, src_cpu, src_mem = cluster.moved_source(part)
-        src_load = (src_cpu / cluster.maxcpu[src] + src_mem / cluster.maxmem[src]) / 2.0
-        delta = np.multiply.outer(cluster.bcpu[part], half_inv_cpu)
-        delta += np.multiply.outer(cluster.bmem[part], half_inv_mem)
+        src_load = load(src_cpu, cluster.maxcpu[src], src_mem, cluster.maxmem[src])
+        delta = load(cluster.bcpu[part, None], cluster.maxcpu, cluster.bmem[part, None], cluster.maxmem)
         score = evaluator.squared_after(src, src_load, delta)
         rows = np.arange(src.size)
         score[rows, src] = np.inf
@@ -129,6 +142,8 @@ def best_bruteforce(cluster: Cluster) -> Scored | None:
             keep = score[r, allowed]
             score[r] = np.inf
             score[r, allowed] = keep
+        if cluster.refused is not None:
+            score[cluster.refused[part]] = np.inf
         chunk_best = float(score.min())
         if chunk_best > best + _tolerance(best):
             continue

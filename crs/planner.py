@@ -1,0 +1,154 @@
+"""A round's plan: up to `moves_per_round` moves, each the best next move on the snapshot
+with the plan's earlier moves applied, down to the target imbalance.
+
+One move per round, judged alone against the margin, leaves a cluster of many small
+guests where it is (no single move clears the margin) and pays the hold duration again
+after every move; a plan moves far enough at once and lands clearly under the threshold.
+A plan never churns: no guest moves twice (so none goes back to a node it left), and a
+step must gain more than float noise. Rules, bundles, guards and, outside the `proxmox`
+preset, `crs.fits` apply to every step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from .bundles import Bundle, movable_bundles
+from .decision import Move, Step
+from .fits import Limits, committed, refusal
+from .imbalance import imbalance, relative_gain, truncated
+from .model import Guards, Settings, Snapshot
+from .moves import Cluster, Scored, best_bruteforce, best_topsis, exact_imbalances
+from .rules import compile_rules
+from .usage import counted_nodes, demand, node_stats, usable_nodes
+
+# A step must lower the imbalance by more than this fraction of it. Imbalances carry
+# ~1e-15 of rounding (and are compared on 15 decimals), so anything below 1e-9 is noise
+# that could reverse on recomputation; the smallest real move (one small guest among
+# thousands) gains orders of magnitude more.
+NOISE = 1e-9
+ALTERNATIVES = 3  # next-best targets kept per step, for claims that find their target full
+
+
+def limits_of(settings: Settings) -> Limits | None:
+    """What `crs.fits` checks for every planned move; None under the `proxmox` preset,
+    since Proxmox scores nodes and never refuses a full one."""
+    if settings.preset == "proxmox":
+        return None
+    return Limits(memory_reserve_bytes=settings.memory_reserve_bytes, cpu_overcommit=settings.cpu_overcommit)
+
+
+def plan_moves(snapshot: Snapshot, guards: Guards, budget: int, target: float) -> tuple[tuple[Step, ...], int]:
+    """(steps, candidate moves of the first step). The first step is the round's best move
+    whatever its gain (the caller judges it against the margin); later ones must gain
+    more than NOISE, and the plan stops at `budget` moves or at `target`."""
+    settings = snapshot.settings
+    mode, scale = settings.mode, settings.imbalance_scale
+    pick = best_topsis if settings.method == "topsis" else best_bruteforce
+    rules = compile_rules(snapshot)
+    bundles = movable_bundles(snapshot, rules, mode, guards)
+    capacity = _Capacity(snapshot, bundles, limits_of(settings))
+    stats = node_stats(snapshot, mode)
+    before = imbalance([s.load for s in stats], scale)
+    moved: set[str] = set()
+    steps: list[Step] = []
+    candidates = 0
+    current = snapshot
+    while len(steps) < budget and (not steps or before > target):
+        rows = [i for i, b in enumerate(bundles) if moved.isdisjoint(b.guests)]
+        cluster = Cluster(stats, [bundles[i] for i in rows], scale, capacity.refused(rows))
+        if not steps:
+            candidates = cluster.candidate_count()
+        scored = pick(cluster)
+        if scored is None:
+            break
+        moving = scored.bundle
+        following = apply_move(current, moving.guests, moving.node, scored.target)
+        stats_after = node_stats(following, mode)
+        after = truncated(imbalance([s.load for s in stats_after], scale))
+        gain = relative_gain(before, after)
+        if steps and gain <= NOISE:
+            break
+        move = Move(moving.leader, moving.guests, moving.node, scored.target, after, gain)
+        alternatives = _alternatives(cluster, scored, before)
+        steps.append(Step(move, before, after, gain, alternatives, len(steps) - 1 if steps else None))
+        if gain <= NOISE:
+            break  # the best move is worthless: no plan beyond it
+        moved.update(moving.guests)
+        if any(rules.negative.get(sid) for sid in moving.guests):  # partners' allowed nodes changed
+            bundles = movable_bundles(following, rules, mode, guards)
+            capacity = _Capacity(following, bundles, capacity.limits)
+        else:
+            capacity.moved(following, (moving.node, scored.target))
+        current, stats, before = following, stats_after, after
+    return tuple(steps), candidates
+
+
+def _alternatives(cluster: Cluster, scored: Scored, before: float) -> tuple[str, ...]:
+    """The bundle's next-best allowed targets by imbalance after, among those that help."""
+    row = cluster.bundles.index(scored.bundle)
+    cols = np.array([c for c in cluster.allowed_targets(row) if cluster.names[c] != scored.target], dtype=np.int64)
+    if cols.size == 0:
+        return ()
+    after = exact_imbalances(cluster.exact_loads(np.full(cols.size, row), cols), cluster.scale)
+    order = np.lexsort((cols, after))
+    return tuple(cluster.names[cols[i]] for i in order[:ALTERNATIVES] if after[i] < before)
+
+
+class _Capacity:
+    """`crs.fits` for every (bundle, node), asked again only for the nodes a step changed."""
+
+    def __init__(self, snapshot: Snapshot, bundles: list[Bundle], limits: Limits | None) -> None:
+        self.limits = limits
+        self.bundles = bundles
+        self.names = usable_nodes(snapshot)
+        self.matrix = np.zeros((len(bundles), len(self.names)), dtype=bool)  # True = refused
+        if limits is not None:
+            for col in range(len(self.names)):
+                self._ask(snapshot, col)
+
+    def refused(self, rows: list[int]) -> np.ndarray | None:
+        return None if self.limits is None else self.matrix[rows]
+
+    def moved(self, snapshot: Snapshot, nodes: tuple[str, str]) -> None:
+        if self.limits is not None:
+            for name in nodes:
+                self._ask(snapshot, self.names.index(name))
+
+    def _ask(self, snapshot: Snapshot, col: int) -> None:
+        name = self.names[col]
+        node = snapshot.node(name)
+        usable = frozenset(self.names)
+        guests = {g.sid: g for g in snapshot.guests}
+        base = committed(node, (g for g in snapshot.guests if name in counted_nodes(g, usable)))
+        for row, bundle in enumerate(self.bundles):
+            commitment = base
+            for sid in bundle.guests:
+                commitment = commitment.plus(guests[sid], node)
+            self.matrix[row, col] = refusal(node, commitment, self.limits) is not None  # type: ignore[arg-type]
+
+
+def apply_move(snapshot: Snapshot, guests: tuple[str, ...], source: str, target: str) -> Snapshot:
+    """The snapshot after `guests` moved from `source` to `target`: they sit on the target,
+    and measured node usage, where given, shifts with them (clamped at zero, as in Proxmox)."""
+    members = set(guests)
+    mode = snapshot.settings.mode
+    cpu = mem = 0.0
+    for g in snapshot.guests:
+        if g.sid in members:
+            c, m = demand(g, "dynamic")
+            cpu, mem = cpu + c, mem + m
+    moved = tuple(replace(g, node=target) if g.sid in members else g for g in snapshot.guests)
+    nodes = []
+    for n in snapshot.nodes:
+        if n.cpu_usage is not None and mode == "dynamic" and n.name in (source, target):
+            sign = -1.0 if n.name == source else 1.0
+            n = replace(
+                n,
+                cpu_usage=max(0.0, n.cpu_usage + sign * cpu),
+                mem_usage_bytes=max(0.0, (n.mem_usage_bytes or 0.0) + sign * mem),
+            )
+        nodes.append(n)
+    return replace(snapshot, guests=moved, nodes=tuple(nodes))
