@@ -10,6 +10,7 @@ equal the direct computation bit for bit.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -80,6 +81,21 @@ class Cluster:
         src = self.src[rows]
         return src, np.maximum(0.0, self.cpu[src] - self.bcpu[rows]), np.maximum(0.0, self.mem[src] - self.bmem[rows])
 
+    def after(self, row: int, col: int) -> Cluster:
+        """This cluster once bundle `row` sat on node `col`, with that bundle no longer movable."""
+        out = copy.copy(self)
+        src = self.src[row]
+        out.cpu, out.mem = self.cpu.copy(), self.mem.copy()
+        out.cpu[src] = max(0.0, out.cpu[src] - self.bcpu[row])
+        out.mem[src] = max(0.0, out.mem[src] - self.bmem[row])
+        out.cpu[col] += self.bcpu[row]
+        out.mem[col] += self.bmem[row]
+        out.loads = load(out.cpu, self.maxcpu, out.mem, self.maxmem)
+        refused = np.zeros((len(self.bundles), len(self.names)), dtype=bool) if self.refused is None else self.refused
+        out.refused = refused.copy()
+        out.refused[row] = True
+        return out
+
     def candidate_count(self) -> int:
         if self.refused is not None:
             return sum(int(self.mask(part, constrained).sum()) for part, constrained in self.chunks())
@@ -125,25 +141,30 @@ def exact_imbalances(loads: np.ndarray, scale: str) -> np.ndarray:
     return cv / np.sqrt(n - 1) if scale == "normalized" else cv
 
 
-def best_bruteforce(cluster: Cluster) -> Scored | None:
-    """The move with the lowest imbalance after it; ties by (leader, source, target)."""
+def squared_scores(cluster: Cluster) -> Iterator[tuple[slice, np.ndarray]]:
+    """(bundle rows, rows × nodes CV² after each move; inf where not allowed), chunk by chunk."""
     evaluator = MoveEvaluator(cluster.loads)
-    near_rows: list[np.ndarray] = []
-    near_cols: list[np.ndarray] = []
-    best = np.inf
     for part, constrained in cluster.chunks():
         src, src_cpu, src_mem = cluster.moved_source(part)
         src_load = load(src_cpu, cluster.maxcpu[src], src_mem, cluster.maxmem[src])
         delta = load(cluster.bcpu[part, None], cluster.maxcpu, cluster.bmem[part, None], cluster.maxmem)
         score = evaluator.squared_after(src, src_load, delta)
-        rows = np.arange(src.size)
-        score[rows, src] = np.inf
+        score[np.arange(src.size), src] = np.inf
         for r, allowed in constrained:
             keep = score[r, allowed]
             score[r] = np.inf
             score[r, allowed] = keep
         if cluster.refused is not None:
             score[cluster.refused[part]] = np.inf
+        yield part, score
+
+
+def best_bruteforce(cluster: Cluster) -> Scored | None:
+    """The move with the lowest imbalance after it; ties by (leader, source, target)."""
+    near_rows: list[np.ndarray] = []
+    near_cols: list[np.ndarray] = []
+    best = np.inf
+    for part, score in squared_scores(cluster):
         chunk_best = float(score.min())
         if chunk_best > best + _tolerance(best):
             continue
@@ -158,6 +179,31 @@ def best_bruteforce(cluster: Cluster) -> Scored | None:
     order = np.lexsort((cols, rows, exact))  # rows are in leader order, cols in target-name order
     pick = order[0]
     return Scored(cluster.bundles[rows[pick]], cluster.names[cols[pick]], float(exact[pick]))
+
+
+def scored(cluster: Cluster, row: int, col: int) -> Scored:
+    """Bundle `row` to node `col`, with its exact imbalance after."""
+    after = exact_imbalances(cluster.exact_loads(np.array([row]), np.array([col])), cluster.scale)
+    return Scored(cluster.bundles[row], cluster.names[col], truncated(float(after[0])))
+
+
+def top_moves(cluster: Cluster, count: int) -> list[tuple[int, int, float]]:
+    """The `count` moves with the lowest CV² after them (approximate): (row, col, CV²), best first."""
+    found: list[tuple[float, int, int]] = []
+    for part, score in squared_scores(cluster):
+        flat = score.ravel()
+        take = min(count, flat.size)
+        for i in np.argpartition(flat, take - 1)[:take] if take else ():
+            if np.isfinite(flat[i]):
+                r, c = divmod(int(i), score.shape[1])
+                found.append((float(flat[i]), r + part.start, c))
+    found.sort()
+    return [(r, c, v) for v, r, c in found[:count]]
+
+
+def lowest_squared(cluster: Cluster) -> float:
+    """The lowest CV² any single move reaches (approximate); inf if nothing may move."""
+    return min((float(score.min()) for _, score in squared_scores(cluster) if score.size), default=np.inf)
 
 
 def _tolerance(best: float) -> float:

@@ -17,12 +17,12 @@ import numpy as np
 
 from .bundles import Bundle, movable_bundles
 from .decision import Move, Step
-from .fits import Limits, committed, refusal
+from .fits import Commitment, Limits, committed, refusal
 from .imbalance import imbalance, relative_gain, truncated
 from .model import Guards, Settings, Snapshot
-from .moves import Cluster, Scored, best_bruteforce, best_topsis, exact_imbalances
+from .moves import Cluster, Scored, best_bruteforce, best_topsis, lowest_squared, scored, top_moves
 from .rules import compile_rules
-from .usage import counted_nodes, demand, node_stats, usable_nodes
+from .usage import NodeStats, counted_nodes, demand, node_stats, usable_nodes
 
 # A step must lower the imbalance by more than this fraction of it. Imbalances carry
 # ~1e-15 of rounding (and are compared on 15 decimals), so anything below 1e-9 is noise
@@ -30,6 +30,7 @@ from .usage import counted_nodes, demand, node_stats, usable_nodes
 # thousands) gains orders of magnitude more.
 NOISE = 1e-9
 ALTERNATIVES = 3  # next-best targets kept per step, for claims that find their target full
+LOOKAHEAD = 3  # first moves (the best by themselves) whose best follow-up is weighed, per step
 
 
 def limits_of(settings: Settings) -> Limits | None:
@@ -46,7 +47,6 @@ def plan_moves(snapshot: Snapshot, guards: Guards, budget: int, target: float) -
     more than NOISE, and the plan stops at `budget` moves or at `target`."""
     settings = snapshot.settings
     mode, scale = settings.mode, settings.imbalance_scale
-    pick = best_topsis if settings.method == "topsis" else best_bruteforce
     rules = compile_rules(snapshot)
     bundles = movable_bundles(snapshot, rules, mode, guards)
     capacity = _Capacity(snapshot, bundles, limits_of(settings))
@@ -61,18 +61,18 @@ def plan_moves(snapshot: Snapshot, guards: Guards, budget: int, target: float) -
         cluster = Cluster(stats, [bundles[i] for i in rows], scale, capacity.refused(rows))
         if not steps:
             candidates = cluster.candidate_count()
-        scored = pick(cluster)
-        if scored is None:
+        chosen = _pick(cluster, settings.method, budget - len(steps))
+        if chosen is None:
             break
-        moving = scored.bundle
-        following = apply_move(current, moving.guests, moving.node, scored.target)
-        stats_after = node_stats(following, mode)
+        moving = chosen.bundle
+        following = apply_move(current, moving.guests, moving.node, chosen.target)
+        stats_after = _restat(stats, following, mode, (moving.node, chosen.target))
         after = truncated(imbalance([s.load for s in stats_after], scale))
         gain = relative_gain(before, after)
         if steps and gain <= NOISE:
             break
-        move = Move(moving.leader, moving.guests, moving.node, scored.target, after, gain)
-        alternatives = _alternatives(cluster, scored, before)
+        move = Move(moving.leader, moving.guests, moving.node, chosen.target, after, gain)
+        alternatives = _alternatives(cluster, chosen, before)
         steps.append(Step(move, before, after, gain, alternatives, len(steps) - 1 if steps else None))
         if gain <= NOISE:
             break  # the best move is worthless: no plan beyond it
@@ -81,18 +81,58 @@ def plan_moves(snapshot: Snapshot, guards: Guards, budget: int, target: float) -
             bundles = movable_bundles(following, rules, mode, guards)
             capacity = _Capacity(following, bundles, capacity.limits)
         else:
-            capacity.moved(following, (moving.node, scored.target))
+            capacity.moved(following, (moving.node, chosen.target))
         current, stats, before = following, stats_after, after
     return tuple(steps), candidates
 
 
-def _alternatives(cluster: Cluster, scored: Scored, before: float) -> tuple[str, ...]:
+def _pick(cluster: Cluster, method: str, budget: int) -> Scored | None:
+    """The step to take: TOPSIS's choice, or the bruteforce best unless, with room for
+    two more moves, another of the LOOKAHEAD best first moves leads to a strictly lower
+    imbalance after its own best follow-up (fewer live migrations for the same result)."""
+    if method == "topsis":
+        return best_topsis(cluster)
+    greedy = best_bruteforce(cluster)
+    if greedy is None or budget < 2:
+        return greedy
+    options = top_moves(cluster, LOOKAHEAD)
+    if len(options) < 2:
+        return greedy
+    first = min(v for _, _, v in options)
+
+    def two_steps(row: int, col: int, value: float) -> float:
+        return min(value, lowest_squared(cluster.after(row, col)))
+
+    row, col = cluster.bundles.index(greedy.bundle), cluster.names.index(greedy.target)
+    best_value, best = two_steps(row, col, first), None
+    for r, c, v in options:
+        if (r, c) != (row, col) and (value := two_steps(r, c, v)) < best_value * (1.0 - NOISE):
+            best_value, best = value, (r, c)
+    return greedy if best is None else scored(cluster, *best)
+
+
+def _restat(stats: list[NodeStats], snapshot: Snapshot, mode: str, changed: tuple[str, str]) -> list[NodeStats]:
+    """`node_stats` after a move: only its two nodes change, recomputed from their guests in
+    the same order as a full recomputation, so the figures are the same bits."""
+    part = replace(
+        snapshot,
+        nodes=tuple(n for n in snapshot.nodes if n.name in changed),
+        guests=tuple(g for g in snapshot.guests if g.node in changed or g.target in changed),
+    )
+    fresh = {s.name: s for s in node_stats(part, mode)}
+    return [fresh.get(s.name, s) for s in stats]
+
+
+def _alternatives(cluster: Cluster, chosen: Scored, before: float) -> tuple[str, ...]:
     """The bundle's next-best allowed targets by imbalance after, among those that help."""
-    row = cluster.bundles.index(scored.bundle)
-    cols = np.array([c for c in cluster.allowed_targets(row) if cluster.names[c] != scored.target], dtype=np.int64)
+    row = cluster.bundles.index(chosen.bundle)
+    cols = np.array([c for c in cluster.allowed_targets(row) if cluster.names[c] != chosen.target], dtype=np.int64)
     if cols.size == 0:
         return ()
-    after = exact_imbalances(cluster.exact_loads(np.full(cols.size, row), cols), cluster.scale)
+    loads = cluster.exact_loads(np.full(cols.size, row), cols)
+    after = loads.std(axis=1) / loads.mean(axis=1)
+    if cluster.scale == "normalized":
+        after /= np.sqrt(len(cluster.names) - 1)
     order = np.lexsort((cols, after))
     return tuple(cluster.names[cols[i]] for i in order[:ALTERNATIVES] if after[i] < before)
 
@@ -105,6 +145,14 @@ class _Capacity:
         self.bundles = bundles
         self.names = usable_nodes(snapshot)
         self.matrix = np.zeros((len(bundles), len(self.names)), dtype=bool)  # True = refused
+        self.guests = {g.sid: g for g in snapshot.guests}  # sizes only: where they sit is asked anew
+        # A bundle's own commitment is the same on every node unless a guest takes all of its CPUs (cores 0).
+        self.sizes = [
+            None
+            if any(self.guests[sid].cores <= 0 for sid in b.guests)
+            else committed(snapshot.nodes[0], (self.guests[sid] for sid in b.guests))
+            for b in bundles
+        ]
         if limits is not None:
             for col in range(len(self.names)):
                 self._ask(snapshot, col)
@@ -121,13 +169,12 @@ class _Capacity:
         name = self.names[col]
         node = snapshot.node(name)
         usable = frozenset(self.names)
-        guests = {g.sid: g for g in snapshot.guests}
-        base = committed(node, (g for g in snapshot.guests if name in counted_nodes(g, usable)))
+        here = (g for g in snapshot.guests if name in (g.node, g.target) and name in counted_nodes(g, usable))
+        base = committed(node, here)
         for row, bundle in enumerate(self.bundles):
-            commitment = base
-            for sid in bundle.guests:
-                commitment = commitment.plus(guests[sid], node)
-            self.matrix[row, col] = refusal(node, commitment, self.limits) is not None  # type: ignore[arg-type]
+            own = self.sizes[row] or committed(node, (self.guests[sid] for sid in bundle.guests))
+            total = Commitment(base.cores + own.cores, base.memory_bytes + own.memory_bytes)
+            self.matrix[row, col] = refusal(node, total, self.limits) is not None  # type: ignore[arg-type]
 
 
 def apply_move(snapshot: Snapshot, guests: tuple[str, ...], source: str, target: str) -> Snapshot:
