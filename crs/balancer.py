@@ -16,7 +16,7 @@ from .decision import Decision, Explanation, Move, RoundResult, RoundState, Step
 from .imbalance import imbalance
 from .model import Guards, Settings, Snapshot
 from .planner import apply_move as _apply
-from .planner import plan_moves
+from .planner import plan_moves, target_refusal
 from .rules import compile_rules
 from .usage import NodeStats, node_stats
 
@@ -175,7 +175,8 @@ def stale_reason(snapshot: Snapshot, move: Move, guards: Guards = Guards()) -> s
     A suggestion waits for a person; meanwhile guests move, nodes fail and rules change.
     Executing it on stale data is what admins fear most, so it is re-checked right
     before it starts: same guests on the same source, target usable and allowed, no
-    guest resting after a recent migration.
+    guest resting after a recent migration, and (outside the `proxmox` preset) the
+    target still has room for them (`crs.fits`).
     """
     guests = {g.sid: g for g in snapshot.guests}
     for sid in move.guests:
@@ -204,4 +205,8 @@ def stale_reason(snapshot: Snapshot, move: Move, guards: Guards = Guards()) -> s
     allowed = bundle.targets if bundle.targets is not None else tuple(n for n in nodes if n != move.source)
     if move.target not in allowed:
         return f"the rules no longer allow {move.leader} on {move.target}"
+    if refused := target_refusal(snapshot, move.guests, move.target):
+        what = "configured memory" if refused == "memory" else "configured cores"
+        who = " + ".join(move.guests)
+        return f"{who} no longer fits on {move.target}: its {what} would exceed what the node may carry"
     return None

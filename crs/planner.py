@@ -41,6 +41,19 @@ def limits_of(settings: Settings) -> Limits | None:
     return Limits(memory_reserve_bytes=settings.memory_reserve_bytes, cpu_overcommit=settings.cpu_overcommit)
 
 
+def target_refusal(snapshot: Snapshot, guests: tuple[str, ...], target: str) -> str | None:
+    """Why `target` cannot take `guests` on top of what it carries ("memory", "cpu"); None =
+    it can, or the settings' preset does not check (`proxmox`)."""
+    limits = limits_of(snapshot.settings)
+    if limits is None:
+        return None
+    node = snapshot.node(target)
+    usable = frozenset(usable_nodes(snapshot))
+    carried = [g for g in snapshot.guests if target in counted_nodes(g, usable) and g.sid not in guests]
+    members = [snapshot.guest(sid) for sid in guests]
+    return refusal(node, committed(node, [*carried, *members]), limits)
+
+
 def plan_moves(snapshot: Snapshot, guards: Guards, budget: int, target: float) -> tuple[tuple[Step, ...], int]:
     """(steps, candidate moves of the first step). The first step is the round's best move
     whatever its gain (the caller judges it against the margin); later ones must gain

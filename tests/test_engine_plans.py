@@ -109,6 +109,11 @@ def test_fits_keeps_the_product_from_overfilling_a_node():
     assert proxmox.move.target == "node2"  # 16 + 24 GiB configured on a 32 GiB node: Proxmox does not mind
     product = run_round(snapshot(nodes, guests, mode="dynamic", preset="product", **ACT_NOW), RoundState())
     assert product.move.target == "node3" and "node2" not in {s.move.target for s in product.plan}
+    overfill = replace(proxmox.move, guests=("vm:101",))
+    assert stale_reason(snapshot(nodes, guests, mode="dynamic"), overfill) is None
+    assert stale_reason(snapshot(nodes, guests, mode="dynamic", preset="product"), overfill) == (
+        "vm:101 no longer fits on node2: its configured memory would exceed what the node may carry"
+    )
 
 
 # -- properties of every plan ------------------------------------------------------
