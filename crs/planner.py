@@ -157,6 +157,8 @@ class _Capacity:
         self.limits = limits
         self.bundles = bundles
         self.names = usable_nodes(snapshot)
+        if limits is None:
+            return
         self.matrix = np.zeros((len(bundles), len(self.names)), dtype=bool)  # True = refused
         self.guests = {g.sid: g for g in snapshot.guests}  # sizes only: where they sit is asked anew
         # A bundle's own commitment is the same on every node unless a guest takes all of its CPUs (cores 0).
@@ -166,9 +168,8 @@ class _Capacity:
             else committed(snapshot.nodes[0], (self.guests[sid] for sid in b.guests))
             for b in bundles
         ]
-        if limits is not None:
-            for col in range(len(self.names)):
-                self._ask(snapshot, col)
+        for col in range(len(self.names)):
+            self._ask(snapshot, col)
 
     def refused(self, rows: list[int]) -> np.ndarray | None:
         return None if self.limits is None else self.matrix[rows]
