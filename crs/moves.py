@@ -144,10 +144,14 @@ def exact_imbalances(loads: np.ndarray, scale: str) -> np.ndarray:
 def squared_scores(cluster: Cluster) -> Iterator[tuple[slice, np.ndarray]]:
     """(bundle rows, rows × nodes CV² after each move; inf where not allowed), chunk by chunk."""
     evaluator = MoveEvaluator(cluster.loads)
+    # What each bundle adds to each node's load: `load` of the bundle alone, written with
+    # reciprocals so the bundles × nodes matrix costs two multiplications, not divisions.
+    half_inv_cpu, half_inv_mem = 0.5 / cluster.maxcpu, 0.5 / cluster.maxmem
     for part, constrained in cluster.chunks():
         src, src_cpu, src_mem = cluster.moved_source(part)
         src_load = load(src_cpu, cluster.maxcpu[src], src_mem, cluster.maxmem[src])
-        delta = load(cluster.bcpu[part, None], cluster.maxcpu, cluster.bmem[part, None], cluster.maxmem)
+        delta = np.multiply.outer(cluster.bcpu[part], half_inv_cpu)
+        delta += np.multiply.outer(cluster.bmem[part], half_inv_mem)
         score = evaluator.squared_after(src, src_load, delta)
         score[np.arange(src.size), src] = np.inf
         for r, allowed in constrained:

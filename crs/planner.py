@@ -11,16 +11,17 @@ preset, `crs.fits` apply to every step.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 import numpy as np
 
 from .bundles import Bundle, movable_bundles
 from .decision import Move, Step
-from .fits import Commitment, Limits, committed, refusal
+from .fits import Limits, committed, refusal, room
 from .imbalance import imbalance, relative_gain, truncated
-from .model import Guards, Settings, Snapshot
-from .moves import Cluster, Scored, best_bruteforce, best_topsis, lowest_squared, scored, top_moves
+from .model import Guards, Guest, Settings, Snapshot
+from .moves import CHUNK_CELLS, Cluster, Scored, best_bruteforce, best_topsis, lowest_squared, scored, top_moves
 from .rules import compile_rules
 from .usage import NodeStats, counted_nodes, demand, node_stats, usable_nodes
 
@@ -31,6 +32,7 @@ from .usage import NodeStats, counted_nodes, demand, node_stats, usable_nodes
 NOISE = 1e-9
 ALTERNATIVES = 3  # next-best targets kept per step, for claims that find their target full
 LOOKAHEAD = 3  # first moves (the best by themselves) whose best follow-up is weighed, per step
+LOOKAHEAD_CELLS = CHUNK_CELLS  # beyond this many bundle × node cells the look-ahead's 4× scoring is not paid
 
 
 def limits_of(settings: Settings) -> Limits | None:
@@ -102,11 +104,12 @@ def plan_moves(snapshot: Snapshot, guards: Guards, budget: int, target: float) -
 def _pick(cluster: Cluster, method: str, budget: int) -> Scored | None:
     """The step to take: TOPSIS's choice, or the bruteforce best unless, with room for
     two more moves, another of the LOOKAHEAD best first moves leads to a strictly lower
-    imbalance after its own best follow-up (fewer live migrations for the same result)."""
+    imbalance after its own best follow-up (fewer live migrations for the same result;
+    bench/README.md has what it buys). Large clusters skip the look-ahead."""
     if method == "topsis":
         return best_topsis(cluster)
     greedy = best_bruteforce(cluster)
-    if greedy is None or budget < 2:
+    if greedy is None or budget < 2 or len(cluster.bundles) * len(cluster.names) > LOOKAHEAD_CELLS:
         return greedy
     options = top_moves(cluster, LOOKAHEAD)
     if len(options) < 2:
@@ -151,7 +154,8 @@ def _alternatives(cluster: Cluster, chosen: Scored, before: float) -> tuple[str,
 
 
 class _Capacity:
-    """`crs.fits` for every (bundle, node), asked again only for the nodes a step changed."""
+    """Which (bundle, node) `crs.fits` refuses: each node's room against every bundle at once,
+    asked again only for the two nodes a step changed."""
 
     def __init__(self, snapshot: Snapshot, bundles: list[Bundle], limits: Limits | None) -> None:
         self.limits = limits
@@ -160,35 +164,34 @@ class _Capacity:
         if limits is None:
             return
         self.matrix = np.zeros((len(bundles), len(self.names)), dtype=bool)  # True = refused
-        self.guests = {g.sid: g for g in snapshot.guests}  # sizes only: where they sit is asked anew
-        # A bundle's own commitment is the same on every node unless a guest takes all of its CPUs (cores 0).
-        self.sizes = [
-            None
-            if any(self.guests[sid].cores <= 0 for sid in b.guests)
-            else committed(snapshot.nodes[0], (self.guests[sid] for sid in b.guests))
-            for b in bundles
-        ]
-        for col in range(len(self.names)):
-            self._ask(snapshot, col)
+        guests = {g.sid: g for g in snapshot.guests}
+        # A bundle's own commitment: fixed cores and memory, plus its guests that take all of a node's CPUs (cores 0).
+        self.memory = np.array([sum(guests[sid].memory_bytes for sid in b.guests) for b in bundles], dtype=float)
+        self.cores = np.array([sum(max(guests[sid].cores, 0.0) for sid in b.guests) for b in bundles], dtype=float)
+        self.whole = np.array([sum(guests[sid].cores <= 0 for sid in b.guests) for b in bundles], dtype=float)
+        self._ask(snapshot, self.names)
 
     def refused(self, rows: list[int]) -> np.ndarray | None:
         return None if self.limits is None else self.matrix[rows]
 
     def moved(self, snapshot: Snapshot, nodes: tuple[str, str]) -> None:
         if self.limits is not None:
-            for name in nodes:
-                self._ask(snapshot, self.names.index(name))
+            self._ask(snapshot, nodes)
 
-    def _ask(self, snapshot: Snapshot, col: int) -> None:
-        name = self.names[col]
-        node = snapshot.node(name)
+    def _ask(self, snapshot: Snapshot, names: Iterable[str]) -> None:
+        """Refresh the columns of `names` from what their nodes carry in `snapshot`."""
+        cols = {name: self.names.index(name) for name in names}
         usable = frozenset(self.names)
-        here = (g for g in snapshot.guests if name in (g.node, g.target) and name in counted_nodes(g, usable))
-        base = committed(node, here)
-        for row, bundle in enumerate(self.bundles):
-            own = self.sizes[row] or committed(node, (self.guests[sid] for sid in bundle.guests))
-            total = Commitment(base.cores + own.cores, base.memory_bytes + own.memory_bytes)
-            self.matrix[row, col] = refusal(node, total, self.limits) is not None  # type: ignore[arg-type]
+        carried: dict[str, list[Guest]] = {name: [] for name in cols}
+        for guest in snapshot.guests:
+            for name in counted_nodes(guest, usable):
+                if name in carried:
+                    carried[name].append(guest)
+        for name, col in cols.items():
+            node = snapshot.node(name)
+            left = room(node, committed(node, carried[name]), self.limits)  # type: ignore[arg-type]
+            cores = self.cores + self.whole * node.cpus
+            self.matrix[:, col] = (self.memory > left.memory_bytes) | (cores > left.cores)
 
 
 def apply_move(snapshot: Snapshot, guests: tuple[str, ...], source: str, target: str) -> Snapshot:
