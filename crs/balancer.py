@@ -1,9 +1,10 @@
-"""One balancing round, and multi-step plans for previews.
+"""One balancing round, and the plan preview of `crs plan`.
 
-Policy calls the math: this module decides *whether* to move (gate, threshold, hold
-duration, margin) and asks `moves` for the best candidate. A round is a pure function
-(snapshot, settings, round state) → result with a new state, so the web side persists
-the hold counter and any worker can run the next round (reference/proxmox-crs.md §4.4).
+Policy calls the math: this module decides *whether* to move (gate, threshold, load
+floor, hold duration, margin on the plan's total gain) and asks `planner` for the plan.
+A round is a pure function (snapshot with its settings, round state) → result with a new
+state, so the web side persists the hold counter and any worker can run the next round
+(reference/proxmox-crs.md §4.4).
 """
 
 from __future__ import annotations
@@ -11,45 +12,45 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .bundles import movable_bundles
-from .decision import Decision, Explanation, Move, RoundResult, RoundState
-from .imbalance import imbalance, relative_gain
+from .decision import Decision, Explanation, Move, RoundResult, RoundState, Step, total_gain
+from .imbalance import imbalance
 from .model import Guards, Settings, Snapshot
-from .moves import Cluster, Scored, best_bruteforce, best_topsis
+from .planner import apply_move as _apply
+from .planner import plan_moves, target_refusal
 from .rules import compile_rules
-from .usage import demand, node_stats
+from .usage import NodeStats, node_stats
 
 
 def run_round(
     snapshot: Snapshot,
-    settings: Settings,
     state: RoundState,
     *,
     proxmox_gate: bool = False,
     guards: Guards = Guards(),
 ) -> RoundResult:
-    """One round. With `proxmox_gate`, auto-rebalance off or mode basic means no round at
-    all, as in Proxmox; the product instead always evaluates and lets the automation
-    level decide who approves (DESIGN.md)."""
+    """One round under `snapshot.settings` (the one way settings enter the engine). With
+    `proxmox_gate`, auto-rebalance off or mode basic means no round at all, as in
+    Proxmox; the product instead always evaluates and lets the automation level decide
+    who approves (DESIGN.md)."""
+    settings = snapshot.settings
     stats = node_stats(snapshot, settings.mode)
     loads = {s.name: s.load for s in stats}
     current = imbalance(list(loads.values()), settings.imbalance_scale)
-    waiting = _waiting(snapshot, settings, state, current, proxmox_gate)
+    waiting = _waiting(snapshot, stats, state, current, proxmox_gate)
     if waiting is not None:
         decision, reason, new_state = waiting
         return _result(settings, loads, current, decision, reason, new_state, new_state.hold_count)
     served = state.hold_count + 1  # the hold duration is served: this round acts, the next starts over
-    cluster = Cluster(
-        stats, movable_bundles(snapshot, compile_rules(snapshot), settings.mode, guards), settings.imbalance_scale
-    )
-    scored = (best_topsis if settings.method == "topsis" else best_bruteforce)(cluster)
-    decision, reason = _verdict(settings, current, scored)
-    return _result(settings, loads, current, decision, reason, RoundState(0), served, cluster.candidate_count(), scored)
+    steps, candidates = plan_moves(snapshot, guards, settings.moves_per_round, settings.target)
+    decision, reason = _verdict(settings, current, steps)
+    return _result(settings, loads, current, decision, reason, RoundState(0), served, candidates, steps)
 
 
 def _waiting(
-    snapshot: Snapshot, settings: Settings, state: RoundState, current: float, proxmox_gate: bool
+    snapshot: Snapshot, stats: list[NodeStats], state: RoundState, current: float, proxmox_gate: bool
 ) -> tuple[Decision, str, RoundState] | None:
     """Why this round does not look for a move yet, with the hold counter it leaves; None = look."""
+    settings = snapshot.settings
     if proxmox_gate and (not settings.auto_rebalance or settings.mode == "basic"):
         return "disabled", "Automatic rebalancing is off for this mode: no round runs.", state
     if moving := snapshot.in_motion:
@@ -66,6 +67,16 @@ def _waiting(
             f"Imbalance {_fmt(current)} is at or below the threshold {_fmt(settings.threshold)}: nothing to do.",
             RoundState(0),
         )
+    busiest = max(stats, key=lambda s: (max(s.cpu_load, s.mem_load), s.name))
+    busiest_load = max(busiest.cpu_load, busiest.mem_load)
+    if busiest_load < settings.load_floor:
+        return (
+            "below-load-floor",
+            f"No move: the busiest node, {busiest.name}, is at {_fmt(busiest_load)} "
+            f"(CPU {_fmt(busiest.cpu_load)}, memory {_fmt(busiest.mem_load)}), "
+            f"below the load floor {_fmt(settings.load_floor)}.",
+            RoundState(0),
+        )
     hold = state.hold_count + 1
     if hold < settings.hold_duration:
         return (
@@ -77,17 +88,25 @@ def _waiting(
     return None
 
 
-def _verdict(settings: Settings, current: float, scored: Scored | None) -> tuple[Decision, str]:
-    if scored is None:
+def _verdict(settings: Settings, current: float, steps: tuple[Step, ...]) -> tuple[Decision, str]:
+    if not steps:
         return "no-candidate", "No guest may move: rules, exclusions or a single usable node leave no allowed target."
-    gain = relative_gain(current, scored.imbalance_after)
+    first, gain = steps[0].move, total_gain(steps)
+    if len(steps) == 1:
+        what = (
+            f"{first.leader} {first.source} → {first.target} would take the imbalance "
+            f"from {_fmt(current)} to {_fmt(first.imbalance_after)}, a gain of {gain:.1%}"
+        )
+        if gain < settings.margin:
+            return "below-margin", f"The best move, {what}, is less than the margin {settings.margin:.0%}."
+        return "migrate", f"Moving {what} (margin {settings.margin:.0%})."
     what = (
-        f"{scored.bundle.leader} {scored.bundle.node} → {scored.target} would take the imbalance "
-        f"from {_fmt(current)} to {_fmt(scored.imbalance_after)}, a gain of {gain:.1%}"
+        f"{len(steps)} moves, starting with {first.leader} {first.source} → {first.target}, would take the "
+        f"imbalance from {_fmt(current)} to {_fmt(steps[-1].imbalance_after)}, a total gain of {gain:.1%}"
     )
     if gain < settings.margin:
-        return "below-margin", f"The best move, {what}, is less than the margin {settings.margin:.0%}."
-    return "migrate", f"Moving {what} (margin {settings.margin:.0%})."
+        return "below-margin", f"The best plan, {what}, is less than the margin {settings.margin:.0%}."
+    return "migrate", f"A plan of {what} (margin {settings.margin:.0%}, target {_fmt(settings.target)})."
 
 
 def _result(
@@ -99,9 +118,8 @@ def _result(
     state: RoundState,
     hold_count: int,
     candidates: int = 0,
-    scored: Scored | None = None,
+    steps: tuple[Step, ...] = (),
 ) -> RoundResult:
-    move = _move(scored, current) if scored else None
     explanation = Explanation(
         reason,
         current,
@@ -111,63 +129,44 @@ def _result(
         candidates,
         settings.margin,
         settings.method,
-        move.imbalance_after if move else None,
-        move.relative_gain if move else None,
+        steps[-1].imbalance_after if steps else None,
+        total_gain(steps) if steps else None,
+        settings.target,
     )
-    return RoundResult(decision, current, loads, candidates, move, state, explanation)
-
-
-def _move(scored: Scored, before: float) -> Move:
-    b = scored.bundle
-    return Move(
-        b.leader, b.guests, b.node, scored.target, scored.imbalance_after, relative_gain(before, scored.imbalance_after)
-    )
+    move = steps[0].move if steps else None
+    return RoundResult(decision, current, loads, candidates, move, state, explanation, plan=steps)
 
 
 def _fmt(value: float) -> str:
     return f"{value:.1%}"
 
 
-def plan(snapshot: Snapshot, steps: int = 1) -> RoundResult:
-    """The snapshot's answer to one round as if the hold duration were already served,
-    extended to up to `steps` moves, each applied before the next is chosen (like
-    Ganeti hbal's move sequence). The sequence stops at the first step that does not
-    migrate, i.e. that would not clear the threshold and margin."""
+def plan(snapshot: Snapshot, steps: int | None = None) -> RoundResult:
+    """The snapshot's answer to one round as if the hold duration were already served.
+
+    With `steps` K, also (a) `moves`: the greedy sequence of single-move rounds, each
+    applied before the next, stopping at the first that would not clear the threshold and
+    margin (the documented meaning of crs-plan/1's `moves`), and (b) `plan`: the product's
+    planner, the one rounds use, with K as its move budget and the file's target."""
     settings = replace(snapshot.settings, hold_duration=0)
-    first = run_round(snapshot, settings, RoundState())
-    moves: list[Move] = []
-    result, current = first, snapshot
+    if steps is None:
+        return run_round(snapshot.with_settings(settings), RoundState())
+    first = run_round(snapshot.with_settings(replace(settings, moves_per_round=steps)), RoundState())
+    single = snapshot.with_settings(replace(settings, moves_per_round=1))
+    greedy: list[Move] = []
+    result, current = run_round(single, RoundState()), single
     while result.decision == "migrate" and result.move:
-        moves.append(result.move)
-        if len(moves) == steps:
+        greedy.append(result.move)
+        if len(greedy) == steps:
             break
         current = apply_move(current, result.move)
-        result = run_round(current, settings, RoundState())
-    return replace(first, moves=tuple(moves))
+        result = run_round(current, RoundState())
+    return replace(first, moves=tuple(greedy))
 
 
 def apply_move(snapshot: Snapshot, move: Move) -> Snapshot:
-    """The snapshot after `move` completed: its guests sit on the target, and measured node
-    usage, where given, shifts with them (clamped at zero, as in Proxmox)."""
-    members = set(move.guests)
-    mode = snapshot.settings.mode
-    cpu = mem = 0.0
-    for g in snapshot.guests:
-        if g.sid in members:
-            c, m = demand(g, "dynamic")
-            cpu, mem = cpu + c, mem + m
-    guests = tuple(replace(g, node=move.target) if g.sid in members else g for g in snapshot.guests)
-    nodes = []
-    for n in snapshot.nodes:
-        if n.cpu_usage is not None and mode == "dynamic" and n.name in (move.source, move.target):
-            sign = -1.0 if n.name == move.source else 1.0
-            n = replace(
-                n,
-                cpu_usage=max(0.0, n.cpu_usage + sign * cpu),
-                mem_usage_bytes=max(0.0, (n.mem_usage_bytes or 0.0) + sign * mem),
-            )
-        nodes.append(n)
-    return replace(snapshot, guests=guests, nodes=tuple(nodes))
+    """The snapshot after `move` completed (see `crs.planner.apply_move`)."""
+    return _apply(snapshot, move.guests, move.source, move.target)
 
 
 def stale_reason(snapshot: Snapshot, move: Move, guards: Guards = Guards()) -> str | None:
@@ -176,7 +175,8 @@ def stale_reason(snapshot: Snapshot, move: Move, guards: Guards = Guards()) -> s
     A suggestion waits for a person; meanwhile guests move, nodes fail and rules change.
     Executing it on stale data is what admins fear most, so it is re-checked right
     before it starts: same guests on the same source, target usable and allowed, no
-    guest resting after a recent migration.
+    guest resting after a recent migration, and (outside the `proxmox` preset) the
+    target still has room for them (`crs.fits`).
     """
     guests = {g.sid: g for g in snapshot.guests}
     for sid in move.guests:
@@ -205,4 +205,8 @@ def stale_reason(snapshot: Snapshot, move: Move, guards: Guards = Guards()) -> s
     allowed = bundle.targets if bundle.targets is not None else tuple(n for n in nodes if n != move.source)
     if move.target not in allowed:
         return f"the rules no longer allow {move.leader} on {move.target}"
+    if refused := target_refusal(snapshot, move.guests, move.target):
+        what = "configured memory" if refused == "memory" else "configured cores"
+        who = " + ".join(move.guests)
+        return f"{who} no longer fits on {move.target}: its {what} would exceed what the node may carry"
     return None

@@ -35,7 +35,12 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="what a balancing round would do with this snapshot")
     p.add_argument("snapshot", help="crs-snapshot/1 JSON file")
     p.add_argument("--json", action="store_true", help="print the crs-plan/1 JSON contract")
-    p.add_argument("--steps", type=_positive, default=None, help="plan up to K moves, each applied before the next")
+    p.add_argument(
+        "--steps",
+        type=_positive,
+        default=None,
+        help="preview the planner rounds use with a budget of K moves (down to the file's target imbalance)",
+    )
     p.set_defaults(handler=_plan)
     s = sub.add_parser("score", help="rank the nodes for placing one guest")
     s.add_argument("snapshot")
@@ -64,7 +69,7 @@ def _positive(text: str) -> int:
 
 def _plan(args: argparse.Namespace) -> int:
     snap = snapshot.load_file(args.snapshot)
-    result = balancer.plan(snap, steps=args.steps or 1)
+    result = balancer.plan(snap, steps=args.steps)
     if args.json:
         print(json.dumps(result.to_plan_dict(steps=args.steps is not None), indent=2))
     else:
@@ -86,10 +91,12 @@ def _plan_table(snap: Snapshot, result, with_steps: bool) -> str:
         f"{result.candidates} candidate moves",
         f"decision: {result.decision}",
     ]
-    for i, move in enumerate(result.moves if with_steps else ([result.move] if result.move else []), 1):
+    for i, step in enumerate(result.plan, 1):
+        move = step.move
         lines.append(
             f"  {i}. {' + '.join(move.guests)}: {move.source} -> {move.target}, imbalance after "
             f"{move.imbalance_after:.4f} (gain {move.relative_gain:.1%})"
+            + (f"; else {', '.join(step.alternatives)}" if with_steps and step.alternatives else "")
         )
     lines.append(result.explanation.reason)
     return "\n".join(lines)

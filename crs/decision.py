@@ -10,15 +10,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Decision = Literal[
-    "migrate",  # the best move clears the margin: suggest it
+    "migrate",  # the plan's total gain clears the margin: suggest its moves
     "below-threshold",  # imbalance <= threshold: the hold counter resets
     "holding",  # above threshold, but not yet for hold_duration rounds
     "no-candidate",  # nothing may move (rules, pins, single node)
-    "below-margin",  # the best move gains less than the margin; `move` still shows it
+    "below-margin",  # the plan gains less than the margin in total; `move` and `plan` still show it
+    "below-load-floor",  # the busiest node's CPU and memory are both below the load floor
     "motion-in-flight",  # a guest is migrating: wait, the hold counter freezes
     "disabled",  # Proxmox gate: auto-rebalance off or mode basic
 ]
-DECISIONS: tuple[str, ...] = Decision.__args__  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,34 @@ class Move:
 
 
 @dataclass(frozen=True, slots=True)
+class Step:
+    """One move of a plan, computed on the snapshot with the plan's earlier moves applied."""
+
+    move: Move
+    imbalance_before: float
+    imbalance_after: float  # recomputed on the moved snapshot, as a fresh round would see it
+    gain: float  # this step's relative gain
+    alternatives: tuple[str, ...]  # next-best targets for the same guests, best first
+    after: int | None  # index of the step it was computed behind; None = on the snapshot as it is
+
+    def to_dict(self) -> dict:
+        return {
+            **self.move.to_dict(),
+            "imbalance_before": self.imbalance_before,
+            "alternatives": list(self.alternatives),
+            "after": self.after,
+        }
+
+
+def total_gain(steps: tuple[Step, ...] | list[Step]) -> float:
+    """The plan's relative gain: 1 − Π(1 − step gain), i.e. (first before − last after) ÷ first before."""
+    kept = 1.0
+    for step in steps:
+        kept *= 1.0 - step.gain
+    return 1.0 - kept if steps else 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """Why the round decided what it did, in numbers the page shows."""
 
@@ -62,8 +90,9 @@ class Explanation:
     candidates: int
     margin: float
     method: str
-    imbalance_after: float | None = None
-    relative_gain: float | None = None
+    imbalance_after: float | None = None  # after the whole plan
+    relative_gain: float | None = None  # the plan's total gain, compared to the margin
+    target_imbalance: float | None = None
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -78,7 +107,8 @@ class RoundResult:
     move: Move | None
     state: RoundState
     explanation: Explanation
-    moves: tuple[Move, ...] = field(default=())  # multi-step plans only
+    moves: tuple[Move, ...] = field(default=())  # `crs plan --steps`' greedy sequence only
+    plan: tuple[Step, ...] = field(default=())  # the round's plan; `move` is its first step
 
     def to_plan_dict(self, steps: bool = False) -> dict:
         """The crs-plan/1 JSON form (reference/snapshot-format.md)."""
@@ -92,5 +122,10 @@ class RoundResult:
         }
         if steps:
             out["moves"] = [m.to_dict() for m in self.moves]
+        out["plan"] = {
+            "moves": [step.to_dict() for step in self.plan],
+            "gain": total_gain(self.plan),
+            "imbalance_after": self.plan[-1].imbalance_after if self.plan else self.imbalance,
+        }
         out["explanation"] = self.explanation.to_dict()
         return out

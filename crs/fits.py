@@ -55,6 +55,16 @@ def refusal(node: Node, commitment: Commitment, limits: Limits) -> Refusal | Non
     return None
 
 
+def room(node: Node, commitment: Commitment, limits: Limits) -> Commitment:
+    """What `node`, already carrying `commitment`, may still take (negative: already over).
+    A guest fits where its memory and its cores are both within it; planners compare whole
+    arrays of candidates against it at once."""
+    return Commitment(
+        node.cpus * limits.cpu_overcommit - commitment.cores,
+        node.memory_bytes - limits.memory_reserve_bytes - commitment.memory_bytes,
+    )
+
+
 def fits(node: Node, commitment: Commitment, guest: Guest, limits: Limits) -> Refusal | None:
     """Why `node`, already carrying `commitment`, cannot take `guest` as well; None = it can."""
     return refusal(node, commitment.plus(guest, node), limits)

@@ -13,10 +13,14 @@ from typing import Literal
 Mode = Literal["basic", "static", "dynamic"]
 Method = Literal["bruteforce", "topsis"]
 Scale = Literal["normalized", "raw"]
+Objective = Literal["even", "pressure", "both"]
+Preset = Literal["proxmox", "product"]
 
 MODES: tuple[str, ...] = ("basic", "static", "dynamic")
 METHODS: tuple[str, ...] = ("bruteforce", "topsis")
 SCALES: tuple[str, ...] = ("normalized", "raw")
+OBJECTIVES: tuple[str, ...] = ("even", "pressure", "both")
+PRESETS: tuple[str, ...] = ("proxmox", "product")
 
 # Guest states as the HA manager names them (reference/proxmox-crs.md §1.2).
 MOVING_STATES = frozenset({"migrate", "relocate"})
@@ -29,19 +33,38 @@ STATES = frozenset({"stopped", "request_start", "disabled", "ignored"} | STATES_
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """The balancing policy, in Proxmox's terms and with Proxmox's defaults."""
+    """The balancing policy; the defaults are the `proxmox` preset, Proxmox's exact behaviour.
+
+    A snapshot without the newer keys means that preset, so files written before them
+    keep their answers. `PRODUCT` below is what new clusters start from.
+    """
 
     mode: Mode = "static"
     auto_rebalance: bool = True
     threshold: float = 0.3  # imbalance above which a round looks for a move (fraction)
     hold_duration: int = 3  # consecutive rounds above threshold before acting
-    margin: float = 0.1  # minimum relative improvement of the imbalance (fraction)
+    margin: float = 0.1  # minimum relative improvement of the imbalance by the whole plan (fraction)
     method: Method = "bruteforce"
     imbalance_scale: Scale = "normalized"
     rebalance_on_start: bool = False
+    preset: Preset = "proxmox"  # proxmox: no "fits" refusal (Proxmox scores, it never refuses a full node)
+    moves_per_round: int = 1  # move budget of one round's plan
+    target_imbalance: float | None = None  # a plan continues while above it; None = the threshold
+    load_floor: float = 0.0  # act only when the busiest node's CPU or memory is above it (fraction)
+    objective: Objective = "even"
+    cpu_overcommit: float = 4.0  # configured cores per CPU thread a node may carry (crs.fits)
+    memory_reserve_bytes: float = 0.0  # memory kept free on every node (crs.fits)
 
-    def with_changes(self, **changes: object) -> Settings:
-        return replace(self, **changes)
+    @property
+    def target(self) -> float:
+        """Where a plan stops: below the threshold leaves room before the next crossing."""
+        return self.threshold if self.target_imbalance is None else self.target_imbalance
+
+
+PROXMOX = Settings()
+# The product's defaults for new clusters: plans of several moves down to a target below
+# the threshold (hysteresis), and no move that overfills a node.
+PRODUCT = Settings(preset="product", moves_per_round=5, target_imbalance=0.2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,9 +159,6 @@ class Snapshot:
             if guest.sid == sid:
                 return guest
         raise KeyError(sid)
-
-    def with_guests(self, guests: tuple[Guest, ...]) -> Snapshot:
-        return replace(self, guests=guests)
 
     def with_nodes(self, nodes: tuple[Node, ...]) -> Snapshot:
         return replace(self, nodes=nodes)

@@ -10,6 +10,7 @@ equal the direct computation bit for bit.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -19,7 +20,7 @@ from . import topsis
 from .bundles import Bundle
 from .imbalance import MoveEvaluator, truncated
 from .placement import WEIGHTS, criteria_after
-from .usage import NodeStats
+from .usage import NodeStats, load
 
 CHUNK_CELLS = 1 << 20  # bundles × nodes evaluated at once (about 8 MB per float array)
 EXACT_TOPSIS_CELLS = 1 << 24  # up to this many candidate × node cells, TOPSIS criteria are folded exactly
@@ -35,20 +36,23 @@ class Scored:
 class Cluster:
     """Node arrays (name order) and the bundles that may move, ready for vector math."""
 
-    def __init__(self, stats: list[NodeStats], bundles: list[Bundle], scale: str) -> None:
+    def __init__(
+        self, stats: list[NodeStats], bundles: list[Bundle], scale: str, refused: np.ndarray | None = None
+    ) -> None:
         self.names = [s.name for s in stats]
         index = {n: i for i, n in enumerate(self.names)}
         self.cpu = np.array([s.cpu for s in stats], dtype=float)
         self.maxcpu = np.array([s.maxcpu for s in stats], dtype=float)
         self.mem = np.array([s.mem for s in stats], dtype=float)
         self.maxmem = np.array([s.maxmem for s in stats], dtype=float)
-        self.loads = (self.cpu / self.maxcpu + self.mem / self.maxmem) / 2.0
+        self.loads = load(self.cpu, self.maxcpu, self.mem, self.maxmem)
         self.bundles = bundles
         self.src = np.array([index[b.node] for b in bundles], dtype=np.int64)
         self.bcpu = np.array([b.cpu for b in bundles], dtype=float)
         self.bmem = np.array([b.mem for b in bundles], dtype=float)
         self.allowed_idx = [None if b.targets is None else [index[t] for t in b.targets] for b in bundles]
         self.scale = scale
+        self.refused = refused  # bundles × nodes, True where crs.fits refuses the target; None = no check
 
     def chunks(self) -> Iterator[tuple[slice, list[tuple[int, list[int]]]]]:
         """(bundle rows, [(row in chunk, allowed target columns)] for constrained rows),
@@ -67,6 +71,8 @@ class Cluster:
         for r, allowed in constrained:
             mask[r] = False
             mask[r, allowed] = True
+        if self.refused is not None:
+            mask &= ~self.refused[part]
         return mask
 
     def moved_source(self, rows: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -75,19 +81,44 @@ class Cluster:
         src = self.src[rows]
         return src, np.maximum(0.0, self.cpu[src] - self.bcpu[rows]), np.maximum(0.0, self.mem[src] - self.bmem[rows])
 
+    def after(self, row: int, col: int) -> Cluster:
+        """This cluster once bundle `row` sat on node `col`, with that bundle no longer movable."""
+        out = copy.copy(self)
+        src = self.src[row]
+        out.cpu, out.mem = self.cpu.copy(), self.mem.copy()
+        out.cpu[src] = max(0.0, out.cpu[src] - self.bcpu[row])
+        out.mem[src] = max(0.0, out.mem[src] - self.bmem[row])
+        out.cpu[col] += self.bcpu[row]
+        out.mem[col] += self.bmem[row]
+        out.loads = load(out.cpu, self.maxcpu, out.mem, self.maxmem)
+        refused = np.zeros((len(self.bundles), len(self.names)), dtype=bool) if self.refused is None else self.refused
+        out.refused = refused.copy()
+        out.refused[row] = True
+        return out
+
     def candidate_count(self) -> int:
+        if self.refused is not None:
+            return sum(int(self.mask(part, constrained).sum()) for part, constrained in self.chunks())
         n = len(self.names)
         return sum(n - 1 if a is None else len(a) for a in self.allowed_idx)
+
+    def allowed_targets(self, row: int) -> list[int]:
+        """Target columns bundle `row` may go to."""
+        return [int(c) for c in np.nonzero(self.mask(slice(row, row + 1), self._constrained(row))[0])[0]]
+
+    def _constrained(self, row: int) -> list[tuple[int, list[int]]]:
+        allowed = self.allowed_idx[row]
+        return [] if allowed is None else [(0, allowed)]
 
     def exact_loads(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """The full load vector after each (bundle row, target col) move: K × N."""
         src, src_cpu, src_mem = self.moved_source(rows)
         out = np.repeat(self.loads[None, :], rows.size, axis=0)
         k = np.arange(rows.size)
-        out[k, src] = (src_cpu / self.maxcpu[src] + src_mem / self.maxmem[src]) / 2.0
+        out[k, src] = load(src_cpu, self.maxcpu[src], src_mem, self.maxmem[src])
         tc = self.cpu[cols] + self.bcpu[rows]
         tm = self.mem[cols] + self.bmem[rows]
-        out[k, cols] = (tc / self.maxcpu[cols] + tm / self.maxmem[cols]) / 2.0
+        out[k, cols] = load(tc, self.maxcpu[cols], tm, self.maxmem[cols])
         return out
 
 
@@ -110,25 +141,34 @@ def exact_imbalances(loads: np.ndarray, scale: str) -> np.ndarray:
     return cv / np.sqrt(n - 1) if scale == "normalized" else cv
 
 
-def best_bruteforce(cluster: Cluster) -> Scored | None:
-    """The move with the lowest imbalance after it; ties by (leader, source, target)."""
+def squared_scores(cluster: Cluster) -> Iterator[tuple[slice, np.ndarray]]:
+    """(bundle rows, rows × nodes CV² after each move; inf where not allowed), chunk by chunk."""
     evaluator = MoveEvaluator(cluster.loads)
+    # What each bundle adds to each node's load: `load` of the bundle alone, written with
+    # reciprocals so the bundles × nodes matrix costs two multiplications, not divisions.
     half_inv_cpu, half_inv_mem = 0.5 / cluster.maxcpu, 0.5 / cluster.maxmem
-    near_rows: list[np.ndarray] = []
-    near_cols: list[np.ndarray] = []
-    best = np.inf
     for part, constrained in cluster.chunks():
         src, src_cpu, src_mem = cluster.moved_source(part)
-        src_load = (src_cpu / cluster.maxcpu[src] + src_mem / cluster.maxmem[src]) / 2.0
+        src_load = load(src_cpu, cluster.maxcpu[src], src_mem, cluster.maxmem[src])
         delta = np.multiply.outer(cluster.bcpu[part], half_inv_cpu)
         delta += np.multiply.outer(cluster.bmem[part], half_inv_mem)
         score = evaluator.squared_after(src, src_load, delta)
-        rows = np.arange(src.size)
-        score[rows, src] = np.inf
+        score[np.arange(src.size), src] = np.inf
         for r, allowed in constrained:
             keep = score[r, allowed]
             score[r] = np.inf
             score[r, allowed] = keep
+        if cluster.refused is not None:
+            score[cluster.refused[part]] = np.inf
+        yield part, score
+
+
+def best_bruteforce(cluster: Cluster) -> Scored | None:
+    """The move with the lowest imbalance after it; ties by (leader, source, target)."""
+    near_rows: list[np.ndarray] = []
+    near_cols: list[np.ndarray] = []
+    best = np.inf
+    for part, score in squared_scores(cluster):
         chunk_best = float(score.min())
         if chunk_best > best + _tolerance(best):
             continue
@@ -143,6 +183,31 @@ def best_bruteforce(cluster: Cluster) -> Scored | None:
     order = np.lexsort((cols, rows, exact))  # rows are in leader order, cols in target-name order
     pick = order[0]
     return Scored(cluster.bundles[rows[pick]], cluster.names[cols[pick]], float(exact[pick]))
+
+
+def scored(cluster: Cluster, row: int, col: int) -> Scored:
+    """Bundle `row` to node `col`, with its exact imbalance after."""
+    after = exact_imbalances(cluster.exact_loads(np.array([row]), np.array([col])), cluster.scale)
+    return Scored(cluster.bundles[row], cluster.names[col], truncated(float(after[0])))
+
+
+def top_moves(cluster: Cluster, count: int) -> list[tuple[int, int, float]]:
+    """The `count` moves with the lowest CV² after them (approximate): (row, col, CV²), best first."""
+    found: list[tuple[float, int, int]] = []
+    for part, score in squared_scores(cluster):
+        flat = score.ravel()
+        take = min(count, flat.size)
+        for i in np.argpartition(flat, take - 1)[:take] if take else ():
+            if np.isfinite(flat[i]):
+                r, c = divmod(int(i), score.shape[1])
+                found.append((float(flat[i]), r + part.start, c))
+    found.sort()
+    return [(r, c, v) for v, r, c in found[:count]]
+
+
+def lowest_squared(cluster: Cluster) -> float:
+    """The lowest CV² any single move reaches (approximate); inf if nothing may move."""
+    return min((float(score.min()) for _, score in squared_scores(cluster) if score.size), default=np.inf)
 
 
 def _tolerance(best: float) -> float:

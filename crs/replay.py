@@ -73,7 +73,7 @@ def replay(source_config: dict, settings: Settings, rounds: int, cooldown_s: flo
                     replace(running.pop(task_id), outcome=status.state, reason=status.reason, ended_s=trace_now)
                 )
         history = (PastMove((m.sid,), m.source, m.target, m.outcome, m.ended_s) for m in migrations)
-        result = run_round(snap, settings, state, guards=guards_from(history, trace_now, cooldown_s, 0.0))
+        result = run_round(snap.with_settings(settings), state, guards=guards_from(history, trace_now, cooldown_s, 0.0))
         state = result.state
         series.append((trace_now, result.imbalance, result.decision, result.node_loads))
         if result.decision == "migrate" and result.move:

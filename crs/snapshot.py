@@ -17,6 +17,10 @@ from .fields import MISSING, Fields
 from .model import (
     METHODS,
     MODES,
+    OBJECTIVES,
+    PRESETS,
+    PRODUCT,
+    PROXMOX,
     SCALES,
     STATES,
     STATES_ON_TARGET_NODE,
@@ -81,20 +85,39 @@ def parse(data: Any) -> Snapshot:
 
 
 def parse_settings(raw: Any, path: str = "settings") -> Settings:
-    """Validate a settings object; absent keys take Proxmox's defaults."""
+    """Validate a settings object; absent keys take the preset's values (`proxmox` when
+    `preset` is absent too, so older files keep Proxmox's answers)."""
     if not isinstance(raw, dict):
         raise SnapshotError(f"{path}: expected an object, got {raw!r}")
     _f.refuse_unknown(raw, set(Settings.__dataclass_fields__), path)
-    d = Settings()
+    preset = _f.choice(raw, "preset", path, PRESETS, "proxmox")
+    d = PRODUCT if preset == "product" else PROXMOX
+    threshold = _f.number(raw, "threshold", path, d.threshold, low=0.0)
+    if "target_imbalance" not in raw:  # the preset's target, where it is below this threshold
+        target = d.target_imbalance if d.target_imbalance is not None and d.target_imbalance <= threshold else None
+    elif raw["target_imbalance"] is None:  # explicitly: the threshold
+        target = None
+    else:
+        target = _f.number(raw, "target_imbalance", path, low=0.0, high=threshold)
+    objective = _f.choice(raw, "objective", path, OBJECTIVES, d.objective)
+    if objective != "even":
+        raise SnapshotError(f"{path}.objective: {objective!r} is not available in this engine yet; use 'even'")
     return Settings(
         mode=_f.choice(raw, "mode", path, MODES, d.mode),
         auto_rebalance=_f.boolean(raw, "auto_rebalance", path, d.auto_rebalance),
-        threshold=_f.number(raw, "threshold", path, d.threshold, low=0.0),
+        threshold=threshold,
         hold_duration=_f.integer(raw, "hold_duration", path, d.hold_duration),
         margin=_f.number(raw, "margin", path, d.margin, low=0.0, high=1.0),
         method=_f.choice(raw, "method", path, METHODS, d.method),
         imbalance_scale=_f.choice(raw, "imbalance_scale", path, SCALES, d.imbalance_scale),
         rebalance_on_start=_f.boolean(raw, "rebalance_on_start", path, d.rebalance_on_start),
+        preset=preset,
+        moves_per_round=_f.integer(raw, "moves_per_round", path, d.moves_per_round, low=1),
+        target_imbalance=target,
+        load_floor=_f.number(raw, "load_floor", path, d.load_floor, low=0.0, high=1.0),
+        objective=objective,
+        cpu_overcommit=_f.number(raw, "cpu_overcommit", path, d.cpu_overcommit, low=0.0, exclusive_low=True),
+        memory_reserve_bytes=_f.number(raw, "memory_reserve_bytes", path, d.memory_reserve_bytes, low=0.0),
     )
 
 

@@ -37,8 +37,13 @@ class NodeStats:
 
     @property
     def load(self) -> float:
-        """Proxmox's node load: the plain mean of CPU and memory utilisation."""
-        return (self.cpu_load + self.mem_load) / 2.0
+        return load(self.cpu, self.maxcpu, self.mem, self.maxmem)
+
+
+def load(cpu, maxcpu, mem, maxmem):  # floats or NumPy arrays alike
+    """Proxmox's node load: the plain mean of CPU and memory utilisation, in this operation
+    order everywhere (the scalar round and the vectorized scoring agree bit for bit)."""
+    return (cpu / maxcpu + mem / maxmem) / 2.0
 
 
 def usable_nodes(snapshot: Snapshot) -> list[str]:

@@ -65,10 +65,9 @@ def balancing_round(cluster_id: int) -> None:
         cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
         if cluster.snapshot is None or (cluster.last_round_at and cluster.collected_at <= cluster.last_round_at):
             return  # no snapshot yet, or a redelivered message: this snapshot has had its round
-        snapshot = crs.snapshot.parse(cluster.snapshot)
+        snapshot = cluster.latest_snapshot()
         result = crs.balancer.run_round(
             snapshot,
-            cluster.policy.engine_settings(),
             RoundState(cluster.hold_count),
             proxmox_gate=False,
             guards=cluster.guards(),

@@ -249,7 +249,7 @@ class Manager:
             raise AssertionError(f"unknown timeline event {change['type']}")
 
     def _balance(self, now: int) -> None:
-        result = balancer.run_round(self.snapshot(), self.settings, self.hold, proxmox_gate=True)
+        result = balancer.run_round(self.snapshot(), self.hold, proxmox_gate=True)
         self.hold = result.state
         if result.decision != "migrate" or result.move is None:
             return

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 from engine_clusters import GIB
 
+from crs.imbalance import imbalance
+
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT = {
     "format": "crs-snapshot/1",
@@ -43,20 +45,26 @@ def test_plan_json_follows_the_contract(snapshot_file):
     plan = json.loads(out.stdout)
     assert plan["format"] == "crs-plan/1" and plan["decision"] == "migrate" and plan["imbalance"] == 1.0
     assert set(plan["node_loads"]) == {"node1", "node2", "node3"} and plan["candidates"] == 8
-    assert plan["move"] == {
-        "leader": "vm:101",
-        "guests": ["vm:101"],
-        "source": "node1",
-        "target": "node2",
-        "imbalance_after": plan["move"]["imbalance_after"],
-        "relative_gain": plan["move"]["relative_gain"],
-    }
-    assert round(plan["move"]["imbalance_after"], 2) == 0.66 and "moves" not in plan
+    move = plan["move"]
+    assert (move["leader"], move["guests"], move["source"], move["target"]) == ("vm:101", ["vm:101"], "node1", "node2")
+    # after the move: node1 carries 3 guests (6 of 24 cores, 6 of 32 GiB), node2 one, node3 none
+    expected = imbalance([(6 / 24 + 6 / 32) / 2, (2 / 24 + 2 / 32) / 2, 0.0])
+    assert move["imbalance_after"] == pytest.approx(expected, abs=1e-14)
+    assert move["relative_gain"] == pytest.approx(1.0 - expected, abs=1e-14)
+    assert "moves" not in plan and [m["target"] for m in plan["plan"]["moves"]] == ["node2"]
 
 
 def test_plan_steps_lists_each_move(snapshot_file):
     plan = json.loads(crs("plan", snapshot_file, "--json", "--steps", 3).stdout)
     assert [(m["leader"], m["target"]) for m in plan["moves"]] == [("vm:101", "node2"), ("vm:102", "node3")]
+    steps = plan["plan"]["moves"]
+    assert [(m["leader"], m["source"], m["target"], m["after"]) for m in steps] == [
+        ("vm:101", "node1", "node2", None),
+        ("vm:102", "node1", "node3", 0),
+    ]  # the third move would undo the balance: the planner stops where the greedy sequence stops
+    assert steps[0]["alternatives"] == ["node3"] and steps[1]["imbalance_before"] == steps[0]["imbalance_after"]
+    assert plan["plan"]["imbalance_after"] == steps[1]["imbalance_after"]
+    assert plan["plan"]["gain"] == pytest.approx(1.0 - steps[1]["imbalance_after"] / plan["imbalance"])
 
 
 def test_plan_table_is_readable(snapshot_file):
