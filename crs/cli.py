@@ -14,7 +14,6 @@ import sys
 from . import balancer, placement, snapshot
 from .errors import CrsError
 from .model import Snapshot
-from .sources.base import SourceError
 
 # Subcommands provided by other modules: name → module with add_arguments(parser) and run(args).
 EXTENSIONS = {"replay": "crs.replay", "export": "crs.export"}
@@ -24,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (CrsError, SourceError) as exc:  # refused input or an unreachable / refused source
+    except CrsError as exc:  # refused input, or an unreachable or refused source
         print(f"crs: {exc}", file=sys.stderr)
         return 2
 
