@@ -9,6 +9,7 @@ refused at the door rather than deep inside with a traceback.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import reprlib
@@ -25,9 +26,9 @@ def read_json(raw: bytes | str, error: type[Exception], where: str = "document")
     """The decoded document, or `error` naming the key (or line and column) where it goes wrong.
 
     orjson refuses NaN, Infinity, numbers beyond a float (a 400-digit integer) and nesting
-    deeper than 1024; it keeps the last of duplicate keys and accepts NUL (which PostgreSQL
-    cannot store), so two cheap passes over the text catch those, and only when they find
-    something does a slow pass name the key.
+    deeper than 1024; it keeps the last of duplicate keys, reads an integer beyond 64 bits as a
+    float and accepts NUL (which PostgreSQL cannot store), so cheap passes over the text look
+    for those, and only when they find something does a slow pass decide and name the key.
     """
     if isinstance(raw, str):
         raw = raw.encode("utf-8", "surrogatepass")
@@ -37,8 +38,8 @@ def read_json(raw: bytes | str, error: type[Exception], where: str = "document")
         raise error(_decode_refusal(raw, exc, where)) from None
     if b"\\u0000" in raw and (path := _nul_path(data)) is not None:
         raise error(f"{path or where}: contains a NUL character (\\u0000)")
-    if _may_repeat_keys(raw, data):
-        _refuse_repeated_keys(raw, error, where)
+    if _may_repeat_keys(raw, data) or _LONG_NUMBER.search(raw):
+        return _read_exactly(raw, error, where)
     return data
 
 
@@ -93,8 +94,11 @@ def _may_repeat_keys(raw: bytes, data: Any) -> bool:
     return raw.count(b":") != orjson.dumps(data).count(b":") or b"\\u003a" in raw or b"\\u003A" in raw
 
 
-def _refuse_repeated_keys(raw: bytes, error: type[Exception], where: str) -> None:
-    import json
+_LONG_NUMBER = re.compile(rb"[0-9]{20}")  # maybe an integer orjson reads as a float
+
+
+def _read_exactly(raw: bytes, error: type[Exception], where: str) -> Any:
+    """Python's own decoder: integers stay exact, and a key given twice is refused by name."""
 
     def pairs_hook(pairs: list[tuple[str, Any]]) -> dict:
         seen: set[str] = set()
@@ -105,7 +109,7 @@ def _refuse_repeated_keys(raw: bytes, error: type[Exception], where: str) -> Non
         return dict(pairs)
 
     try:
-        json.loads(raw, object_pairs_hook=pairs_hook)
+        return json.loads(raw, object_pairs_hook=pairs_hook)
     except RecursionError:  # orjson allows a little deeper than Python's stack
         raise error(f"{where}: nested too deeply") from None
 
@@ -139,14 +143,13 @@ class Fields:
         value = self._get(raw, key, where, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value):
             raise self.error(f"{where}.{key}: {shown(value)} is not a finite number")
-        if abs(value) < SMALLEST_NUMBER:
-            value = 0.0
-        too_low = low is not None and (value < low or (exclusive_low and value == low))
-        if too_low or (high is not None and value > high):
-            bounds = [f"> {low:g}" if exclusive_low else f">= {low:g}"] if low is not None else []
-            bounds += [f"<= {high:g}"] if high is not None else []
+        number = 0.0 if abs(value) < SMALLEST_NUMBER else float(value)
+        too_low = low is not None and (number < low or (exclusive_low and number == low))
+        if too_low or (high is not None and number > high):
+            bounds = [f"> {_plain(low)}" if exclusive_low else f">= {_plain(low)}"] if low is not None else []
+            bounds += [f"<= {_plain(high)}"] if high is not None else []
             raise self.error(f"{where}.{key}: {shown(value)} is out of range; must be {' and '.join(bounds)}")
-        return float(value)
+        return number
 
     def optional_number(
         self, raw: dict, key: str, where: str, *, low: float | None = None, high: float | None = None
@@ -157,11 +160,10 @@ class Fields:
         self, raw: dict, key: str, where: str, default: Any = MISSING, *, low: int = 0, high: int = LARGEST_INTEGER
     ) -> int:
         value = self._get(raw, key, where, default)
-        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        whole = int(value) if isinstance(value, float) and math.isfinite(value) and value.is_integer() else value
+        if isinstance(whole, bool) or not isinstance(whole, int) or not low <= whole <= high:
             raise self.error(f"{where}.{key}: {shown(value)} is not a whole number {low}..{high}")
-        return value
+        return whole
 
     def text(self, raw: dict, key: str, where: str, default: Any = MISSING) -> str:
         value = self._get(raw, key, where, default)
@@ -190,6 +192,11 @@ class Fields:
         if value is MISSING:
             raise self.error(f"{where}.{key}: missing")
         return value
+
+
+def _plain(bound: float) -> str:
+    """1048576 rather than 1.04858e+06: a bound is shown exactly."""
+    return str(int(bound)) if float(bound).is_integer() else repr(bound)
 
 
 def _finite(value: int | float) -> bool:
