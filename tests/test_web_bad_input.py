@@ -6,6 +6,7 @@ import json
 import pytest
 from conftest import policy_form
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 from django.urls import reverse
 
 from dashboard.models import AuditEvent, Cluster, Migration, Policy
@@ -121,3 +122,32 @@ def test_an_import_never_stores_keys_the_contract_does_not_define(admin_client, 
     assert response.status_code == 302
     imported = Cluster.objects.get(name="lab").source_config["snapshot"]
     assert "notes" not in imported and imported["nodes"] == collected.snapshot["nodes"]
+
+
+def test_api_errors_are_json_and_pages_stay_html(admin_client, collected):
+    for path in ("/api/clusters/999999/", "/api/no-such-thing"):
+        response = admin_client.get(path)
+        assert response.status_code == 404 and response.json() == {"error": f"not found: {path}"}
+    page = admin_client.get("/clusters/999999/")
+    assert page.status_code == 404 and page["Content-Type"].startswith("text/html")
+
+
+def test_a_failed_csrf_check_on_the_api_is_json(admin, collected):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin)
+    url = reverse("dashboard:api-settings", args=[collected.pk])
+    response = client.post(url, json.dumps({"threshold": 20}), content_type="application/json")
+    assert response.status_code == 403 and "CSRF check failed" in response.json()["error"]
+    assert Policy.objects.get(cluster=collected).threshold != 20
+
+
+def test_a_server_error_on_the_api_is_json(admin, collected, monkeypatch):
+    def broken(cluster):
+        raise RuntimeError("the history table is unreadable")
+
+    monkeypatch.setattr("dashboard.views.live.history", broken)
+    client = Client(raise_request_exception=False)
+    client.force_login(admin)
+    response = client.get(reverse("dashboard:api-cluster", args=[collected.pk]))
+    assert response.status_code == 500 and response.json()["error"].startswith("server error")
+    assert "unreadable" not in response.content.decode()  # the reason goes to the log, not the client
