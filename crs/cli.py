@@ -11,7 +11,7 @@ import importlib
 import json
 import sys
 
-from . import balancer, placement, snapshot
+from . import balancer, options, placement, snapshot
 from .errors import CrsError
 from .model import Snapshot
 
@@ -34,7 +34,12 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="what a balancing round would do with this snapshot")
     p.add_argument("snapshot", help="crs-snapshot/1 JSON file")
     p.add_argument("--json", action="store_true", help="print the crs-plan/1 JSON contract")
-    p.add_argument("--steps", type=_positive, default=None, help="plan up to K moves, each applied before the next")
+    p.add_argument(
+        "--steps",
+        type=options.number(1, whole=True),
+        default=None,
+        help="plan up to K moves, each applied before the next",
+    )
     p.set_defaults(handler=_plan)
     s = sub.add_parser("score", help="rank the nodes for placing one guest")
     s.add_argument("snapshot")
@@ -52,13 +57,6 @@ def _parser() -> argparse.ArgumentParser:
         module.add_arguments(e)
         e.set_defaults(handler=module.run)
     return parser
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--steps {text}: must be a whole number >= 1")
-    return value
 
 
 def _plan(args: argparse.Namespace) -> int:
