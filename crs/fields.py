@@ -38,7 +38,7 @@ def read_json(raw: bytes | str, error: type[Exception], where: str = "document")
         raise error(_decode_refusal(raw, exc, where)) from None
     if b"\\u0000" in raw and (path := _nul_path(data)) is not None:
         raise error(f"{path or where}: contains a NUL character (\\u0000)")
-    if _may_repeat_keys(raw, data) or _LONG_NUMBER.search(raw):
+    if _may_repeat_keys(raw, data) or _TWENTY_DIGITS in raw.translate(_DIGITS_AS_ZERO):
         return _read_exactly(raw, error, where)
     return data
 
@@ -94,7 +94,9 @@ def _may_repeat_keys(raw: bytes, data: Any) -> bool:
     return raw.count(b":") != orjson.dumps(data).count(b":") or b"\\u003a" in raw or b"\\u003A" in raw
 
 
-_LONG_NUMBER = re.compile(rb"[0-9]{20}")  # maybe an integer orjson reads as a float
+# a run of 20 digits may be an integer orjson reads as a float (a regex takes 40 times longer)
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_TWENTY_DIGITS = b"0" * 20
 
 
 def _read_exactly(raw: bytes, error: type[Exception], where: str) -> Any:

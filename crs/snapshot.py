@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .errors import RuleError, SnapshotError
-from .fields import MISSING, Fields, read_json, shown
+from .fields import MISSING, SMALLEST_NUMBER, Fields, read_json, shown
 from .model import (
     METHODS,
     MODES,
@@ -64,7 +67,9 @@ def parse(data: Any) -> Snapshot:
         raise SnapshotError("nodes: a snapshot needs at least one node")
     _refuse_duplicates([n.name for n in nodes], "nodes", "name")
     node_names = {n.name for n in nodes}
-    guests = _parse_list(data, "guests", lambda g, p: _parse_guest(g, p, node_names))
+    guests = _guests_in_array_passes(data.get("guests", []), node_names)
+    if guests is None:  # something is wrong: the per-guest reader names it
+        guests = _parse_list(data, "guests", lambda g, p: _parse_guest(g, p, node_names))
     _refuse_duplicates([g.sid for g in guests], "guests", "sid")
     sids = {g.sid for g in guests}
     rules = _parse_list(data, "rules", lambda r, p: parse_rule(r, p, sids, node_names))
@@ -136,6 +141,70 @@ def _parse_guest(raw: Any, path: str, nodes: set[str]) -> Guest:
         target=target,
         running=_f.boolean(raw, "running", path, True),
     )
+
+
+# -- the guests in array passes ----------------------------------------------------------
+
+# (key, default, high) of the guests' numbers, checked as _parse_guest checks them
+_GUEST_NUMBERS = (
+    ("cores", 1.0, MAX_CPUS),
+    ("memory_bytes", 512.0 * 2**20, MAX_BYTES),
+    ("cpu_usage", 0.0, MAX_CPUS),
+    ("mem_usage_bytes", 0.0, MAX_BYTES),
+)
+_GUEST_FLAGS = (("ha", True), ("auto_rebalance", True), ("running", True))
+_FAST_GUEST_KEYS = frozenset({"sid", "node", "state", "target"} | {k for k, *_ in _GUEST_NUMBERS + _GUEST_FLAGS})
+_GUEST_FIELDS = tuple(Guest.__dataclass_fields__)
+
+
+def _guests_in_array_passes(raw: Any, nodes: set[str]) -> list[Guest] | None:
+    """The guests, when every one passes `_parse_guest`'s checks, run key by key over all
+    guests at once in C-speed passes (map, set, NumPy), which reads 20 000 guests in a
+    fraction of the per-guest time; None at the first doubt, so that the per-guest reader
+    finds the guest and names its key."""
+    if _FAST_GUEST_KEYS != _GUEST_KEYS:  # Guest has a field this pass does not know: read guest by guest
+        return None
+    if not isinstance(raw, list) or not _types(raw) <= {dict} or not all(map(_FAST_GUEST_KEYS.issuperset, raw)):
+        return None
+    columns = {"sid": _column(raw, "sid", None)}
+    if not _types(columns["sid"]) <= {str} or not all(map(SID_PATTERN.fullmatch, columns["sid"])):
+        return None
+    columns["node"], columns["state"] = _column(raw, "node", None), _column(raw, "state", "started")
+    columns["target"] = _column(raw, "target", None)
+    moving_to = [t for t in columns["target"] if t is not None]
+    if not (_all_in(columns["node"], nodes) and _all_in(columns["state"], STATES) and _all_in(moving_to, nodes)):
+        return None
+    if any(t is None and s in STATES_ON_TARGET_NODE for s, t in zip(columns["state"], columns["target"])):
+        return None
+    for key, default, high in _GUEST_NUMBERS:
+        values = _column(raw, key, default)
+        if not _types(values) <= {int, float}:
+            return None
+        try:
+            array = np.array(values, dtype=np.float64)
+        except OverflowError:
+            return None
+        if not (np.isfinite(array).all() and (array >= 0.0).all() and (array <= high).all()):
+            return None
+        array[array < SMALLEST_NUMBER] = 0.0
+        columns[key] = array.tolist()
+    for key, default in _GUEST_FLAGS:
+        columns[key] = _column(raw, key, default)
+        if not _types(columns[key]) <= {bool}:
+            return None
+    return list(map(Guest, *(columns[key] for key in _GUEST_FIELDS)))
+
+
+def _column(raw: list[dict], key: str, default: Any) -> list:
+    return list(map(dict.get, raw, repeat(key), repeat(default)))
+
+
+def _types(values: list) -> set[type]:
+    return set(map(type, values))
+
+
+def _all_in(values: list, allowed: set[str] | frozenset[str]) -> bool:
+    return _types(values) <= {str} and set(values) <= allowed
 
 
 def parse_rule(raw: Any, path: str, sids: set[str], nodes: set[str]) -> Rule:

@@ -12,7 +12,7 @@ from crs.balancer import plan, run_round
 from crs.decision import RoundState
 from crs.errors import CrsError, RuleError, SnapshotError
 from crs.fields import read_json, shown
-from crs.snapshot import MAX_BYTES, MAX_CPUS, parse, to_dict
+from crs.snapshot import MAX_BYTES, MAX_CPUS, _guests_in_array_passes, _parse_guest, parse, to_dict
 
 GOOD = {
     "format": "crs-snapshot/1",
@@ -249,3 +249,21 @@ def test_every_accepted_snapshot_gives_finite_figures(doc):
     for result in (run_round(snap, snap.settings, RoundState()), plan(snap, steps=3)):
         out = json.dumps(result.to_plan_dict(steps=True), allow_nan=False)  # no NaN or Infinity anywhere
         assert math.isfinite(result.imbalance) and all(math.isfinite(v) for v in result.node_loads.values()), out
+
+
+def guests_one_by_one(doc, nodes):
+    return [_parse_guest(g, f"guests[{i}]", nodes) for i, g in enumerate(doc["guests"])]
+
+
+def test_a_valid_snapshot_takes_the_array_passes():
+    assert _guests_in_array_passes(GOOD["guests"], {"node1", "node2"}) == guests_one_by_one(GOOD, {"node1", "node2"})
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(doc=mutated_snapshots())
+def test_the_array_passes_accept_exactly_what_the_per_guest_reader_accepts(doc):
+    """They may step aside (None) whenever they like; when they answer, it is the per-guest answer."""
+    nodes = {"node1", "node2"}
+    fast = _guests_in_array_passes(doc.get("guests"), nodes)
+    if fast is not None:
+        assert fast == guests_one_by_one(doc, nodes)
