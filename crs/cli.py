@@ -7,7 +7,6 @@ input the engine refused (message on stderr), as the file contract says.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 
@@ -15,12 +14,10 @@ from . import balancer, options, placement, snapshot
 from .errors import CrsError
 from .model import Snapshot
 
-# Subcommands provided by other modules: name → module with add_arguments(parser) and run(args).
-EXTENSIONS = {"replay": "crs.replay", "export": "crs.export"}
-
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser(argv).parse_args(argv)
     try:
         return args.handler(args)
     except CrsError as exc:  # refused input, or an unreachable or refused source
@@ -28,7 +25,27 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _parser() -> argparse.ArgumentParser:
+def _replay():
+    from . import replay
+
+    return replay
+
+
+def _export():
+    from . import export
+
+    return export
+
+
+# Subcommands in modules of their own (add_arguments(parser), run(args)), imported only when
+# named on the command line: the simulator and its trace would add a tenth to `plan`'s start-up.
+EXTENSIONS = {
+    "replay": (_replay, "replay a trace day through the engine: how would these settings have behaved?"),
+    "export": (_export, "export a cluster's current snapshot as crs-snapshot/1 JSON, from any source"),
+}
+
+
+def _parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m crs", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plan", help="what a balancing round would do with this snapshot")
@@ -46,16 +63,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("sid", help="guest id, e.g. vm:101")
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=_score)
-    for name, module_name in EXTENSIONS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        e = sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0])
-        module.add_arguments(e)
-        e.set_defaults(handler=module.run)
+    for name, (load, summary) in EXTENSIONS.items():
+        e = sub.add_parser(name, help=summary)
+        if name in argv:
+            module = load()
+            module.add_arguments(e)
+            e.set_defaults(handler=module.run)
     return parser
 
 
