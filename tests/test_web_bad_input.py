@@ -43,6 +43,10 @@ BAD = [
     (IMPORT, {"name": "lab one!"}, "name may contain only letters, digits, - and _"),
     (IMPORT, {"snapshot": {"format": "crs-snapshot/1", "nodes": "many"}}, "snapshot: "),
     # what an operator's fuzzing got a 500 (or a stored NaN) for: each is a 400 naming the field
+    (FORM, {"threshold": "1" + "0" * 400}, "threshold must be"),
+    (FORM, {"hold_duration": "9" * 5000}, "hold duration must be"),
+    (FORM, {"mode": "dynamic\x00"}, "mode must be one of"),
+    (REJECT, {"reason": "no\x00"}, "Null characters are not allowed"),
     (API, '{"threshold": 1' + "0" * 400 + "}", "threshold: number too large"),
     (API, "[" * 100_000, "body (line 1 column 1026): nested deeper than 1024 levels"),
     (API, '{"threshold": ' + "[" * 5000 + "]" * 5000 + "}", "threshold: nested deeper than 1024 levels"),
