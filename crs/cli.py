@@ -7,29 +7,45 @@ input the engine refused (message on stderr), as the file contract says.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 
-from . import balancer, placement, snapshot
+from . import balancer, options, placement, snapshot
 from .errors import CrsError
 from .model import Snapshot
-from .sources.base import SourceError
-
-# Subcommands provided by other modules: name → module with add_arguments(parser) and run(args).
-EXTENSIONS = {"replay": "crs.replay", "export": "crs.export"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser(argv).parse_args(argv)
     try:
         return args.handler(args)
-    except (CrsError, SourceError) as exc:  # refused input or an unreachable / refused source
+    except CrsError as exc:  # refused input, or an unreachable or refused source
         print(f"crs: {exc}", file=sys.stderr)
         return 2
 
 
-def _parser() -> argparse.ArgumentParser:
+def _replay():
+    from . import replay
+
+    return replay
+
+
+def _export():
+    from . import export
+
+    return export
+
+
+# Subcommands in modules of their own (add_arguments(parser), run(args)), imported only when
+# named on the command line: the simulator and its trace would add a tenth to `plan`'s start-up.
+EXTENSIONS = {
+    "replay": (_replay, "replay a trace day through the engine: how would these settings have behaved?"),
+    "export": (_export, "export a cluster's current snapshot as crs-snapshot/1 JSON, from any source"),
+}
+
+
+def _parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m crs", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plan", help="what a balancing round would do with this snapshot")
@@ -37,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the crs-plan/1 JSON contract")
     p.add_argument(
         "--steps",
-        type=_positive,
+        type=options.number(1, whole=True),
         default=None,
         help="preview the planner rounds use with a budget of K moves (down to the file's target imbalance)",
     )
@@ -47,24 +63,13 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("sid", help="guest id, e.g. vm:101")
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=_score)
-    for name, module_name in EXTENSIONS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        e = sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0])
-        module.add_arguments(e)
-        e.set_defaults(handler=module.run)
+    for name, (load, summary) in EXTENSIONS.items():
+        e = sub.add_parser(name, help=summary)
+        if name in argv:
+            module = load()
+            module.add_arguments(e)
+            e.set_defaults(handler=module.run)
     return parser
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--steps {text}: must be a whole number >= 1")
-    return value
 
 
 def _plan(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from . import options
 from .balancer import run_round
 from .decision import RoundState
 from .guards import PastMove, guards_from
@@ -145,14 +146,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--margin", type=float, default=d.margin, help=f"default {d.margin}")
     parser.add_argument(
         "--cooldown",
-        type=float,
+        type=options.number(0),
         default=30.0,
         help="minutes of trace time a guest rests after its migration, and is not sent back "
         "(default 30, the dashboard's default; 0 = Proxmox, no cooldown)",
     )
     length = parser.add_mutually_exclusive_group()
-    length.add_argument("--rounds", type=int, help="rounds to run (default: the whole trace day)")
-    length.add_argument("--hours", type=float, help="hours of trace time to run")
+    length.add_argument(
+        "--rounds", type=options.number(1, whole=True), help="rounds to run (default: the whole trace day)"
+    )
+    length.add_argument("--hours", type=options.number(0, strict=True), help="hours of trace time to run")
     parser.add_argument(
         "--round-interval",
         type=float,
@@ -161,7 +164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--samples-per-round",
-        type=float,
+        type=options.number(0, strict=True),
         default=1.0,
         help="5-minute trace samples per round, the time acceleration (default 1)",
     )
@@ -179,8 +182,6 @@ def run(args: argparse.Namespace) -> int:
     rounds = args.rounds if args.rounds is not None else _rounds_for(args, samples)
     if rounds < 1:
         raise ConfigError(f"--rounds/--hours: {rounds} rounds; must be at least 1")
-    if args.cooldown < 0:
-        raise ConfigError(f"--cooldown: {args.cooldown!r} minutes; must be >= 0")
     result = replay(config, settings, rounds, cooldown_s=args.cooldown * 60.0)
     out = summary(result) | {"runtime_s": time.perf_counter() - began}
     if args.html:
@@ -214,8 +215,6 @@ def _settings_dict(settings: Settings) -> dict:
 
 
 def _source_config(args: argparse.Namespace) -> dict:
-    if args.samples_per_round <= 0:
-        raise ConfigError(f"--samples-per-round: {args.samples_per_round!r} must be > 0")
     config = {
         "nodes": args.nodes,
         "hot_nodes": args.hot_nodes,

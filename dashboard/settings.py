@@ -144,6 +144,7 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "dashboard.urls"
+CSRF_FAILURE_VIEW = "dashboard.errors.csrf_failure"  # JSON under /api/
 ASGI_APPLICATION = "dashboard.asgi.application"
 TEMPLATES = [
     {

@@ -6,8 +6,6 @@ downloads here is exactly what `python -m crs plan` reads, and a snapshot attach
 bug report can be replayed on the page with the same policy.
 """
 
-import json
-
 from django import forms
 from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import ValidationError
@@ -20,7 +18,8 @@ from django.views.decorators.http import require_GET, require_POST
 import crs.balancer
 import crs.model
 import crs.snapshot
-from crs.errors import CrsError
+from crs.errors import CrsError, SnapshotError
+from crs.fields import read_json
 
 from .models import AuditEvent, Cluster, Policy
 
@@ -64,23 +63,23 @@ class ImportForm(forms.Form):
         return name
 
     def clean_snapshot(self) -> dict:
+        """The snapshot as the engine reads it, in its canonical form: what is stored holds no
+        key the contract does not define (`crs plan` ignores unknown top-level keys; stored,
+        they would be kept unchecked), and read_json has refused NUL, NaN and the like anywhere."""
         upload = self.cleaned_data["snapshot"]
         if upload.size > MAX_UPLOAD_BYTES:
             raise forms.ValidationError(f"snapshot: the file is larger than {MAX_UPLOAD_BYTES // 2**20} MB")
         try:
-            data = json.loads(upload.read())
-            engine_settings = crs.snapshot.parse(data).settings
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise forms.ValidationError(f"snapshot: not a JSON file ({exc})") from exc
+            snapshot = crs.snapshot.parse(read_json(upload.read(), SnapshotError, "file"))
         except CrsError as exc:
             raise forms.ValidationError(f"snapshot: {exc}") from exc
-        self.policy_values = policy_values(engine_settings)
+        self.policy_values = policy_values(snapshot.settings)
         try:  # the snapshot's policy must also fit the settings form's ranges
             Policy(**self.policy_values).clean_fields(exclude=["cluster"])
         except ValidationError as exc:
             problems = "; ".join(m for messages in exc.message_dict.values() for m in messages)
             raise forms.ValidationError(f"snapshot: settings: {problems}") from exc
-        return data
+        return crs.snapshot.to_dict(snapshot)
 
 
 @require_POST

@@ -18,6 +18,11 @@ app_patterns = [
     path("clusters/import/new", snapshots.import_snapshot, name="import"),
 ]
 
+handler400 = "dashboard.errors.bad_request"
+handler403 = "dashboard.errors.forbidden"
+handler404 = "dashboard.errors.not_found"
+handler500 = "dashboard.errors.server_error"
+
 urlpatterns = [
     path("", include((app_patterns, "dashboard"))),
     path("healthz", views.healthz, name="healthz"),

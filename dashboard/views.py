@@ -3,7 +3,6 @@
 Every page needs a login (LoginRequiredMiddleware) and a role's permission (roles.py).
 """
 
-import json
 from functools import wraps
 
 from asgiref.sync import async_to_sync
@@ -14,6 +13,8 @@ from django.db import connection, transaction
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
+
+from crs.fields import read_json
 
 from . import expiry, live
 from .forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
@@ -101,9 +102,9 @@ def api_cluster(request, pk):
 def api_settings(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
     try:
-        data = json.loads(request.body)
-    except ValueError:
-        data = None
+        data = read_json(request.body, ValueError, "body")
+    except ValueError as exc:  # NaN, a 400-digit number, NUL, deep nesting, a key twice: named
+        return JsonResponse({"error": f"the body must be a JSON object of settings: {exc}"}, status=400)
     if not isinstance(data, dict):
         return JsonResponse({"error": "the body must be a JSON object of settings"}, status=400)
     if errors := json_type_errors(data):

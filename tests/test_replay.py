@@ -92,12 +92,29 @@ def test_html_report_is_self_contained(tmp_path, capsys):
     [
         (["--threshold", "-1"], "settings.threshold: -1.0 is out of range; must be >= 0"),
         (["--nodes", "1"], "simulator.nodes: 1 is not a whole number 2..500"),
-        (["--hours", "0"], "--rounds/--hours: 0 rounds; must be at least 1"),
+        (["--hours", "0.001"], "--rounds/--hours: 0 rounds; must be at least 1"),
     ],
 )
 def test_bad_options_are_refused_naming_them(argv, message, capsys):
     assert main(["replay", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--hours", "0"], "argument --hours: '0' is not a number > 0"),
+        (["--rounds", "1.5"], "argument --rounds: '1.5' is not a whole number >= 1"),
+        (["--cooldown", "-1"], "argument --cooldown: '-1' is not a number >= 0"),
+        (["--samples-per-round", "nan"], "argument --samples-per-round: 'nan' is not a number > 0"),
+    ],
+)
+def test_bad_command_line_options_are_argparse_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["replay", *argv])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: ") and message in err
 
 
 def test_cooldown_keeps_a_migrated_guest_put_for_its_duration():

@@ -92,15 +92,15 @@ def test_import_creates_a_read_only_what_if_cluster_with_the_snapshot_settings(
 @pytest.mark.parametrize(
     ("payload", "message"),
     [
-        (b"{nope", "snapshot: not a JSON file"),
+        (b"{nope", "snapshot: file (line 1 column 2): not JSON"),
         (
-            {"format": "crs-snapshot/1", "nodes": [{"name": "a", "cpus": 0, "memory_bytes": 1}]},
-            "snapshot: nodes[0].cpus: 0 is out of range; must be &gt; 0",
+            {"format": "crs-snapshot/1", "nodes": [{"name": "a", "cpus": 0, "memory_bytes": 2**30}]},
+            "snapshot: nodes[0].cpus: 0 is out of range; must be &gt;= 0.01 and &lt;= 1048576",
         ),
         (
             {
                 "format": "crs-snapshot/1",
-                "nodes": [{"name": "a", "cpus": 1, "memory_bytes": 1}],
+                "nodes": [{"name": "a", "cpus": 1, "memory_bytes": 2**30}],
                 "guests": [{"sid": "vm:1", "node": "b"}],
             },
             "snapshot: guests[0].node: 'b' is not a node of this snapshot",
@@ -109,7 +109,7 @@ def test_import_creates_a_read_only_what_if_cluster_with_the_snapshot_settings(
             {
                 "format": "crs-snapshot/1",
                 "settings": {"imbalance_scale": "raw", "threshold": 1.5},
-                "nodes": [{"name": "a", "cpus": 1, "memory_bytes": 1}],
+                "nodes": [{"name": "a", "cpus": 1, "memory_bytes": 2**30}],
             },
             "snapshot: settings: threshold must be between 0 and 1",
         ),

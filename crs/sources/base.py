@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from ..errors import SourceError
 from ..model import Snapshot
+
+__all__ = ["Source", "SourceError", "TaskState", "TaskStatus"]
 
 TaskState = Literal["running", "done", "failed"]
 
@@ -20,10 +23,6 @@ class TaskStatus:
     state: TaskState
     progress: float = 0.0  # 0..1
     reason: str = ""  # why it failed (the task's exit status), empty otherwise
-
-
-class SourceError(Exception):
-    """Raised when the cluster cannot be reached or answers with data we must refuse."""
 
 
 class Source(Protocol):

@@ -7,13 +7,8 @@ refused too, with the list of allowed ones.
 
 from __future__ import annotations
 
+from ..errors import ConfigError
 from ..fields import Fields
-from .base import SourceError
-
-
-class ConfigError(SourceError):
-    """Raised when an adapter config has a missing, unknown, mistyped or out-of-range key."""
-
 
 _fields = Fields(ConfigError)
 refuse_unknown = _fields.refuse_unknown
