@@ -1,4 +1,4 @@
-"""Replays Proxmox's converted HA-manager tests (shared/fixtures/proxmox) through the engine.
+"""Replays Proxmox's converted HA-manager tests (tests/fixtures/proxmox) through the engine.
 
 A small stand-in for the HA manager's simulator: it keeps service states, turns fixture
 events into the manager's reactions (recovery, maintenance evacuation, failback,
@@ -19,12 +19,12 @@ from crs.placement import select_node
 from crs.rules import compile_rules
 from crs.snapshot import parse_rule
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "proxmox"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "proxmox"
 ROUND = 20
 
 
 def fixture_paths() -> list[Path]:
-    return sorted(FIXTURES.glob("*.json")) if FIXTURES.is_dir() else []
+    return sorted(FIXTURES.glob("*.json"))
 
 
 @dataclass

@@ -1,12 +1,8 @@
-"""Proxmox's own HA-manager regression tests, converted (shared/fixtures/proxmox), replayed
+"""Proxmox's own HA-manager regression tests, converted (tests/fixtures/proxmox), replayed
 through the engine: every placement and every balancing migration must match."""
 
 import pytest
-from proxmox_replay import FIXTURES, fixture_paths, load, run_placement, run_rebalance
-
-pytestmark = pytest.mark.skipif(
-    not FIXTURES.is_dir(), reason=f"Proxmox fixtures not found at {FIXTURES} (../shared is absent)"
-)
+from proxmox_replay import fixture_paths, load, run_placement, run_rebalance
 
 PATHS = fixture_paths()
 REBALANCE = [p for p in PATHS if load(p)["event"]["type"] == "auto_rebalance_rounds"]
