@@ -4,6 +4,11 @@ A small stand-in for the HA manager's simulator: it keeps service states, turns 
 events into the manager's reactions (recovery, maintenance evacuation, failback,
 rebalance-on-start, balancing rounds every 20 s) and asks `crs.placement` and
 `crs.balancer` for every decision. It decides nothing itself; it only sequences.
+
+Sequencing as `Manager.pm manage` does (reference/proxmox-crs.md §6.1a): one round walks
+the services in sid order and walks again while any changed state, so a service started in
+a round and standing where a rule forbids is moved in that round; the rounds between two
+commands (100 s, a round every 20 s) carry on what becomes possible once moves settle.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from crs.snapshot import parse_rule
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "proxmox"
 ROUND = 20
+COMMAND_INTERVAL = 100
 
 
 def fixture_paths() -> list[Path]:
@@ -31,7 +37,7 @@ def fixture_paths() -> list[Path]:
 class Service:
     sid: str
     node: str
-    state: str
+    state: str  # the HA manager's state of the service
     cores: float
     memory_bytes: float
     cpu_usage: float = 0.0
@@ -40,6 +46,8 @@ class Service:
     target: str | None = None
     maintenance_node: str | None = None
     queued_at: int = 0
+    requested: str = "started"  # the configured state: started, stopped (recovered too) or disabled
+    already_running: bool = False
 
 
 @dataclass
@@ -118,16 +126,31 @@ class Manager:
 
     # -- one manager round: per-service state machine, in sid order ----------------
 
-    def manage(self) -> None:
-        for sid in sorted(self.services):
-            service = self.services[sid]
-            if service.state == "recovery":
-                self._recover(service)
-            elif service.state == "request_start":
-                self._start(service)
-            elif service.state == "started":
-                self._keep_placed(service)
+    def manage(self) -> bool:
+        """One round; True when any service changed state in it."""
+        changed_in_round = False
+        changed = True
+        while changed:
+            changed = False
+            for sid in sorted(self.services):
+                service = self.services[sid]
+                before = service.state
+                if service.state == "recovery":
+                    self._recover(service)
+                elif service.state == "request_start":
+                    self._start(service)
+                elif service.state == "started":
+                    self._keep_placed(service)
+                changed |= service.state != before
+            changed_in_round |= changed
         self._finish_motions()
+        return changed_in_round
+
+    def settle(self) -> None:
+        """The rounds until the next command, or until nothing changes any more."""
+        for _ in range(COMMAND_INTERVAL // ROUND):
+            if not self.manage():
+                return
 
     def _recover(self, service: Service) -> None:
         target = self.select(service.sid, "best-score")
@@ -135,17 +158,20 @@ class Manager:
             self.decisions.append((service.sid, "recover-failed", None))
             return
         self.decisions.append((service.sid, "recover", target))
-        service.node, service.state = target, "started"
-        service.running = self.settings.mode != "dynamic"
+        service.node = target
+        if service.requested == "started":
+            service.state, service.running = "started", self.settings.mode != "dynamic"
+        else:  # a requested stop survives the recovery
+            service.state, service.running = "request_stop", False
 
     def _start(self, service: Service) -> None:
-        service.running = getattr(service, "already_running", False)
+        service.running = service.already_running
         if not self.settings.rebalance_on_start:
             service.state = "started"
             return
         target = self.select(service.sid, "best-score")
         self.decisions.append((service.sid, "start-placement", target))
-        if target is None or target == service.node or getattr(service, "already_running", False):
+        if target is None or target == service.node or service.already_running:
             service.state = "started"
             if target not in (None, service.node):
                 self.decisions.append((service.sid, "rebalance-on-start-ignored", None))
@@ -179,7 +205,7 @@ class Manager:
         if kind == "node_failure":
             self.nodes[ev["node"]]["online"] = False
             for s in self.services.values():
-                if s.node == ev["node"] and s.state != "stopped":
+                if s.node == ev["node"] and s.requested != "disabled":
                     s.state = "recovery"
         elif kind in ("node_recovered", "node_online"):
             self.nodes[ev["node"]].update(online=True, maintenance=False)
@@ -190,16 +216,16 @@ class Manager:
                     s.maintenance_node = ev["node"]
         elif kind == "initial_start":
             for s in self.services.values():
-                s.state = {"started": "request_start", "disabled": "request_stop"}.get(s.state, s.state)
+                s.state = "request_start" if s.requested == "started" else "request_stop"
         elif kind == "service_added":
             spec = ev["service"]
             service = _service(spec)
             service.state = "request_start" if spec["state"] == "started" else "stopped"
-            service.already_running = spec.get("already_running", False)  # type: ignore[attr-defined]
+            service.already_running = spec.get("already_running", False)
             self.services[spec["sid"]] = service
         else:
             raise AssertionError(f"unknown fixture event {kind}")
-        self.manage()
+        self.settle()
         for s in self.services.values():  # events are far apart: the LRM has confirmed starts and stops
             s.running = True
             if s.state == "request_stop":
@@ -277,6 +303,7 @@ def _service(spec: dict) -> Service:
         spec.get("memory_bytes", 4096 * 2**20),
         spec.get("cpu_usage", 0.0),
         spec.get("mem_usage_bytes", 0.0),
+        requested=spec.get("state", "started"),
     )
 
 
