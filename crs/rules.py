@@ -171,3 +171,21 @@ def majority_node(together: dict[str, int], candidates: set[str]) -> str | None:
     if not present:
         return None
     return sorted(present, key=lambda n: -together[n])[0]  # stable: equal counts keep name order
+
+
+def command_motion(
+    rules: CompiledRules, sid: str, target: str, guests: dict[str, Guest]
+) -> tuple[str | None, list[str]]:
+    """An admin's migration of `sid` to `target`, taken as Proxmox's manager takes it
+    (`queue_resource_motion`): (the negative partner that refuses it, []) when one is on
+    `target` and not leaving it, else (None, the positive partners that move along)."""
+    for partner in sorted(rules.negative.get(sid, ())):
+        guest = guests.get(partner)
+        if guest is not None and guest.node == target and guest.target in (None, target):
+            return partner, []
+    along = [
+        partner
+        for partner in sorted(rules.positive.get(sid, ()))
+        if partner in guests and target not in (guests[partner].node, guests[partner].target)
+    ]
+    return None, along

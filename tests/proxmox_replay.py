@@ -21,7 +21,7 @@ from crs import balancer
 from crs.decision import RoundState
 from crs.model import Guest, Node, Settings, Snapshot
 from crs.placement import select_node
-from crs.rules import compile_rules
+from crs.rules import command_motion, compile_rules
 from crs.snapshot import parse_rule
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "proxmox"
@@ -48,6 +48,8 @@ class Service:
     queued_at: int = 0
     requested: str = "started"  # the configured state: started, stopped (recovered too) or disabled
     already_running: bool = False
+    failback: bool = True
+    command: tuple[str, str] | None = None  # an admin's migrate/relocate, (action, target), taken next round
 
 
 @dataclass
@@ -122,6 +124,7 @@ class Manager:
             preference,
             rules=compile_rules(snap),  # type: ignore[arg-type]
             maintenance_node=service.maintenance_node,
+            failback=service.failback,
         )
 
     # -- one manager round: per-service state machine, in sid order ----------------
@@ -136,14 +139,30 @@ class Manager:
                 service = self.services[sid]
                 before = service.state
                 if service.state == "recovery":
-                    self._recover(service)
+                    if service.requested == "disabled":
+                        service.state = "stopped"  # a disabled service is not recovered any more
+                    else:
+                        self._recover(service)
                 elif service.state == "request_start":
                     self._start(service)
                 elif service.state == "started":
-                    self._keep_placed(service)
+                    if service.requested != "started":
+                        service.state = "request_stop"
+                    elif service.command:
+                        self._take_command(service)
+                    else:
+                        self._keep_placed(service)
+                elif service.state == "stopped":
+                    if service.command:
+                        self._take_command(service, log=False)
+                    elif service.requested == "started":
+                        service.state = "request_start"
                 changed |= service.state != before
             changed_in_round |= changed
         self._finish_motions()
+        for service in self.services.values():
+            if service.state == "request_stop":
+                service.state = "stopped"  # the LRM has confirmed the stop by the next round
         return changed_in_round
 
     def settle(self) -> None:
@@ -184,17 +203,29 @@ class Manager:
             if service.maintenance_node == service.node:
                 service.maintenance_node = None
             return
+        if service.maintenance_node not in (None, target, service.node):
+            service.maintenance_node = None  # placed elsewhere meanwhile: the fallback is dropped
         self._queue_motion(service, target)
 
-    def _queue_motion(self, service: Service, target: str, now: int = 0) -> None:
-        action = "relocate" if service.sid.startswith("ct:") else "migrate"
-        self.decisions.append((service.sid, action, target))
+    def _take_command(self, service: Service, log: bool = True) -> None:
+        (action, target), service.command = service.command, None
+        if self._online(target) and target != service.node:
+            self._queue_motion(service, target, action=action, log=log)
+
+    def _queue_motion(self, service: Service, target: str, now: int = 0, action: str = "", log: bool = True) -> None:
+        action = action or ("relocate" if service.sid.startswith("ct:") else "migrate")
+        if log:
+            self.decisions.append((service.sid, action, target))
         service.state, service.target, service.queued_at = action, target, now
+
+    def _online(self, node: str) -> bool:
+        return self.nodes[node]["online"] and not self.nodes[node]["maintenance"]
 
     def _finish_motions(self, now: int | None = None) -> None:
         for service in self.services.values():
             if service.target and (now is None or now >= service.queued_at + ROUND):
-                service.node, service.target, service.state = service.target, None, "started"
+                service.node, service.target = service.target, None
+                service.state = "started" if service.requested == "started" else "stopped"
                 if service.maintenance_node == service.node:
                     service.maintenance_node = None
 
@@ -202,10 +233,12 @@ class Manager:
 
     def event(self, ev: dict) -> None:
         kind = ev["type"]
-        if kind == "node_failure":
-            self.nodes[ev["node"]]["online"] = False
+        if kind == "node_failure":  # "nodes": several fenced in the same round
+            failed = ev["nodes"] if "nodes" in ev else [ev["node"]]
+            for node in failed:
+                self.nodes[node]["online"] = False
             for s in self.services.values():
-                if s.node == ev["node"] and s.requested != "disabled":
+                if s.node in failed and s.requested != "disabled":
                     s.state = "recovery"
         elif kind in ("node_recovered", "node_online"):
             self.nodes[ev["node"]].update(online=True, maintenance=False)
@@ -217,6 +250,12 @@ class Manager:
         elif kind == "initial_start":
             for s in self.services.values():
                 s.state = "request_start" if s.requested == "started" else "request_stop"
+        elif kind == "service_commands":  # one batch, read together before the round
+            for command in ev["commands"]:
+                if command["command"] in ("migrate", "relocate"):
+                    self._command(command["sid"], command["command"], command["target"])
+                else:  # the requested state: started, stopped or disabled
+                    self.services[command["sid"]].requested = command["command"]
         elif kind == "service_added":
             spec = ev["service"]
             service = _service(spec)
@@ -226,10 +265,19 @@ class Manager:
         else:
             raise AssertionError(f"unknown fixture event {kind}")
         self.settle()
-        for s in self.services.values():  # events are far apart: the LRM has confirmed starts and stops
+        for s in self.services.values():  # events are far apart: the LRM has confirmed the starts
             s.running = True
-            if s.state == "request_stop":
-                s.state = "stopped"
+
+    def _command(self, sid: str, action: str, target: str) -> None:
+        """An admin's migrate/relocate: checked and queued as the manager reads its commands."""
+        service = self.services[sid]
+        if not self._online(target) or target == service.node:
+            return
+        snap = self.snapshot()
+        refused_by, along = command_motion(compile_rules(snap), sid, target, {g.sid: g for g in snap.guests})
+        if refused_by is None:
+            for moving in [sid, *along]:
+                self.services[moving].command = (action, target)
 
     def placement(self) -> dict[str, str | None]:
         return {sid: (None if s.state == "recovery" else s.node) for sid, s in sorted(self.services.items())}
@@ -304,6 +352,7 @@ def _service(spec: dict) -> Service:
         spec.get("cpu_usage", 0.0),
         spec.get("mem_usage_bytes", 0.0),
         requested=spec.get("state", "started"),
+        failback=spec.get("failback", True),
     )
 
 
