@@ -17,7 +17,7 @@ from .model import Snapshot
 from .sources.base import SourceError
 
 # Subcommands provided by other modules: name → module with add_arguments(parser) and run(args).
-EXTENSIONS = {"replay": "crs.replay", "export": "crs.export"}
+EXTENSIONS = {"replay": "crs.replay", "export": "crs.export", "n1": "crs.n1"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,10 +1,13 @@
 """N+1: each node lost in turn, its HA guests recovered as Proxmox recovers them, the
 capacity rule applied to what the other nodes then hold. Clusters checked by hand."""
 
+import json
+
 import pytest
 from engine_clusters import GIB, node, snapshot, vm
 from proxmox_replay import FIXTURES, Manager, load
 
+from crs.cli import main
 from crs.fits import Limits
 from crs.model import Guest
 from crs.n1 import lose, n1
@@ -103,3 +106,17 @@ def test_recoveries_are_where_proxmox_recovers(name):
     loss = lose(manager.snapshot(), fixture["event"]["node"])
     moved = {r.sid: r.target for r in loss.recoveries}
     assert moved and moved == {sid: fixture["expected"][sid] for sid in moved}
+
+
+def test_the_command_line_prints_each_loss_and_the_verdict(tmp_path, capsys):
+    nodes = [node(f"node{i}", cpus=8, memory_bytes=32 * GIB) for i in (1, 2, 3)]
+    guests = [vm(f"vm:{i}{j}", f"node{i}", cores=2, memory_bytes=8 * GIB) for i in (1, 2, 3) for j in range(3)]
+    path = tmp_path / "cluster.json"
+    document = {"format": "crs-snapshot/1", "settings": {"mode": "static"}, "nodes": nodes, "guests": guests}
+    path.write_text(json.dumps(document))
+    assert main(["n1", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "losing node1: overloads node2 to 125 % memory (vm:10 -> node2, vm:11 -> node3, vm:12 -> node2)" in out
+    assert main(["n1", str(path), "--json", "--memory-reserve", str(0)]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["survives"] is False and body["losses"][0]["overloaded"][0]["node"] == "node2"
