@@ -233,20 +233,22 @@ class Manager:
 
     def event(self, ev: dict) -> None:
         kind = ev["type"]
-        if kind == "node_failure":  # "nodes": several fenced in the same round
-            failed = ev["nodes"] if "nodes" in ev else [ev["node"]]
-            for node in failed:
+        nodes = ev["nodes"] if "nodes" in ev else [ev.get("node")]  # "nodes": several in the same round
+        if kind == "node_failure":
+            for node in nodes:
                 self.nodes[node]["online"] = False
             for s in self.services.values():
-                if s.node in failed and s.requested != "disabled":
+                if s.node in nodes and s.requested != "disabled":
                     s.state = "recovery"
         elif kind in ("node_recovered", "node_online"):
-            self.nodes[ev["node"]].update(online=True, maintenance=False)
+            for node in nodes:
+                self.nodes[node].update(online=True, maintenance=False)
         elif kind == "node_maintenance":
-            self.nodes[ev["node"]]["maintenance"] = True
+            for node in nodes:
+                self.nodes[node]["maintenance"] = True
             for s in self.services.values():
-                if s.node == ev["node"] and s.state == "started":
-                    s.maintenance_node = ev["node"]
+                if s.node in nodes and s.state == "started":
+                    s.maintenance_node = s.node
         elif kind == "initial_start":
             for s in self.services.values():
                 s.state = "request_start" if s.requested == "started" else "request_stop"
