@@ -6,7 +6,7 @@ from engine_clusters import node, snapshot, vm
 
 from crs.bundles import movable_bundles
 from crs.placement import select_node
-from crs.rules import compile_rules, node_affinity, resource_affinity
+from crs.rules import command_motion, compile_rules, node_affinity, resource_affinity
 
 NODES = [node(f"node{i}") for i in (1, 2, 3, 4)]
 RULES_CASES = Path(__file__).parent / "fixtures" / "proxmox-rules"
@@ -190,3 +190,18 @@ def test_two_positive_groups_joined_by_one_negative_rule_are_not_kept_apart_whol
     )
     assert pairs(compiled.negative) == {frozenset(p) for p in [("vm:1", "vm:3"), ("vm:2", "vm:3"), ("vm:1", "vm:4")]}
     assert "vm:4" not in compiled.negative["vm:2"]
+
+
+def test_an_admin_migration_is_refused_by_a_negative_partner_and_brings_positive_ones_along():
+    """Proxmox's `queue_resource_motion`: a negative partner on the target (and not leaving it)
+    refuses the command; positive partners not already on or bound for the target follow."""
+    guests = [vm("vm:1", "node1"), vm("vm:2", "node2"), vm("vm:3", "node3"), vm("vm:4", "node1")]
+    rules = [
+        {"id": "apart", "type": "resource-affinity", "resources": ["vm:1", "vm:3"], "affinity": "negative"},
+        {"id": "together", "type": "resource-affinity", "resources": ["vm:1", "vm:2", "vm:4"], "affinity": "positive"},
+    ]
+    snap, compiled = rules_of(guests, rules)
+    by_sid = {g.sid: g for g in snap.guests}
+    assert command_motion(compiled, "vm:1", "node3", by_sid) == ("vm:3", [])
+    assert command_motion(compiled, "vm:1", "node4", by_sid) == (None, ["vm:2", "vm:4"])
+    assert command_motion(compiled, "vm:1", "node2", by_sid) == (None, ["vm:4"])
