@@ -37,11 +37,18 @@ def _export():
     return export
 
 
+def _n1():
+    from . import n1
+
+    return n1
+
+
 # Subcommands in modules of their own (add_arguments(parser), run(args)), imported only when
 # named on the command line: the simulator and its trace would add a tenth to `plan`'s start-up.
 EXTENSIONS = {
     "replay": (_replay, "replay a trace day through the engine: how would these settings have behaved?"),
     "export": (_export, "export a cluster's current snapshot as crs-snapshot/1 JSON, from any source"),
+    "n1": (_n1, "N+1: would the cluster survive losing any one node? where its guests would go"),
 }
 
 

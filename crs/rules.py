@@ -1,8 +1,9 @@
 """HA rules: node affinity and resource affinity, compiled as Proxmox compiles them.
 
 Compiling drops infeasible rules (with the reason, for the page) and applies Proxmox's
-transforms: connected positive rules merge, members of a positive group inherit each
-other's negative partners and node affinity (reference/proxmox-crs.md §5.1–5.2).
+transforms: connected positive rules merge, members of a positive group are kept apart
+from whatever an explicit negative rule keeps one of them from, and share node affinity
+(reference/proxmox-crs.md §5.1–5.2).
 The runtime questions ("where may this guest go?", "which partners pull or push?")
 are answered from the compiled form.
 """
@@ -32,24 +33,29 @@ def compile_rules(snapshot: Snapshot) -> CompiledRules:
     affinity_rules = _feasible_affinity(affinity_rules, len(snapshot.nodes), dropped)
     groups = _merged_groups([r.resources for r in affinity_rules if r.affinity == "positive"])
     positive = {sid: group - {sid} for group in groups for sid in group}
+    explicit = [set(r.resources) for r in affinity_rules if r.affinity == "negative"]
     negative: dict[str, set[str]] = {}
-    for rule in affinity_rules:
-        if rule.affinity == "negative":
-            for sid in rule.resources:
-                negative.setdefault(sid, set()).update(set(rule.resources) - {sid})
-    for group in groups:  # every member inherits the negative partners of the group
-        inherited = set().union(*(negative.get(sid, set()) for sid in group))
-        for sid in group:
-            if inherited:
-                negative[sid] = set(inherited)
-        for partner in inherited:  # keep the relation symmetric
-            negative.setdefault(partner, set()).update(group)
+    for members in explicit + _implicit_negative(groups, explicit):
+        for sid in members:
+            negative.setdefault(sid, set()).update(members - {sid})
     by_guest = {sid: rule for rule in node_rules for sid in rule.resources}
     for group in groups:  # a positive group follows the node affinity of any member
         rule = next((by_guest[sid] for sid in sorted(group) if sid in by_guest), None)
         if rule is not None:
             by_guest.update(dict.fromkeys(group, rule))
     return CompiledRules(by_guest, positive, {sid: frozenset(p) for sid, p in negative.items()}, tuple(dropped))
+
+
+def _implicit_negative(groups: list[frozenset[str]], explicit: list[set[str]]) -> list[set[str]]:
+    """The pairs Proxmox infers (`_implicit-negative-…` rules): every member of a positive
+    group is kept apart from each resource that an *explicit* negative rule names together
+    with some member of that group. Only explicit rules are read, so what is inferred for
+    one group never spreads through another group (reference/proxmox-crs.md §5.2)."""
+    pairs = []
+    for group in groups:
+        apart = {csid for members in explicit for sid in members & group for csid in members - {sid}}
+        pairs += [{sid, csid} for csid in sorted(apart) for sid in sorted(group) if sid != csid]
+    return pairs
 
 
 def _as_positive(rules: list[NodeAffinityRule], cluster_nodes: list[str], dropped: list) -> list[NodeAffinityRule]:
@@ -165,3 +171,21 @@ def majority_node(together: dict[str, int], candidates: set[str]) -> str | None:
     if not present:
         return None
     return sorted(present, key=lambda n: -together[n])[0]  # stable: equal counts keep name order
+
+
+def command_motion(
+    rules: CompiledRules, sid: str, target: str, guests: dict[str, Guest]
+) -> tuple[str | None, list[str]]:
+    """An admin's migration of `sid` to `target`, taken as Proxmox's manager takes it
+    (`queue_resource_motion`): (the negative partner that refuses it, []) when one is on
+    `target` and not leaving it, else (None, the positive partners that move along)."""
+    for partner in sorted(rules.negative.get(sid, ())):
+        guest = guests.get(partner)
+        if guest is not None and guest.node == target and guest.target in (None, target):
+            return partner, []
+    along = [
+        partner
+        for partner in sorted(rules.positive.get(sid, ()))
+        if partner in guests and target not in (guests[partner].node, guests[partner].target)
+    ]
+    return None, along

@@ -1,6 +1,6 @@
 """A small fake Proxmox VE API over real HTTPS, for the connector's tests.
 
-It serves the responses recorded from real clusters (../shared/data/pve-api/responses)
+It serves the responses recorded from real clusters (fixtures/pve-api/responses)
 plus the entries the recordings lack, built from reference/pve-api.md: an HA-managed
 VM, a container with string numbers, HA status and rules. Migrations change its state
 the way PVE does: a `qmigrate` task that holds the `migrate` lock and moves the guest
@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-RESPONSES = Path(__file__).resolve().parents[2] / "shared" / "data" / "pve-api" / "responses"
+RESPONSES = Path(__file__).resolve().parent / "fixtures" / "pve-api" / "responses"
 TOKEN = "root@pam!crs=0b8f2f5e-6a4c-4c4e-9a57-3b1d2c9d7e11"
 GIB = 2**30
 

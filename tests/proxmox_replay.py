@@ -1,9 +1,14 @@
-"""Replays Proxmox's converted HA-manager tests (shared/fixtures/proxmox) through the engine.
+"""Replays Proxmox's converted HA-manager tests (tests/fixtures/proxmox) through the engine.
 
 A small stand-in for the HA manager's simulator: it keeps service states, turns fixture
 events into the manager's reactions (recovery, maintenance evacuation, failback,
 rebalance-on-start, balancing rounds every 20 s) and asks `crs.placement` and
 `crs.balancer` for every decision. It decides nothing itself; it only sequences.
+
+Sequencing as `Manager.pm manage` does (reference/proxmox-crs.md §6.1a): one round walks
+the services in sid order and walks again while any changed state, so a service started in
+a round and standing where a rule forbids is moved in that round; the rounds between two
+commands (100 s, a round every 20 s) carry on what becomes possible once moves settle.
 """
 
 from __future__ import annotations
@@ -16,22 +21,23 @@ from crs import balancer
 from crs.decision import RoundState
 from crs.model import Guest, Node, Settings, Snapshot
 from crs.placement import select_node
-from crs.rules import compile_rules
+from crs.rules import command_motion, compile_rules
 from crs.snapshot import parse_rule
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "proxmox"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "proxmox"
 ROUND = 20
+COMMAND_INTERVAL = 100
 
 
 def fixture_paths() -> list[Path]:
-    return sorted(FIXTURES.glob("*.json")) if FIXTURES.is_dir() else []
+    return sorted(FIXTURES.glob("*.json"))
 
 
 @dataclass
 class Service:
     sid: str
     node: str
-    state: str
+    state: str  # the HA manager's state of the service
     cores: float
     memory_bytes: float
     cpu_usage: float = 0.0
@@ -40,6 +46,10 @@ class Service:
     target: str | None = None
     maintenance_node: str | None = None
     queued_at: int = 0
+    requested: str = "started"  # the configured state: started, stopped (recovered too) or disabled
+    already_running: bool = False
+    failback: bool = True
+    command: tuple[str, str] | None = None  # an admin's migrate/relocate, (action, target), taken next round
 
 
 @dataclass
@@ -114,20 +124,52 @@ class Manager:
             preference,
             rules=compile_rules(snap),  # type: ignore[arg-type]
             maintenance_node=service.maintenance_node,
+            failback=service.failback,
         )
 
     # -- one manager round: per-service state machine, in sid order ----------------
 
-    def manage(self) -> None:
-        for sid in sorted(self.services):
-            service = self.services[sid]
-            if service.state == "recovery":
-                self._recover(service)
-            elif service.state == "request_start":
-                self._start(service)
-            elif service.state == "started":
-                self._keep_placed(service)
+    def manage(self) -> bool:
+        """One round; True when any service changed state in it."""
+        changed_in_round = False
+        changed = True
+        while changed:
+            changed = False
+            for sid in sorted(self.services):
+                service = self.services[sid]
+                before = service.state
+                if service.state == "recovery":
+                    if service.requested == "disabled":
+                        service.state = "stopped"  # a disabled service is not recovered any more
+                    else:
+                        self._recover(service)
+                elif service.state == "request_start":
+                    self._start(service)
+                elif service.state == "started":
+                    if service.requested != "started":
+                        service.state = "request_stop"
+                    elif service.command:
+                        self._take_command(service)
+                    else:
+                        self._keep_placed(service)
+                elif service.state == "stopped":
+                    if service.command:
+                        self._take_command(service, log=False)
+                    elif service.requested == "started":
+                        service.state = "request_start"
+                changed |= service.state != before
+            changed_in_round |= changed
         self._finish_motions()
+        for service in self.services.values():
+            if service.state == "request_stop":
+                service.state = "stopped"  # the LRM has confirmed the stop by the next round
+        return changed_in_round
+
+    def settle(self) -> None:
+        """The rounds until the next command, or until nothing changes any more."""
+        for _ in range(COMMAND_INTERVAL // ROUND):
+            if not self.manage():
+                return
 
     def _recover(self, service: Service) -> None:
         target = self.select(service.sid, "best-score")
@@ -135,17 +177,20 @@ class Manager:
             self.decisions.append((service.sid, "recover-failed", None))
             return
         self.decisions.append((service.sid, "recover", target))
-        service.node, service.state = target, "started"
-        service.running = self.settings.mode != "dynamic"
+        service.node = target
+        if service.requested == "started":
+            service.state, service.running = "started", self.settings.mode != "dynamic"
+        else:  # a requested stop survives the recovery
+            service.state, service.running = "request_stop", False
 
     def _start(self, service: Service) -> None:
-        service.running = getattr(service, "already_running", False)
+        service.running = service.already_running
         if not self.settings.rebalance_on_start:
             service.state = "started"
             return
         target = self.select(service.sid, "best-score")
         self.decisions.append((service.sid, "start-placement", target))
-        if target is None or target == service.node or getattr(service, "already_running", False):
+        if target is None or target == service.node or service.already_running:
             service.state = "started"
             if target not in (None, service.node):
                 self.decisions.append((service.sid, "rebalance-on-start-ignored", None))
@@ -158,17 +203,29 @@ class Manager:
             if service.maintenance_node == service.node:
                 service.maintenance_node = None
             return
+        if service.maintenance_node not in (None, target, service.node):
+            service.maintenance_node = None  # placed elsewhere meanwhile: the fallback is dropped
         self._queue_motion(service, target)
 
-    def _queue_motion(self, service: Service, target: str, now: int = 0) -> None:
-        action = "relocate" if service.sid.startswith("ct:") else "migrate"
-        self.decisions.append((service.sid, action, target))
+    def _take_command(self, service: Service, log: bool = True) -> None:
+        (action, target), service.command = service.command, None
+        if self._online(target) and target != service.node:
+            self._queue_motion(service, target, action=action, log=log)
+
+    def _queue_motion(self, service: Service, target: str, now: int = 0, action: str = "", log: bool = True) -> None:
+        action = action or ("relocate" if service.sid.startswith("ct:") else "migrate")
+        if log:
+            self.decisions.append((service.sid, action, target))
         service.state, service.target, service.queued_at = action, target, now
+
+    def _online(self, node: str) -> bool:
+        return self.nodes[node]["online"] and not self.nodes[node]["maintenance"]
 
     def _finish_motions(self, now: int | None = None) -> None:
         for service in self.services.values():
             if service.target and (now is None or now >= service.queued_at + ROUND):
-                service.node, service.target, service.state = service.target, None, "started"
+                service.node, service.target = service.target, None
+                service.state = "started" if service.requested == "started" else "stopped"
                 if service.maintenance_node == service.node:
                     service.maintenance_node = None
 
@@ -176,34 +233,53 @@ class Manager:
 
     def event(self, ev: dict) -> None:
         kind = ev["type"]
+        nodes = ev["nodes"] if "nodes" in ev else [ev.get("node")]  # "nodes": several in the same round
         if kind == "node_failure":
-            self.nodes[ev["node"]]["online"] = False
+            for node in nodes:
+                self.nodes[node]["online"] = False
             for s in self.services.values():
-                if s.node == ev["node"] and s.state != "stopped":
+                if s.node in nodes and s.requested != "disabled":
                     s.state = "recovery"
         elif kind in ("node_recovered", "node_online"):
-            self.nodes[ev["node"]].update(online=True, maintenance=False)
+            for node in nodes:
+                self.nodes[node].update(online=True, maintenance=False)
         elif kind == "node_maintenance":
-            self.nodes[ev["node"]]["maintenance"] = True
+            for node in nodes:
+                self.nodes[node]["maintenance"] = True
             for s in self.services.values():
-                if s.node == ev["node"] and s.state == "started":
-                    s.maintenance_node = ev["node"]
+                if s.node in nodes and s.state == "started":
+                    s.maintenance_node = s.node
         elif kind == "initial_start":
             for s in self.services.values():
-                s.state = {"started": "request_start", "disabled": "request_stop"}.get(s.state, s.state)
+                s.state = "request_start" if s.requested == "started" else "request_stop"
+        elif kind == "service_commands":  # one batch, read together before the round
+            for command in ev["commands"]:
+                if command["command"] in ("migrate", "relocate"):
+                    self._command(command["sid"], command["command"], command["target"])
+                else:  # the requested state: started, stopped or disabled
+                    self.services[command["sid"]].requested = command["command"]
         elif kind == "service_added":
             spec = ev["service"]
             service = _service(spec)
             service.state = "request_start" if spec["state"] == "started" else "stopped"
-            service.already_running = spec.get("already_running", False)  # type: ignore[attr-defined]
+            service.already_running = spec.get("already_running", False)
             self.services[spec["sid"]] = service
         else:
             raise AssertionError(f"unknown fixture event {kind}")
-        self.manage()
-        for s in self.services.values():  # events are far apart: the LRM has confirmed starts and stops
+        self.settle()
+        for s in self.services.values():  # events are far apart: the LRM has confirmed the starts
             s.running = True
-            if s.state == "request_stop":
-                s.state = "stopped"
+
+    def _command(self, sid: str, action: str, target: str) -> None:
+        """An admin's migrate/relocate: checked and queued as the manager reads its commands."""
+        service = self.services[sid]
+        if not self._online(target) or target == service.node:
+            return
+        snap = self.snapshot()
+        refused_by, along = command_motion(compile_rules(snap), sid, target, {g.sid: g for g in snap.guests})
+        if refused_by is None:
+            for moving in [sid, *along]:
+                self.services[moving].command = (action, target)
 
     def placement(self) -> dict[str, str | None]:
         return {sid: (None if s.state == "recovery" else s.node) for sid, s in sorted(self.services.items())}
@@ -277,6 +353,8 @@ def _service(spec: dict) -> Service:
         spec.get("memory_bytes", 4096 * 2**20),
         spec.get("cpu_usage", 0.0),
         spec.get("mem_usage_bytes", 0.0),
+        requested=spec.get("state", "started"),
+        failback=spec.get("failback", True),
     )
 
 

@@ -1,10 +1,16 @@
+import json
+from pathlib import Path
+
+import pytest
 from engine_clusters import node, snapshot, vm
 
 from crs.bundles import movable_bundles
 from crs.placement import select_node
-from crs.rules import compile_rules, node_affinity, resource_affinity
+from crs.rules import command_motion, compile_rules, node_affinity, resource_affinity
 
 NODES = [node(f"node{i}") for i in (1, 2, 3, 4)]
+RULES_CASES = Path(__file__).parent / "fixtures" / "proxmox-rules"
+UPSTREAM = json.loads((RULES_CASES / "infer-implicit-negative-resource-affinity.json").read_text())
 
 
 def rules_of(guests, rules):
@@ -134,3 +140,68 @@ def test_negative_node_affinity_takes_no_priorities():
             [vm("vm:1", "node1")],
             [{"id": "r", "type": "node-affinity", "resources": ["vm:1"], "nodes": ["node1:2"], "affinity": "negative"}],
         )
+
+
+def compile_upstream(rules):
+    sids = sorted({sid for rule in rules for sid in rule["resources"]})
+    nodes = [node(name) for name in UPSTREAM["nodes"]]
+    return compile_rules(snapshot(nodes, [vm(sid, "node1") for sid in sids], rules, mode="static"))
+
+
+def pairs(relation):
+    return {frozenset((sid, partner)) for sid, partners in relation.items() for partner in partners}
+
+
+def test_upstream_rules_file_compiles_to_proxmoxs_partners():
+    """All four cases of upstream's rules file at once, as Proxmox compiles it."""
+    compiled = compile_upstream([rule for case in UPSTREAM["cases"] for rule in case["rules"]])
+    expected = UPSTREAM["expected"]
+    assert sorted(rule_id for rule_id, _ in compiled.dropped) == expected["dropped"]
+    assert {sid: sorted(p) for sid, p in compiled.positive.items()} == expected["positive"]
+    assert {sid: sorted(p) for sid, p in compiled.negative.items()} == expected["negative"]
+    explicit = {
+        frozenset(pair)
+        for case in UPSTREAM["cases"]
+        for rule in case["rules"]
+        if rule["affinity"] == "negative" and rule["id"] not in expected["dropped"]
+        for pair in [(a, b) for a in rule["resources"] for b in rule["resources"] if a != b]
+    }
+    implicit = {frozenset(name.split("-")[-2:]) for name in expected["implicit_rules"]}
+    assert pairs(compiled.negative) - explicit == implicit
+
+
+@pytest.mark.parametrize("case", UPSTREAM["cases"], ids=lambda c: f"case{c['case']}")
+def test_each_upstream_case_alone_infers_the_same_pairs(case):
+    compiled = compile_upstream(case["rules"])
+    members = {sid for rule in case["rules"] for sid in rule["resources"]}
+    expected = {sid: p for sid, p in UPSTREAM["expected"]["negative"].items() if sid in members}
+    assert {sid: sorted(p) for sid, p in compiled.negative.items()} == expected
+
+
+def test_two_positive_groups_joined_by_one_negative_rule_are_not_kept_apart_wholesale():
+    """{a1,a2} together, {b1,b2} together, a1 apart from b1: Proxmox infers a2–b1 and a1–b2,
+    but a2 and b2 may share a node (the over-inference §5.2 corrects)."""
+    compiled = compile_upstream(
+        [
+            {"id": "a", "type": "resource-affinity", "resources": ["vm:1", "vm:2"], "affinity": "positive"},
+            {"id": "b", "type": "resource-affinity", "resources": ["vm:3", "vm:4"], "affinity": "positive"},
+            {"id": "n", "type": "resource-affinity", "resources": ["vm:1", "vm:3"], "affinity": "negative"},
+        ]
+    )
+    assert pairs(compiled.negative) == {frozenset(p) for p in [("vm:1", "vm:3"), ("vm:2", "vm:3"), ("vm:1", "vm:4")]}
+    assert "vm:4" not in compiled.negative["vm:2"]
+
+
+def test_an_admin_migration_is_refused_by_a_negative_partner_and_brings_positive_ones_along():
+    """Proxmox's `queue_resource_motion`: a negative partner on the target (and not leaving it)
+    refuses the command; positive partners not already on or bound for the target follow."""
+    guests = [vm("vm:1", "node1"), vm("vm:2", "node2"), vm("vm:3", "node3"), vm("vm:4", "node1")]
+    rules = [
+        {"id": "apart", "type": "resource-affinity", "resources": ["vm:1", "vm:3"], "affinity": "negative"},
+        {"id": "together", "type": "resource-affinity", "resources": ["vm:1", "vm:2", "vm:4"], "affinity": "positive"},
+    ]
+    snap, compiled = rules_of(guests, rules)
+    by_sid = {g.sid: g for g in snap.guests}
+    assert command_motion(compiled, "vm:1", "node3", by_sid) == ("vm:3", [])
+    assert command_motion(compiled, "vm:1", "node4", by_sid) == (None, ["vm:2", "vm:4"])
+    assert command_motion(compiled, "vm:1", "node2", by_sid) == (None, ["vm:4"])

@@ -1,0 +1,191 @@
+"""N+1: would the cluster survive losing any one node right now?
+
+For each usable node "if it failed now": its HA guests are recovered as Proxmox's manager
+recovers them (`crs.placement.select_node`, best score, in sid order, each placement
+counted before the next, §6.1a), then the capacity rule (`crs.fits`) says which nodes no
+longer fit what they would hold. A guest that finds no node (strict rules, every candidate
+holding a negative partner), or cannot be recovered at all (`recoverable` False: local
+disks, passed-through devices), is lost. Guests not managed by HA stay down with their
+node; they are named, not placed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+
+from .fits import Commitment, Limits, committed, refusal
+from .model import Guest, Node, Snapshot
+from .placement import select_node
+from .rules import CompiledRules, compile_rules
+from .snapshot import load_file
+from .usage import counted_nodes
+
+NOT_RECOVERED = frozenset({"disabled", "ignored"})  # Proxmox recovers started and stopped guests alike
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    sid: str
+    target: str | None  # None: lost
+    why_lost: str = ""  # "not recoverable" | "no node allowed"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLoad:
+    """What a node would hold after the loss, against its limits (fractions; above 1 = does not fit)."""
+
+    node: str
+    cores: float
+    memory_bytes: float
+    cpu: float
+    memory: float
+    refusal: str | None  # "memory" | "cpu" when it does not fit
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLoss:
+    node: str
+    recoveries: tuple[Recovery, ...]
+    loads: tuple[NodeLoad, ...]  # every node left, after the recoveries
+    overloaded: tuple[NodeLoad, ...]  # nodes that take recovered guests and then do not fit
+    lost: tuple[str, ...]
+    down: tuple[str, ...]  # running guests not managed by HA: they stay down with the node
+
+    @property
+    def survived(self) -> bool:
+        return not self.overloaded and not self.lost
+
+    def summary(self) -> str:
+        """What losing this node does, in the admin's words ("overloads node07 to 131 % memory")."""
+        parts = [f"overloads {load.node} to {_percent(load)}" for load in self.overloaded]
+        if len(self.lost) == 1:
+            parts.append(f"leaves {self.lost[0]} with no node")
+        elif self.lost:
+            parts.append(f"leaves {len(self.lost)} guests with no node")
+        return " and ".join(parts) or "is survived"
+
+
+@dataclass(frozen=True, slots=True)
+class N1Report:
+    losses: tuple[NodeLoss, ...]
+
+    @property
+    def survives(self) -> bool:
+        return all(loss.survived for loss in self.losses)
+
+    @property
+    def verdict(self) -> str:
+        failing = sorted((loss for loss in self.losses if not loss.survived), key=_severity, reverse=True)
+        if not self.losses:
+            return "no node is online: nothing to lose"
+        if not failing:
+            return "survives the loss of any one node"
+        worst = f"losing {failing[0].node} {failing[0].summary()}"
+        others = [loss.node for loss in failing[1:]]
+        if not others:
+            return worst
+        return worst + f"; losing {' or '.join(others) if len(others) <= 3 else f'{len(others)} other nodes'} fails too"
+
+
+def n1(snapshot: Snapshot, limits: Limits = Limits()) -> N1Report:
+    """The loss of each usable node in turn (name order)."""
+    rules = compile_rules(snapshot)
+    usable = sorted(n.name for n in snapshot.nodes if n.usable)
+    return N1Report(tuple(lose(snapshot, name, limits, rules) for name in usable))
+
+
+def lose(snapshot: Snapshot, failed: str, limits: Limits = Limits(), rules: CompiledRules | None = None) -> NodeLoss:
+    """`failed` goes down now: where its HA guests go, and what the nodes left then hold."""
+    rules = rules if rules is not None else compile_rules(snapshot)
+    before = _holdings(snapshot)
+    after = snapshot.with_nodes(tuple(replace(n, online=False) if n.name == failed else n for n in snapshot.nodes))
+    stranded = sorted((g for g in snapshot.guests if g.node == failed and g.ha), key=lambda g: g.sid)
+    stranded = [g for g in stranded if g.state not in NOT_RECOVERED]
+    down = tuple(g.sid for g in snapshot.guests if g.node == failed and not g.ha and g.state == "started")
+    after = _with_states(after, {g.sid: "recovery" for g in stranded})
+    recoveries = []
+    for guest in stranded:
+        if not getattr(guest, "recoverable", True):  # a snapshot key of a later wave; absent = recoverable
+            recoveries.append(Recovery(guest.sid, None, "not recoverable"))
+            continue
+        target = select_node(after, guest.sid, "best-score", rules=rules)
+        if target is None:
+            recoveries.append(Recovery(guest.sid, None, "no node allowed"))
+            continue
+        recoveries.append(Recovery(guest.sid, target))
+        state = "started" if guest.state != "stopped" else "request_stop"
+        after = after.with_guests(
+            tuple(
+                replace(g, node=target, state=state, running=False) if g.sid == guest.sid else g for g in after.guests
+            )
+        )
+    holdings = _holdings(after)
+    loads = tuple(_load(after.node(name), holdings[name], limits) for name in sorted(holdings))
+    overloaded = tuple(load for load in loads if load.refusal and holdings[load.node] != before[load.node])
+    lost = tuple(r.sid for r in recoveries if r.target is None)
+    return NodeLoss(failed, tuple(recoveries), loads, overloaded, lost, down)
+
+
+def _with_states(snapshot: Snapshot, states: dict[str, str]) -> Snapshot:
+    return snapshot.with_guests(tuple(replace(g, state=states.get(g.sid, g.state)) for g in snapshot.guests))
+
+
+def _holdings(snapshot: Snapshot) -> dict[str, Commitment]:
+    """Usable node → configured sizes of the guests that run or will run there."""
+    usable = frozenset(n.name for n in snapshot.nodes if n.usable)
+    held: dict[str, list[Guest]] = {name: [] for name in usable}
+    for guest in snapshot.guests:
+        if guest.state == "request_stop":
+            continue  # stopping: it holds nothing
+        for name in counted_nodes(guest, usable):
+            held[name].append(guest)
+    return {name: committed(snapshot.node(name), guests) for name, guests in held.items()}
+
+
+def _load(node: Node, commitment: Commitment, limits: Limits) -> NodeLoad:
+    memory_limit = node.memory_bytes - limits.memory_reserve_bytes
+    cpu_limit = node.cpus * limits.cpu_overcommit
+    return NodeLoad(
+        node.name,
+        commitment.cores,
+        commitment.memory_bytes,
+        commitment.cores / cpu_limit if cpu_limit > 0 else float("inf"),
+        commitment.memory_bytes / memory_limit if memory_limit > 0 else float("inf"),
+        refusal(node, commitment, limits),
+    )
+
+
+def _percent(load: NodeLoad) -> str:
+    if load.refusal == "memory":
+        return f"{load.memory * 100:.0f} % memory"
+    return f"{load.cpu * 100:.0f} % CPU"
+
+
+def _severity(loss: NodeLoss) -> tuple[int, float]:
+    """Lost guests first, then the worst overload."""
+    worst = max((max(load.memory, load.cpu) for load in loss.overloaded), default=0.0)
+    return len(loss.lost), worst
+
+
+# -- `python -m crs n1 SNAPSHOT [--json]` (registered in crs.cli.EXTENSIONS) ---------------
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("snapshot", help="crs-snapshot/1 JSON file")
+    parser.add_argument("--json", action="store_true", help="print every loss as JSON")
+    parser.add_argument("--cpu-overcommit", type=float, default=Limits().cpu_overcommit, help="cores per CPU thread")
+    parser.add_argument("--memory-reserve", type=float, default=0.0, help="bytes kept free on every node")
+
+
+def run(args) -> int:
+    report = n1(load_file(args.snapshot), Limits(args.memory_reserve, args.cpu_overcommit))
+    if args.json:
+        body = {"survives": report.survives, "verdict": report.verdict, "losses": [asdict(x) for x in report.losses]}
+        print(json.dumps(body, indent=2))
+        return 0
+    for loss in report.losses:
+        placed = ", ".join(f"{r.sid} -> {r.target or 'none (' + r.why_lost + ')'}" for r in loss.recoveries)
+        print(f"losing {loss.node}: {loss.summary()}" + (f" ({placed})" if placed else ""))
+    print(report.verdict)
+    return 0
