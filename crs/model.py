@@ -57,6 +57,19 @@ class Guards:
 
 
 @dataclass(frozen=True, slots=True)
+class Pressure:
+    """Pressure stall information: the fraction of time (0.75 = 75 %) some / all tasks waited
+    on CPU, memory or IO (Proxmox VE 9's `pressure*` fields, in percent there)."""
+
+    cpu_some: float = 0.0
+    cpu_full: float = 0.0
+    memory_some: float = 0.0
+    memory_full: float = 0.0
+    io_some: float = 0.0
+    io_full: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str
     cpus: float  # CPU threads of the host
@@ -65,6 +78,8 @@ class Node:
     maintenance: bool = False
     cpu_usage: float | None = None  # measured cores in use (dynamic); None = sum of guests
     mem_usage_bytes: float | None = None
+    ksm_bytes: float = 0.0  # memory KSM shares between guests (the memory rule's 80 % case)
+    pressure: Pressure | None = None  # None: the source reports none (Proxmox VE 8)
 
     @property
     def usable(self) -> bool:
@@ -85,6 +100,8 @@ class Guest:
     auto_rebalance: bool = True  # False: never picked by a balancing round
     target: str | None = None  # set while moving
     running: bool = True  # the start is confirmed; a started guest not yet running is "starting"
+    pressure: Pressure | None = None  # None: the source reports none (Proxmox VE 8)
+    uptime_s: float | None = None  # None: long running
 
     @property
     def kind(self) -> str:
