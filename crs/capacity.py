@@ -67,10 +67,13 @@ def capacity(snapshot: Snapshot, size: Size, limits: Limits = Limits(), like: st
     per_node: dict[str, int] = {}
     overcommitted: dict[str, str] = {}
     refusals: Counter[str] = Counter()
+    by_node: dict[str, list[Guest]] = {}
+    for guest in snapshot.guests:
+        by_node.setdefault(guest.node, []).append(guest)
     for node in snapshot.nodes:
         if not node.usable:
             continue
-        held = committed(node, (g for g in snapshot.guests if g.node == node.name))
+        held = committed(node, by_node.get(node.name, ()))
         if (over := refusal(node, held, limits)) is not None:
             overcommitted[node.name] = over
         if node.name not in allowed:
