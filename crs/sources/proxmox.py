@@ -171,12 +171,9 @@ class Proxmox:
             sid = f"vm:{e.get('vmid')}"
             if now - self._checked.get(sid, {}).get("at", -PRECONDITIONS_TTL_S) < PRECONDITIONS_TTL_S:
                 break
-            answer = self._get(f"nodes/{e['node']}/qemu/{e['vmid']}/migrate", optional=True)
-            if answer is not None:
-                self._checked[sid] = {
-                    "at": now,
-                    "keys": preconditions(answer, f"nodes/{e['node']}/qemu/{e['vmid']}/migrate"),
-                }
+            path = f"nodes/{e['node']}/qemu/{e['vmid']}/migrate"
+            answer = self._get(path, optional=True)  # None: a PVE without the check; asked again after the TTL
+            self._checked[sid] = {"at": now, "keys": {} if answer is None else preconditions(answer, path)}
         out = {}
         for e in running:
             sid = f"vm:{e.get('vmid')}"
