@@ -80,6 +80,19 @@ class Guards:
 
 
 @dataclass(frozen=True, slots=True)
+class Pressure:
+    """Pressure stall information: the fraction of time (0.75 = 75 %) some / all tasks waited
+    on CPU, memory or IO (Proxmox VE 9's `pressure*` fields, in percent there)."""
+
+    cpu_some: float = 0.0
+    cpu_full: float = 0.0
+    memory_some: float = 0.0
+    memory_full: float = 0.0
+    io_some: float = 0.0
+    io_full: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str
     cpus: float  # CPU threads of the host
@@ -88,6 +101,9 @@ class Node:
     maintenance: bool = False
     cpu_usage: float | None = None  # measured cores in use (dynamic); None = sum of guests
     mem_usage_bytes: float | None = None
+    ksm_bytes: float = 0.0  # memory KSM shares between guests (the memory rule's 80 % case)
+    pressure: Pressure | None = None  # None: the source reports none (Proxmox VE 8)
+    traits: frozenset[str] = frozenset()  # what the node offers (gpu, local-nvme): guests' `requires`
 
     @property
     def usable(self) -> bool:
@@ -108,6 +124,18 @@ class Guest:
     auto_rebalance: bool = True  # False: never picked by a balancing round
     target: str | None = None  # set while moving
     running: bool = True  # the start is confirmed; a started guest not yet running is "starting"
+    pressure: Pressure | None = None  # None: the source reports none (Proxmox VE 8)
+    uptime_s: float | None = None  # None: long running
+    allowed_nodes: frozenset[str] | None = None  # None: everywhere (Proxmox's migrate preconditions)
+    pinned_reason: str = ""  # why allowed_nodes is narrowed (local disk, passed-through device)
+    requires: frozenset[str] = frozenset()  # node traits it needs; "!trait": a trait it must not meet
+    recoverable: bool = True  # False: tied to its node (local disk, device): lost if the node fails
+
+    def may_run_on(self, node: Node) -> bool:
+        """Allowed nodes and traits, as OpenStack Placement's required and forbidden traits."""
+        if self.allowed_nodes is not None and node.name not in self.allowed_nodes:
+            return False
+        return all((t[1:] not in node.traits) if t.startswith("!") else (t in node.traits) for t in self.requires)
 
     @property
     def kind(self) -> str:

@@ -115,10 +115,11 @@ def lose(snapshot: Snapshot, failed: str, limits: Limits = Limits(), rules: Comp
             continue
         recoveries.append(Recovery(guest.sid, target))
         state = "started" if guest.state != "stopped" else "request_stop"
-        after = after.with_guests(
-            tuple(
+        after = replace(
+            after,
+            guests=tuple(
                 replace(g, node=target, state=state, running=False) if g.sid == guest.sid else g for g in after.guests
-            )
+            ),
         )
     holdings = _holdings(after)
     loads = tuple(_load(after.node(name), holdings[name], limits) for name in sorted(holdings))
@@ -128,7 +129,7 @@ def lose(snapshot: Snapshot, failed: str, limits: Limits = Limits(), rules: Comp
 
 
 def _with_states(snapshot: Snapshot, states: dict[str, str]) -> Snapshot:
-    return snapshot.with_guests(tuple(replace(g, state=states.get(g.sid, g.state)) for g in snapshot.guests))
+    return replace(snapshot, guests=tuple(replace(g, state=states.get(g.sid, g.state)) for g in snapshot.guests))
 
 
 def _holdings(snapshot: Snapshot) -> dict[str, Commitment]:

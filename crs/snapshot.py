@@ -30,6 +30,7 @@ from .model import (
     Guest,
     Node,
     NodeAffinityRule,
+    Pressure,
     ResourceAffinityRule,
     Rule,
     Settings,
@@ -48,6 +49,7 @@ _f = Fields(SnapshotError)
 _STATE_NAMES = tuple(sorted(STATES))
 _GUEST_KEYS = frozenset(Guest.__dataclass_fields__)
 _NODE_KEYS = frozenset(Node.__dataclass_fields__)
+_PRESSURE_KEYS = tuple(Pressure.__dataclass_fields__)
 
 
 def load_file(path: str | Path) -> Snapshot:
@@ -134,7 +136,24 @@ def _parse_node(raw: Any, path: str) -> Node:
         maintenance=_f.boolean(raw, "maintenance", path, False),
         cpu_usage=_f.optional_number(raw, "cpu_usage", path, low=0.0, high=MAX_CPUS),
         mem_usage_bytes=_f.optional_number(raw, "mem_usage_bytes", path, low=0.0, high=MAX_BYTES),
+        ksm_bytes=_f.number(raw, "ksm_bytes", path, 0.0, low=0.0, high=MAX_BYTES),
+        pressure=_parse_pressure(raw.get("pressure"), f"{path}.pressure"),
+        traits=frozenset(_names(raw.get("traits", []), f"{path}.traits")),
     )
+
+
+def _parse_pressure(raw: Any, path: str) -> Pressure | None:
+    """Stall fractions (0.75 = 75 % of the time); absent = the source reports none."""
+    if raw is None:
+        return None
+    _f.refuse_unknown(raw, frozenset(_PRESSURE_KEYS), path)
+    return Pressure(**{k: _f.number(raw, k, path, 0.0, low=0.0, high=1.0) for k in _PRESSURE_KEYS})
+
+
+def _names(raw: Any, path: str) -> list[str]:
+    if not isinstance(raw, list) or not all(isinstance(x, str) and x.strip() for x in raw):
+        raise SnapshotError(f"{path}: {raw!r} is not a list of non-empty strings")
+    return raw
 
 
 def _parse_guest(raw: Any, path: str, nodes: set[str]) -> Guest:
@@ -163,6 +182,12 @@ def _parse_guest(raw: Any, path: str, nodes: set[str]) -> Guest:
         auto_rebalance=_f.boolean(raw, "auto_rebalance", path, True),
         target=target,
         running=_f.boolean(raw, "running", path, True),
+        pressure=_parse_pressure(raw.get("pressure"), f"{path}.pressure"),
+        uptime_s=_f.optional_number(raw, "uptime_s", path, low=0.0, high=MAX_BYTES),
+        allowed_nodes=_allowed_nodes(raw.get("allowed_nodes"), f"{path}.allowed_nodes", nodes),
+        pinned_reason=_f.text(raw, "pinned_reason", path) if "pinned_reason" in raw else "",
+        requires=frozenset(_names(raw.get("requires", []), f"{path}.requires")),
+        recoverable=_f.boolean(raw, "recoverable", path, True),
     )
 
 
@@ -177,7 +202,9 @@ _GUEST_NUMBERS = (
 )
 _GUEST_FLAGS = (("ha", True), ("auto_rebalance", True), ("running", True))
 _FAST_GUEST_KEYS = frozenset({"sid", "node", "state", "target"} | {k for k, *_ in _GUEST_NUMBERS + _GUEST_FLAGS})
-_GUEST_FIELDS = tuple(Guest.__dataclass_fields__)
+# The array passes build guests from Guest's leading fields; the optional keys after them
+# (pressure, allowed_nodes, …) keep their defaults, and a guest that names one is read alone.
+_GUEST_FIELDS = tuple(Guest.__dataclass_fields__)[: len(_FAST_GUEST_KEYS)]
 
 
 def _guests_in_array_passes(raw: Any, nodes: set[str]) -> list[Guest] | None:
@@ -185,7 +212,7 @@ def _guests_in_array_passes(raw: Any, nodes: set[str]) -> list[Guest] | None:
     guests at once in C-speed passes (map, set, NumPy), which reads 20 000 guests in a
     fraction of the per-guest time; None at the first doubt, so that the per-guest reader
     finds the guest and names its key."""
-    if _FAST_GUEST_KEYS != _GUEST_KEYS:  # Guest has a field this pass does not know: read guest by guest
+    if set(_GUEST_FIELDS) != _FAST_GUEST_KEYS:  # Guest's leading fields changed: read guest by guest
         return None
     if not isinstance(raw, list) or not _types(raw) <= {dict} or not all(map(_FAST_GUEST_KEYS.issuperset, raw)):
         return None
@@ -228,6 +255,12 @@ def _types(values: list) -> set[type]:
 
 def _all_in(values: list, allowed: set[str] | frozenset[str]) -> bool:
     return _types(values) <= {str} and set(values) <= allowed
+
+
+def _allowed_nodes(raw: Any, path: str, nodes: set[str]) -> frozenset[str] | None:
+    if raw is None:
+        return None
+    return frozenset(_known_node(n, f"{path}[{i}]", nodes) for i, n in enumerate(_names(raw, path)))
 
 
 def parse_rule(raw: Any, path: str, sids: set[str], nodes: set[str]) -> Rule:
@@ -320,13 +353,31 @@ def to_dict(snapshot: Snapshot) -> dict:
     }
 
 
+# Keys written only when they say something: files without them keep their old meaning.
+_OPTIONAL_KEYS = frozenset(
+    {"ksm_bytes", "pressure", "traits", "uptime_s", "allowed_nodes", "pinned_reason", "requires", "recoverable"}
+)
+
+
 def _node_dict(node: Node) -> dict:
-    out = {k: getattr(node, k) for k in Node.__dataclass_fields__}
+    out = {k: _json_value(getattr(node, k)) for k in Node.__dataclass_fields__ if _says_something(node, k)}
     return {k: v for k, v in out.items() if v is not None}
 
 
 def _guest_dict(guest: Guest) -> dict:
-    return {k: getattr(guest, k) for k in Guest.__dataclass_fields__}
+    return {k: _json_value(getattr(guest, k)) for k in Guest.__dataclass_fields__ if _says_something(guest, k)}
+
+
+def _says_something(item: Node | Guest, key: str) -> bool:
+    return key not in _OPTIONAL_KEYS or getattr(item, key) != type(item).__dataclass_fields__[key].default
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, Pressure):
+        return {k: getattr(value, k) for k in _PRESSURE_KEYS}
+    if isinstance(value, frozenset):
+        return sorted(value)
+    return value
 
 
 def _rule_dict(rule: Rule) -> dict:

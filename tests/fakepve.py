@@ -78,6 +78,11 @@ class FakePve:
                 "digest": "a1b2",
             },
         ]
+        # Proxmox VE 9's extras, empty = a PVE 8 cluster: PSI fields per guest id ("qemu/100") as the
+        # guest lists send them, node RRD rows, and migrate preconditions per guest id.
+        self.guest_psi: dict[str, dict] = {}
+        self.node_rrd: dict[str, list[dict]] = {}
+        self.preconditions: dict[str, dict] = {}
         self.tasks: dict[str, dict] = {}
         self.requests: list[tuple[str, str, dict]] = []
         self.steps_per_migration = 3  # status polls a migration stays running
@@ -115,7 +120,18 @@ class FakePve:
         if method == "GET" and path == "cluster/ha/rules":
             return (501, "Method 'GET /cluster/ha/rules' not implemented") if self.rules is None else (200, self.rules)
         if m := re.fullmatch(r"nodes/([^/]+)/(qemu|lxc)/(\d+)/migrate", path):
-            return self._migrate(m[1], m[2], int(m[3]), params) if method == "POST" else (501, "not implemented")
+            if method == "GET":
+                found = self.preconditions.get(f"{m[2]}/{m[3]}")
+                return (200, found) if found is not None else (501, "not implemented")
+            return self._migrate(m[1], m[2], int(m[3]), params)
+        if method == "GET" and (m := re.fullmatch(r"nodes/([^/]+)/(qemu|lxc)", path)):
+            return 200, [
+                e | self.guest_psi.get(e["id"], {})
+                for e in self.resources
+                if e.get("type") == m[2] and e.get("node") == m[1]
+            ]
+        if method == "GET" and (m := re.fullmatch(r"nodes/([^/]+)/rrddata", path)):
+            return 200, self.node_rrd.get(m[1], [])
         if m := re.fullmatch(r"nodes/([^/]+)/tasks/([^/]+)/status", path):
             return self._status(m[2])
         if m := re.fullmatch(r"nodes/([^/]+)/tasks/([^/]+)/log", path):

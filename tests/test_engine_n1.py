@@ -2,6 +2,7 @@
 capacity rule applied to what the other nodes then hold. Clusters checked by hand."""
 
 import json
+from dataclasses import replace
 
 import pytest
 from engine_clusters import GIB, node, snapshot, vm
@@ -9,7 +10,6 @@ from proxmox_replay import FIXTURES, Manager, load
 
 from crs.cli import main
 from crs.fits import Limits
-from crs.model import Guest
 from crs.n1 import lose, n1
 
 
@@ -66,17 +66,12 @@ def test_negative_partners_on_every_other_node_leave_a_guest_with_no_node():
     assert n1(cluster(guests_per_node=1, memory_gib=64, rules=rules)).losses[0].lost == ("vm:10",)
 
 
-class LocalDiskGuest(Guest):
-    """A guest the snapshot marks `recoverable: false` (a key of a later wave)."""
-
-    recoverable = False
-
-
 def test_a_guest_that_cannot_be_recovered_counts_as_lost_not_placed():
     snap = cluster(guests_per_node=1, memory_gib=64)
     pinned = snap.guest("vm:10")
-    snap = snap.with_guests(
-        tuple(LocalDiskGuest(**{f: getattr(g, f) for f in Guest.__slots__}) if g is pinned else g for g in snap.guests)
+    snap = replace(
+        snap,
+        guests=tuple(replace(g, recoverable=False) if g is pinned else g for g in snap.guests),
     )
     loss = lose(snap, "node1")
     assert loss.lost == ("vm:10",) and loss.recoveries[0].why_lost == "not recoverable"

@@ -246,7 +246,7 @@ def test_every_accepted_snapshot_gives_finite_figures(doc):
     snap = parse_or_refuse(doc)
     if snap is None:
         return
-    for result in (run_round(snap, snap.settings, RoundState()), plan(snap, steps=3)):
+    for result in (run_round(snap, RoundState()), plan(snap, steps=3)):
         out = json.dumps(result.to_plan_dict(steps=True), allow_nan=False)  # no NaN or Infinity anywhere
         assert math.isfinite(result.imbalance) and all(math.isfinite(v) for v in result.node_loads.values()), out
 

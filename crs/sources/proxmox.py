@@ -25,7 +25,7 @@ from proxmoxer.tools import Tasks
 from ..model import Snapshot
 from . import config as cfg
 from .base import SourceError, TaskStatus
-from .pve_resources import HaView, to_snapshot
+from .pve_resources import HaView, number, preconditions, pressure, rrd_pressure, to_snapshot
 
 WHERE = "proxmox"
 KEYS = {"host", "port", "user", "token_name", "token_value", "token", "verify_ssl", "timeout_s", "cluster", "guests"}
@@ -41,6 +41,9 @@ MIGRATION_TYPES = ("qmigrate", "vzmigrate")
 FINISHED_TASKS_KEPT = 50
 TRANSFER = re.compile(r"transferred ([\d.]+) ?([KMGT]iB|B) of ([\d.]+) ?([KMGT]iB|B)")
 UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+PRESSURE_PERIOD_S = 300.0  # node pressure: the mean of the RRD's 1-minute rows over 5 minutes, as DRS averages
+PRECONDITIONS_TTL_S = 600.0
+PRECONDITIONS_PER_ROUND = 10
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,7 @@ class Proxmox:
         if not isinstance(tasks, dict):
             raise cfg.ConfigError(f"{WHERE} state.tasks: expected an object of tasks")
         self._tasks: dict[str, dict] = copy.deepcopy(tasks)
+        self._checked: dict[str, dict] = copy.deepcopy((state or {}).get("preconditions", {}))
         self._api = ProxmoxAPI(
             config.host,
             port=config.port,
@@ -128,6 +132,9 @@ class Proxmox:
     def collect(self, now: float) -> Snapshot:
         resources = self._get("cluster/resources")
         moving = {t["sid"]: t["target"] for t in self._tasks.values() if not t.get("finished")}
+        online = sorted(
+            str(e.get("node")) for e in resources if e.get("type") == "node" and e.get("status") == "online"
+        )
         return to_snapshot(
             resources,
             self._ha_view(),
@@ -135,7 +142,47 @@ class Proxmox:
             cluster=self.config.cluster,
             taken_at=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             manage=self.config.guests,
+            details=self._pressure(online, now) | self._preconditions(resources, online, now),
         )
+
+    def _pressure(self, online: list[str], now: float) -> dict[str, dict]:
+        """Guests' pressure from each node's guest lists, nodes' from their RRD over the last
+        PRESSURE_PERIOD_S (the only place Proxmox VE 9 keeps node PSI); nothing on PVE 8."""
+        out: dict[str, dict] = {}
+        for node in online:
+            for kind, prefix in (("qemu", "vm"), ("lxc", "ct")):
+                for e in self._get(f"nodes/{node}/{kind}", optional=True) or []:
+                    where = f"nodes/{node}/{kind} {e.get('vmid')}"
+                    if (p := pressure(e, where)) is not None:
+                        out[f"{prefix}:{int(number(e, 'vmid', where))}"] = {"pressure": p}
+            rows = self._get(f"nodes/{node}/rrddata", optional=True, timeframe="hour", cf="AVERAGE") or []
+            if (p := rrd_pressure(rows, now - PRESSURE_PERIOD_S, f"nodes/{node}/rrddata")) is not None:
+                out[node] = {"pressure": p}
+        return out
+
+    def _preconditions(self, resources: list[dict], online: list[str], now: float) -> dict[str, dict]:
+        """Where each running VM may migrate, from Proxmox's own precondition check. It changes
+        only with storage or hardware, so each answer is kept PRECONDITIONS_TTL_S and at most
+        PRECONDITIONS_PER_ROUND are asked per collection (a 1000-guest cluster fills in over rounds)."""
+        known = set(online)
+        running = [e for e in resources if e.get("type") == "qemu" and e.get("status") == "running"]
+        stale = sorted(running, key=lambda e: self._checked.get(f"vm:{e.get('vmid')}", {}).get("at", -1.0))
+        for e in stale[:PRECONDITIONS_PER_ROUND]:
+            sid = f"vm:{e.get('vmid')}"
+            if now - self._checked.get(sid, {}).get("at", -PRECONDITIONS_TTL_S) < PRECONDITIONS_TTL_S:
+                break
+            path = f"nodes/{e['node']}/qemu/{e['vmid']}/migrate"
+            answer = self._get(path, optional=True)  # None: a PVE without the check; asked again after the TTL
+            self._checked[sid] = {"at": now, "keys": {} if answer is None else preconditions(answer, path)}
+        out = {}
+        for e in running:
+            sid = f"vm:{e.get('vmid')}"
+            keys = dict(self._checked.get(sid, {}).get("keys", {}))
+            if "allowed_nodes" in keys:  # Proxmox lists the targets; the node it is on is allowed too
+                keys["allowed_nodes"] = sorted({*keys["allowed_nodes"], str(e.get("node"))} & known)
+            if keys:
+                out[sid] = keys
+        return out
 
     def migrate(self, sid: str, target: str, now: float) -> str:
         """Live migration for a running VM, restart migration for a running container."""
@@ -179,7 +226,7 @@ class Proxmox:
         return TaskStatus("done", 1.0)
 
     def state(self) -> dict:
-        return {"tasks": copy.deepcopy(self._tasks)}
+        return {"tasks": copy.deepcopy(self._tasks), "preconditions": copy.deepcopy(self._checked)}
 
     def _after_ha_request(self, task_id: str, task: dict, info: dict, now: float) -> TaskStatus:
         """The HA manager accepted the request; find the migration its LRM started, or keep waiting."""

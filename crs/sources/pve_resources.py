@@ -34,23 +34,34 @@ class HaView:
 
 
 def to_snapshot(
-    resources: list[dict], ha: HaView, moving: dict[str, str], *, cluster: str, taken_at: str, manage: str = "all"
+    resources: list[dict],
+    ha: HaView,
+    moving: dict[str, str],
+    *,
+    cluster: str,
+    taken_at: str,
+    manage: str = "all",
+    details: dict[str, dict] | None = None,
 ) -> Snapshot:
     """The snapshot of one `/cluster/resources` answer.
 
     `moving` maps a guest to the target of a migration this product started, the
     only way to know where a non-HA guest with `lock: migrate` is going. `manage`
     is `all` (every guest may be moved) or `ha` (only HA resources, as Proxmox's CRS).
+    `details` adds snapshot keys per guest sid or node name that other endpoints
+    answer (pressure, migrate preconditions), already converted by this module.
     """
+    details = details or {}
     if not isinstance(resources, list):
         raise SourceError(f"cluster/resources: expected a list, got {type(resources).__name__}")
     nodes, unsized = _nodes(resources, ha)
     names = {n["name"] for n in nodes}
     guests = [
-        g
+        g | details.get(g["sid"], {})
         for g in (_guest(e, names, unsized, ha, moving, manage) for e in resources if e.get("type") in ("qemu", "lxc"))
         if g is not None
     ]
+    nodes = [n | details.get(n["name"], {}) for n in nodes]
     rules = _rules(ha.rules, {g["sid"] for g in guests}, sorted(names))
     data = {
         "format": contract.FORMAT,
@@ -119,7 +130,7 @@ def _guest(e: dict, nodes: set[str], unsized: set[str], ha: HaView, moving: dict
         "cpu_usage": number(e, "cpu", where, 0.0) * maxcpu if running else 0.0,
         "mem_usage_bytes": number(e, "mem", where, 0.0) if running else 0.0,
         "ha": manage == "all" or sid in ha.resources,
-    }
+    } | ({"uptime_s": number(e, "uptime", where)} if running and "uptime" in e else {})
 
 
 def _state(
@@ -205,3 +216,61 @@ def _text(entry: dict, key: str, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise SourceError(f"{where}.{key}: {value!r} is not a name")
     return value
+
+
+# Proxmox VE 9's pressure stall fields, the 10 s average in percent (reference/vm-balancer.md §10).
+PSI_FIELDS = {
+    "cpu_some": "pressurecpusome",
+    "cpu_full": "pressurecpufull",
+    "memory_some": "pressurememorysome",
+    "memory_full": "pressurememoryfull",
+    "io_some": "pressureiosome",
+    "io_full": "pressureiofull",
+}
+
+
+def pressure(entry: dict, where: str) -> dict | None:
+    """The snapshot's `pressure` (fractions) of a guest list entry or status; None on Proxmox VE 8,
+    which has no such fields. Containers send the percentages as strings; nodes lack cpufull."""
+    present = {k: number(entry, f, where) / 100 for k, f in PSI_FIELDS.items() if entry.get(f) is not None}
+    return {k: min(v, 1.0) for k, v in present.items()} or None
+
+
+def rrd_pressure(rows: list[dict], since: float, where: str) -> dict | None:
+    """A node's pressure as the mean of its 1-minute RRD rows from `since` on (node PSI exists
+    only there); None when no row in the period has any."""
+    recent = [r for r in rows if isinstance(r, dict) and number(r, "time", where, 0.0) >= since]
+    samples = [p for p in (pressure(r, f"{where} time {r.get('time')}") for r in recent) if p]
+    if not samples:
+        return None
+    keys = sorted({k for p in samples for k in p})
+    return {k: sum(p.get(k, 0.0) for p in samples) / len(samples) for k in keys}
+
+
+def preconditions(answer: dict, where: str) -> dict:
+    """`GET …/qemu/{vmid}/migrate` → where the guest may go, why not elsewhere, and whether it
+    could be recovered on another node (local disks and passed-through devices tie it)."""
+    if not isinstance(answer, dict):
+        raise SourceError(f"{where}: expected an object, got {type(answer).__name__}")
+    allowed = _split(answer.get("allowed_nodes", []))
+    disks = [
+        d.get("volid", "?")
+        for d in answer.get("local_disks", []) or []
+        if isinstance(d, dict) and not _flag(d.get("cdrom")) and not _flag(d.get("is_unused"))
+    ]
+    devices = [str(r) for r in answer.get("local_resources", []) or []]
+    reasons = []
+    for node, why in sorted((answer.get("not_allowed_nodes") or {}).items()):
+        storages = ", ".join(why.get("unavailable_storages", [])) if isinstance(why, dict) else ""
+        reasons.append(f"{node}: storage {storages} unavailable" if storages else f"{node}: refused by Proxmox")
+    if disks:
+        reasons.append(f"local disk {', '.join(disks)}")
+    if devices:
+        reasons.append(f"local device {', '.join(devices)}")
+    return {"allowed_nodes": allowed, "recoverable": not (disks or devices)} | (
+        {"pinned_reason": "; ".join(reasons)} if reasons else {}
+    )
+
+
+def _flag(value: Any) -> bool:
+    return value in (True, 1, "1")

@@ -1,0 +1,71 @@
+"""The contract's optional keys for pressure and for where a guest may go (docs/snapshot-format.md)."""
+
+import pytest
+
+from crs.errors import SnapshotError
+from crs.model import Node, Pressure
+from crs.snapshot import parse, to_dict
+
+BASE = {
+    "format": "crs-snapshot/1",
+    "nodes": [
+        {"name": "a", "cpus": 8, "memory_bytes": 2**34},
+        {"name": "b", "cpus": 8, "memory_bytes": 2**34, "traits": ["gpu"], "ksm_bytes": 2**30},
+    ],
+    "guests": [
+        {
+            "sid": "vm:1",
+            "node": "a",
+            "pressure": {"cpu_some": 0.2, "memory_full": 0.01},
+            "uptime_s": 3600,
+            "allowed_nodes": ["a"],
+            "pinned_reason": "local disk local-lvm:vm-1-disk-0",
+            "recoverable": False,
+            "requires": ["!gpu"],
+        }
+    ],
+}
+
+
+def snapshot(**guest_changes):
+    guest = {**BASE["guests"][0], **guest_changes}
+    return parse({**BASE, "guests": [guest]})
+
+
+def test_keys_read_and_round_trip():
+    s = snapshot()
+    g = s.guests[0]
+    assert g.pressure == Pressure(cpu_some=0.2, memory_full=0.01) and g.uptime_s == 3600
+    assert g.allowed_nodes == {"a"} and not g.recoverable and g.pinned_reason.startswith("local disk")
+    assert s.nodes[1].traits == {"gpu"} and s.nodes[1].ksm_bytes == 2**30
+    assert parse(to_dict(s)) == s
+
+
+def test_files_without_the_keys_keep_their_meaning():
+    plain = parse({**BASE, "guests": [{"sid": "vm:1", "node": "a"}]})
+    g = plain.guests[0]
+    assert g.pressure is None and g.allowed_nodes is None and g.recoverable and g.requires == frozenset()
+    assert "pressure" not in to_dict(plain)["guests"][0] and "allowed_nodes" not in to_dict(plain)["guests"][0]
+
+
+def test_required_and_forbidden_traits():
+    g = snapshot(requires=["gpu", "!maintenance-window"], allowed_nodes=None).guests[0]
+    assert g.may_run_on(Node("b", 8, 1, traits=frozenset({"gpu"})))
+    assert not g.may_run_on(Node("b", 8, 1, traits=frozenset({"gpu", "maintenance-window"})))
+    assert not g.may_run_on(Node("a", 8, 1))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"pressure": {"cpu_some": 75}}, r"guests\[0\]\.pressure\.cpu_some: 75 is out of range"),
+        ({"pressure": {"cpu": 0.1}}, r"guests\[0\]\.pressure\.cpu: unknown key"),
+        ({"allowed_nodes": ["z"]}, r"guests\[0\]\.allowed_nodes\[0\]: 'z' is not a node"),
+        ({"requires": "gpu"}, r"guests\[0\]\.requires: 'gpu' is not a list"),
+        ({"pinned_reason": 3}, r"guests\[0\]\.pinned_reason: 3 is not a non-empty string"),
+        ({"recoverable": "no"}, r"guests\[0\]\.recoverable: 'no' is not true or false"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_key(change, message):
+    with pytest.raises(SnapshotError, match=message):
+        snapshot(**change)

@@ -1,0 +1,73 @@
+"""The connector's Proxmox VE 9 extras against the fake PVE: pressure stall information and the
+migrate preconditions (where a VM may go, and whether it could be recovered elsewhere)."""
+
+import pytest
+from fakepve import RESPONSES, TOKEN, FakePve, recorded
+
+from crs.model import Pressure
+from crs.sources import open_source
+
+T0 = 1_800_000_000.0
+
+
+@pytest.fixture
+def pve(tmp_path):
+    fake = FakePve(tmp_path)
+    fake.port = fake.start()
+    yield fake
+    fake.stop()
+
+
+def connect(pve, state=None):
+    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file}
+    return open_source("proxmox", config, state)
+
+
+def guests(snapshot):
+    return {g.sid: g for g in snapshot.guests}
+
+
+def test_pve8_reports_no_pressure_and_no_preconditions(pve):
+    snap = connect(pve).collect(T0)
+    assert all(g.pressure is None for g in snap.guests) and all(n.pressure is None for n in snap.nodes)
+    assert guests(snap)["vm:100"].allowed_nodes is None and guests(snap)["vm:100"].recoverable
+
+
+def test_pve9_percent_becomes_fractions_for_vms_containers_and_nodes(pve):
+    pve.guest_psi["qemu/100"] = {"pressurecpusome": 12.5, "pressurecpufull": 3.0, "pressurememorysome": 0}
+    pve.guest_psi["lxc/300"] = {"pressurecpusome": "40.00", "pressureiosome": "1.50"}  # containers send strings
+    rows = [
+        {"time": T0 - 600, "pressurecpusome": 90.0},  # older than the 5-minute period: not counted
+        {"time": T0 - 120, "pressurecpusome": 10.0, "pressurememorysome": 2.0},
+        {"time": T0 - 60, "pressurecpusome": 20.0, "pressurememorysome": 4.0},
+    ]
+    pve.node_rrd["node2"] = rows
+    snap = connect(pve).collect(T0)
+    assert guests(snap)["vm:100"].pressure == Pressure(cpu_some=0.125, cpu_full=0.03, memory_some=0.0)
+    assert guests(snap)["ct:300"].pressure == Pressure(cpu_some=0.40, io_some=0.015)
+    assert snap.node("node2").pressure == Pressure(cpu_some=pytest.approx(0.15), memory_some=pytest.approx(0.03))
+    assert snap.node("node1").pressure is None
+    assert guests(snap)["ct:300"].uptime_s == 1200
+
+
+def test_preconditions_narrow_where_a_vm_may_go_and_mark_it_unrecoverable(pve):
+    pve.preconditions["qemu/100"] = recorded("qemu-migrate-preconditions.handwritten-go-proxmox.json")
+    vm = guests(connect(pve).collect(T0))["vm:100"]
+    assert vm.allowed_nodes == {"node2", "node3"}  # node3 allowed, node4 lacks local-lvm; node2 is its own
+    assert "node4: storage local-lvm unavailable" in vm.pinned_reason
+    assert "local disk local-lvm:vm-101-disk-0" in vm.pinned_reason and not vm.recoverable
+
+
+def test_preconditions_are_asked_again_only_after_their_lifetime(pve):
+    pve.preconditions["qemu/100"] = recorded("qemu-migrate-preconditions.handwritten-go-proxmox.json")
+    cluster = connect(pve)
+    cluster.collect(T0)
+    asked = sum(1 for m, p, _ in pve.requests if m == "GET" and p.endswith("/migrate"))
+    again = connect(pve, cluster.state())  # the state the dashboard keeps between rounds
+    assert guests(again.collect(T0 + 60))["vm:100"].allowed_nodes == {"node2", "node3"}
+    assert sum(1 for m, p, _ in pve.requests if m == "GET" and p.endswith("/migrate")) == asked
+    again.collect(T0 + 601)
+    assert sum(1 for m, p, _ in pve.requests if m == "GET" and p.endswith("/migrate")) > asked
+
+
+pytestmark = pytest.mark.skipif(not RESPONSES.is_dir(), reason=f"recorded PVE responses not found at {RESPONSES}")
