@@ -73,11 +73,15 @@ class UnitField(forms.FloatField):
         forms.Field.validate(self, value)  # FloatField's own check would take a duration for a number
 
     def prepare_value(self, value):
-        """Stored → typed for the initial value; what the admin typed is shown as typed."""
-        return value if value is None or isinstance(value, str) else self.shown(value)
+        """Stored → typed for the initial value ("30", not "30.0"); what the admin typed is shown as typed."""
+        return value if value is None or isinstance(value, str) else number(self.shown(value))
 
     def describe(self, stored) -> str:
-        return "–" if stored is None else f"{self.shown(stored):.15g} {self.unit}".rstrip()
+        return "–" if stored is None else f"{number(self.shown(stored))} {self.unit}".rstrip()
+
+
+def number(value: float) -> str:
+    return f"{value:.15g}"
 
 
 class PercentField(UnitField):
@@ -182,7 +186,8 @@ class PolicyForm(forms.ModelForm):
                 field.error_messages["invalid_choice"] = f"{label} must be one of: {allowed}"
             if isinstance(field, UnitField):
                 field.limits = low, high = limits(name)
-                shown = f"{field.shown(low):.15g} and {field.shown(high):.15g} {field.unit}".rstrip()
+                field.widget.attrs.update(min=number(field.shown(low)), max=number(field.shown(high)))
+                shown = f"{number(field.shown(low))} and {number(field.shown(high))} {field.unit}".rstrip()
                 field.error_messages["range"] = f"{label} must be between {shown}"
             # Other ranges are checked by the model's validators, whose messages name the field;
             # the form field's copies would say only "Ensure this value is greater than ...".

@@ -96,7 +96,7 @@ def test_the_form_takes_percent_minutes_and_gib_and_stores_fractions_durations_a
     assert (policy.cooldown, policy.recommendation_expiry) == (timedelta(minutes=45), timedelta(seconds=90))
     assert policy.memory_reserve == 2 * 2**30
     shown = PolicyForm(instance=policy)  # and the page shows them as typed
-    assert {name: shown[name].value() for name in changes} == changes
+    assert {name: shown[name].value() for name in changes} == {name: str(value) for name, value in changes.items()}
     assert policy.engine_settings().threshold == pytest.approx(0.2)
 
 

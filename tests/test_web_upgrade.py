@@ -105,7 +105,7 @@ def test_settings_history_and_audit_trail_read_the_same_after_the_upgrade(previo
     )
     assert policy.moves_per_round == 1  # what the previous release did; new clusters get 5
     shown = PolicyForm(instance=policy)
-    assert [shown[name].value() for name in ("threshold", "cooldown", "recommendation_expiry")] == [30, 30, 15]
+    assert [shown[name].value() for name in ("threshold", "cooldown", "recommendation_expiry")] == ["30", "30", "15"]
 
     rounds = list(Round.objects.filter(cluster_id=previous_release).values_list("decision", "hold_count", "imbalance"))
     assert rounds == [("holding", 2, 0.42), ("migrate", 3, 0.42)]  # hold_count: the rounds of the hold served
