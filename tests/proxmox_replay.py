@@ -49,7 +49,7 @@ class Service:
     requested: str = "started"  # the configured state: started, stopped (recovered too) or disabled
     already_running: bool = False
     failback: bool = True
-    command: tuple[str, str] | None = None  # an admin's migrate/relocate, (action, target), taken next round
+    command: tuple[str, str] | None = None  # an admin's migrate/relocate/stop, (action, target), taken next round
     start_failures: int = 0  # a failing test agent (fa:): its first starts fail, on `fails_on` or anywhere
     fails_on: str | None = None
     start_tries: int = 0
@@ -166,7 +166,8 @@ class Manager:
                         self._take_command(service, log=False)
                     elif service.requested == "started":
                         service.state = "request_start"
-                changed |= service.state != before
+                if service.state != before:
+                    changed, service.command = True, None  # a state change drops a pending command
             changed_in_round |= changed
         self._finish_motions()
         for service in self.services.values():
@@ -241,7 +242,10 @@ class Manager:
 
     def _take_command(self, service: Service, log: bool = True) -> None:
         (action, target), service.command = service.command, None
-        if self._online(target) and target != service.node:
+        if action == "stop":  # a stop command also sets the requested state
+            if service.state == "started":
+                service.state, service.requested = "request_stop", "stopped"
+        elif self._online(target) and target != service.node:
             self._queue_motion(service, target, action=action, log=log)
 
     def _queue_motion(self, service: Service, target: str, now: int = 0, action: str = "", log: bool = True) -> None:
@@ -288,6 +292,8 @@ class Manager:
             for command in ev["commands"]:
                 if command["command"] in ("migrate", "relocate"):
                     self._command(command["sid"], command["command"], command["target"])
+                elif command["command"] == "stop":
+                    self.services[command["sid"]].command = ("stop", "")
                 else:  # the requested state: started, stopped or disabled
                     self.services[command["sid"]].requested = command["command"]
         elif kind == "service_added":
