@@ -22,16 +22,19 @@ class CompiledRules:
     node_affinity: dict[str, NodeAffinityRule] = field(default_factory=dict)  # sid → its rule
     positive: dict[str, frozenset[str]] = field(default_factory=dict)  # sid → partners kept together
     negative: dict[str, frozenset[str]] = field(default_factory=dict)  # sid → partners kept apart
-    dropped: tuple[tuple[str, str], ...] = ()  # (rule id, why it was dropped)
+    dropped: tuple[tuple[str, str], ...] = ()  # (rule id, why), Proxmox's "Drop rule '<id>', because <why>."
 
 
 def compile_rules(snapshot: Snapshot) -> CompiledRules:
     node_rules = [r for r in snapshot.rules if isinstance(r, NodeAffinityRule)]
     affinity_rules = [r for r in snapshot.rules if isinstance(r, ResourceAffinityRule)]
     dropped: list[tuple[str, str]] = []
-    node_rules = _one_node_rule_per_guest(_as_positive(node_rules, [n.name for n in snapshot.nodes], dropped), dropped)
-    affinity_rules = _feasible_affinity(affinity_rules, len(snapshot.nodes), dropped)
-    groups = _merged_groups([r.resources for r in affinity_rules if r.affinity == "positive"])
+    node_rules = _as_positive(node_rules, [n.name for n in snapshot.nodes], dropped)
+    errors = _infeasible(node_rules, affinity_rules, len(snapshot.nodes))
+    dropped += [(rule_id, why) for rule_id in sorted(errors) for why in errors[rule_id]]
+    node_rules = [r for r in node_rules if r.id not in errors]
+    affinity_rules = [r for r in affinity_rules if r.id not in errors]
+    groups = _merged_groups(r for r in affinity_rules if r.affinity == "positive")
     positive = {sid: group - {sid} for group in groups for sid in group}
     explicit = [set(r.resources) for r in affinity_rules if r.affinity == "negative"]
     negative: dict[str, set[str]] = {}
@@ -75,43 +78,84 @@ def _as_positive(rules: list[NodeAffinityRule], cluster_nodes: list[str], droppe
     return out
 
 
-def _one_node_rule_per_guest(rules: list[NodeAffinityRule], dropped: list) -> list[NodeAffinityRule]:
-    seen: dict[str, int] = {}
-    for rule in rules:
+def _infeasible(
+    node_rules: list[NodeAffinityRule], affinity_rules: list[ResourceAffinityRule], node_count: int
+) -> dict[str, list[str]]:
+    """Rule id → why Proxmox drops it (its `check_feasibility`, in its words).
+
+    Every check looks at all rules as written, and every rule any check refuses is dropped
+    afterwards, so one bad rule also takes down the rules it conflicts with (§5.2).
+    """
+    errors: dict[str, list[str]] = {}
+
+    def drop(rule_id: str, why: str) -> None:
+        errors.setdefault(rule_id, []).append(why)
+
+    users: dict[str, list[str]] = {}
+    for rule in node_rules:
         for sid in rule.resources:
-            seen[sid] = seen.get(sid, 0) + 1
-    kept = []
-    for rule in rules:
-        shared = sorted(sid for sid in rule.resources if seen[sid] > 1)
-        if shared:
-            dropped.append((rule.id, f"{shared[0]} is in more than one node-affinity rule"))
-        else:
-            kept.append(rule)
-    return kept
+            users.setdefault(sid, []).append(rule.id)
+    for sid, rule_ids in users.items():
+        if len(rule_ids) > 1:
+            for rule_id in rule_ids:
+                drop(rule_id, f"resource '{sid}' is already used in another node affinity rule")
+    positive = [r for r in affinity_rules if r.affinity == "positive"]
+    negative = [r for r in affinity_rules if r.affinity == "negative"]
+    for rule in negative:
+        if len(rule.resources) > node_count:
+            drop(rule.id, "rule defines more resources than available nodes")
+    groups = [(group, [r for r in positive if set(r.resources) <= group]) for group in _merged_groups(positive)]
+    for group, members in groups:  # together and apart at once (over merged groups, as Proxmox checks)
+        for neg in negative:
+            if len(group & set(neg.resources)) >= 2:
+                drop(neg.id, "rule shares two or more resources with a positive resource affinity rule")
+                for rule in members:
+                    drop(rule.id, "rule shares two or more resources with a negative resource affinity rule")
+
+    def paired(resources: Iterable[str]) -> list[NodeAffinityRule]:
+        return [r for r in node_rules if set(r.resources) & set(resources)]
+
+    for rule in affinity_rules:  # the highest priority class would depend on which nodes are online
+        pairs = paired(rule.resources)
+        if any(len({priority for _, priority in r.nodes}) > 1 for r in pairs):
+            drop(rule.id, "resources are in node affinity rules with multiple priorities")
+            for r in pairs:
+                drop(
+                    r.id,
+                    "resources are in a resource affinity rule and cannot be in a node affinity rule"
+                    " with multiple priorities",
+                )
+    for group, members in groups:  # a group follows one node-affinity rule
+        pairs = paired(group)
+        if len(pairs) > 1:
+            for rule in members:
+                drop(rule.id, "resources are in multiple node affinity rules")
+            for r in pairs:
+                drop(
+                    r.id,
+                    "at least one resource is in a positive resource affinity rule and there are other resources"
+                    " in at least one other node affinity rule already",
+                )
+    for rule in negative:  # enough nodes to keep the pinned members apart
+        pairs = paired(rule.resources)
+        pinned = set().union(*(set(rule.resources) & set(r.resources) for r in pairs))
+        nodes = {name for r in pairs for name, _ in r.nodes}
+        if len(nodes) < len(pinned):
+            drop(rule.id, "two or more resources are restricted to less nodes than available to the resources")
+            for r in pairs:
+                drop(
+                    r.id,
+                    "at least one resource is in a negative resource affinity rule and this rule would restrict"
+                    " these to less nodes than available to the resources",
+                )
+    return errors
 
 
-def _feasible_affinity(rules: list[ResourceAffinityRule], node_count: int, dropped: list) -> list:
-    bad: set[str] = set()
-    for rule in rules:
-        if rule.affinity == "negative" and len(rule.resources) > node_count:
-            bad.add(rule.id)
-            dropped.append((rule.id, f"keeps {len(rule.resources)} guests apart on {node_count} nodes"))
-    for pos in (r for r in rules if r.affinity == "positive"):
-        for neg in (r for r in rules if r.affinity == "negative"):
-            common = set(pos.resources) & set(neg.resources)
-            if len(common) >= 2:
-                for rule in (pos, neg):
-                    if rule.id not in bad:
-                        bad.add(rule.id)
-                        dropped.append((rule.id, f"{', '.join(sorted(common))} must be both together and apart"))
-    return [r for r in rules if r.id not in bad]
-
-
-def _merged_groups(member_lists: Iterable[tuple[str, ...]]) -> list[frozenset[str]]:
+def _merged_groups(rules: Iterable[ResourceAffinityRule]) -> list[frozenset[str]]:
     """Connected positive rules become one group (Proxmox's `_merged-…` rules)."""
     groups: list[set[str]] = []
-    for members in member_lists:
-        merged = set(members)
+    for rule in rules:
+        merged = set(rule.resources)
         for group in [g for g in groups if g & merged]:
             merged |= group
             groups.remove(group)

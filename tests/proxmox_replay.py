@@ -49,7 +49,13 @@ class Service:
     requested: str = "started"  # the configured state: started, stopped (recovered too) or disabled
     already_running: bool = False
     failback: bool = True
-    command: tuple[str, str] | None = None  # an admin's migrate/relocate, (action, target), taken next round
+    command: tuple[str, str] | None = None  # an admin's migrate/relocate/stop, (action, target), taken next round
+    start_failures: int = 0  # a failing test agent (fa:): its first starts fail, on `fails_on` or anywhere
+    fails_on: str | None = None
+    start_tries: int = 0
+    started_on: str | None = None  # where the LRM last started it
+    start_failed: bool = False  # the LRM reported a failed start: the relocation policy applies
+    failed_nodes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -121,10 +127,11 @@ class Manager:
         return select_node(
             snap,
             sid,
-            preference,
-            rules=compile_rules(snap),  # type: ignore[arg-type]
+            preference,  # type: ignore[arg-type]
+            rules=compile_rules(snap),
             maintenance_node=service.maintenance_node,
             failback=service.failback,
+            tried=service.failed_nodes,
         )
 
     # -- one manager round: per-service state machine, in sid order ----------------
@@ -150,6 +157,8 @@ class Manager:
                         service.state = "request_stop"
                     elif service.command:
                         self._take_command(service)
+                    elif service.start_failed:
+                        self._relocate_after_failed_start(service)
                     else:
                         self._keep_placed(service)
                 elif service.state == "stopped":
@@ -157,13 +166,37 @@ class Manager:
                         self._take_command(service, log=False)
                     elif service.requested == "started":
                         service.state = "request_start"
-                changed |= service.state != before
+                if service.state != before:
+                    changed, service.command = True, None  # a state change drops a pending command
             changed_in_round |= changed
         self._finish_motions()
         for service in self.services.values():
             if service.state == "request_stop":
                 service.state = "stopped"  # the LRM has confirmed the stop by the next round
+            if service.start_failures and service.state == "started" and service.started_on != service.node:
+                self._lrm_start(service)
         return changed_in_round
+
+    def _lrm_start(self, service: Service) -> None:
+        """The LRM starts a failing test agent: one try and `max_restart` (1) retries on the node."""
+        for _ in range(2):
+            if service.fails_on in (None, service.node):
+                service.start_tries += 1
+                if service.start_failures >= service.start_tries:
+                    continue
+            service.start_tries, service.started_on, service.failed_nodes = 0, service.node, []
+            return
+        service.start_failed = True
+
+    def _relocate_after_failed_start(self, service: Service) -> None:
+        """Proxmox's relocation policy: up to `max_relocate` (1) other nodes, `try-next`."""
+        service.start_failed = False
+        service.failed_nodes.append(service.node)
+        if len(service.failed_nodes) > 1:
+            raise AssertionError(f"{service.sid} would enter the error state: not in the fixture format")
+        target = self.select(service.sid, "try-next")
+        if target is not None and target != service.node:
+            self._queue_motion(service, target)
 
     def settle(self) -> None:
         """The rounds until the next command, or until nothing changes any more."""
@@ -209,11 +242,14 @@ class Manager:
 
     def _take_command(self, service: Service, log: bool = True) -> None:
         (action, target), service.command = service.command, None
-        if self._online(target) and target != service.node:
+        if action == "stop":  # a stop command also sets the requested state
+            if service.state == "started":
+                service.state, service.requested = "request_stop", "stopped"
+        elif self._online(target) and target != service.node:
             self._queue_motion(service, target, action=action, log=log)
 
     def _queue_motion(self, service: Service, target: str, now: int = 0, action: str = "", log: bool = True) -> None:
-        action = action or ("relocate" if service.sid.startswith("ct:") else "migrate")
+        action = action or ("migrate" if service.sid.startswith("vm:") else "relocate")
         if log:
             self.decisions.append((service.sid, action, target))
         service.state, service.target, service.queued_at = action, target, now
@@ -256,6 +292,8 @@ class Manager:
             for command in ev["commands"]:
                 if command["command"] in ("migrate", "relocate"):
                     self._command(command["sid"], command["command"], command["target"])
+                elif command["command"] == "stop":
+                    self.services[command["sid"]].command = ("stop", "")
                 else:  # the requested state: started, stopped or disabled
                     self.services[command["sid"]].requested = command["command"]
         elif kind == "service_added":
@@ -355,6 +393,8 @@ def _service(spec: dict) -> Service:
         spec.get("mem_usage_bytes", 0.0),
         requested=spec.get("state", "started"),
         failback=spec.get("failback", True),
+        start_failures=spec.get("start_failures", 0),
+        fails_on=spec.get("fails_on"),
     )
 
 

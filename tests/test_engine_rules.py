@@ -5,6 +5,7 @@ import pytest
 from engine_clusters import node, snapshot, vm
 
 from crs.bundles import movable_bundles
+from crs.errors import RuleError
 from crs.placement import select_node
 from crs.rules import command_motion, compile_rules, node_affinity, resource_affinity
 
@@ -144,7 +145,7 @@ def test_negative_node_affinity_takes_no_priorities():
 
 def compile_upstream(rules):
     sids = sorted({sid for rule in rules for sid in rule["resources"]})
-    nodes = [node(name) for name in UPSTREAM["nodes"]]
+    nodes = [node(name) for name in UPSTREAM["nodes"]]  # upstream compiles its cases on node1..3
     return compile_rules(snapshot(nodes, [vm(sid, "node1") for sid in sids], rules, mode="static"))
 
 
@@ -205,3 +206,28 @@ def test_an_admin_migration_is_refused_by_a_negative_partner_and_brings_positive
     assert command_motion(compiled, "vm:1", "node3", by_sid) == ("vm:3", [])
     assert command_motion(compiled, "vm:1", "node4", by_sid) == (None, ["vm:2", "vm:4"])
     assert command_motion(compiled, "vm:1", "node2", by_sid) == (None, ["vm:4"])
+
+
+UPSTREAM_FILES = sorted(p for p in RULES_CASES.glob("*.json") if "cases" not in json.loads(p.read_text()))
+
+
+@pytest.mark.parametrize("path", UPSTREAM_FILES, ids=lambda p: p.stem)
+def test_upstream_rule_files_compile_as_proxmox_compiles_them(path):
+    """Each of upstream's rules_cfgs files: the rules it drops (with Proxmox's reason) and the
+    compiled node and resource affinity. Disabled rules are not in effect, so not given."""
+    case = json.loads(path.read_text())
+    rules = [rule for rule in case["rules"] if not rule.get("disable")]
+    if any(len(rule["resources"]) < 2 for rule in rules if rule["type"] == "resource-affinity"):
+        with pytest.raises(RuleError, match=r"rules\[\d+\]\.resources: a resource-affinity rule needs at least two"):
+            compile_upstream(rules)  # refused when the snapshot is read, naming the field, not dropped later
+        return
+    compiled = compile_upstream(rules)
+    expected = case["expected"]
+    assert sorted([rule_id, why] for rule_id, why in compiled.dropped) == expected["dropped"]
+    assert {sid: sorted(p) for sid, p in compiled.positive.items() if p} == expected["positive"]
+    assert {sid: sorted(p) for sid, p in compiled.negative.items() if p} == expected["negative"]
+    nodes = UPSTREAM["nodes"]
+    assert {
+        sid: {n: dict(rule.nodes).get(n, -1) for n in nodes if n in dict(rule.nodes) or not rule.strict}
+        for sid, rule in compiled.node_affinity.items()
+    } == expected["node_affinity"]

@@ -9,8 +9,6 @@ from fakepve import TOKEN, FakePve
 from crs.sources import ConfigError, SourceError, open_source
 from crs.sources.proxmox import config_from_env, parse_config
 
-pytest.importorskip("cryptography", reason="the fake PVE needs it for its TLS certificate")
-
 T0 = 1_800_000_000.0
 
 
