@@ -9,6 +9,7 @@ guests, so 1000 nodes answer in milliseconds; the allocation order it implies is
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -16,11 +17,13 @@ from dataclasses import dataclass, replace
 from .errors import CrsError
 from .fits import Commitment, Limits, committed, fits, guest_cores, refusal
 from .model import Guest, Node, Snapshot
+from .n1 import n1
 from .rules import compile_rules, node_affinity
 
 GIB = 2**30
 SUFFIXES = {"m": 2**20, "g": GIB, "t": 2**40}
-REASONS = ("memory", "cpu", "allowed")
+REASONS = ("memory", "cpu", "n1", "allowed")
+NEW_SID = 10**9  # sids of the imagined new guests: above any real VMID
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,14 +57,65 @@ def parse_size(text: str) -> Size:
     return Size(cores, memory)
 
 
-def _probe(size: Size, like: Guest | None, node: str) -> Guest:
+def _probe(size: Size, like: Guest | None, node: str, k: int = 0) -> Guest:
+    """New guest number k of `size` on `node`, with `like`'s rules-relevant keys; a fresh sid."""
     template = like or Guest("vm:new", node)
-    return replace(template, sid="vm:new", node=node, cores=size.cores, memory_bytes=size.memory_bytes)
+    return replace(template, sid=f"vm:{NEW_SID + k}", node=node, cores=size.cores, memory_bytes=size.memory_bytes)
 
 
-def capacity(snapshot: Snapshot, size: Size, limits: Limits = Limits(), like: str | None = None) -> Capacity:
+def capacity(
+    snapshot: Snapshot, size: Size, limits: Limits = Limits(), like: str | None = None, *, n1_safe: bool = False
+) -> Capacity:
     """How many more guests of `size` fit. `like`: a guest whose allowed nodes the new ones share
-    (its node-affinity rule, when strict, limits them to the rule's nodes)."""
+    (its node-affinity rule, when strict, limits them to the rule's nodes). `n1_safe`: only as
+    many as still let the loss of any one node be recovered (crs.n1), the new guests included."""
+    plain = _fitting(snapshot, size, limits, like)
+    if not n1_safe or plain.count == 0 and n1(snapshot, limits).survives:
+        return plain
+    return _n1_bound(snapshot, plain, limits, like)
+
+
+def _n1_bound(snapshot: Snapshot, plain: Capacity, limits: Limits, like: str | None) -> Capacity:
+    """hspace's big step: the largest prefix of the allocation order after which the cluster
+    still survives any one node's loss, by bisection (one N+1 check per step, not per guest)."""
+    template = snapshot.guest(like) if like else None
+    order = _allocation_order(snapshot, plain)
+    low, high = 0, len(order)
+    if not n1(snapshot, limits).survives:
+        high = 0  # already not N+1-safe: nothing more may be added (hspace's default)
+    while low < high:
+        mid = (low + high + 1) // 2
+        placed = tuple(_probe(plain.size, template, node, k) for k, node in enumerate(order[:mid]))
+        if n1(replace(snapshot, guests=snapshot.guests + placed), limits).survives:
+            low = mid
+        else:
+            high = mid - 1
+    per_node = dict.fromkeys(plain.per_node, 0)
+    for node in order[:low]:
+        per_node[node] += 1
+    room = sum(1 for name, n in plain.per_node.items() if per_node[name] < n)
+    limited_by = plain.limited_by if low == plain.count else {r: 0 for r in REASONS} | {"n1": room}
+    return Capacity(plain.size, low, per_node, limited_by, plain.overcommitted)
+
+
+def _allocation_order(snapshot: Snapshot, plain: Capacity) -> list[str]:
+    """The nodes the new guests go to, one by one: each to the node with the most memory left."""
+    left = {n.name: n.memory_bytes for n in snapshot.nodes if n.name in plain.per_node}
+    for guest in snapshot.guests:
+        if guest.node in left:
+            left[guest.node] -= guest.memory_bytes
+    heap = [(-left[name], name, count) for name, count in plain.per_node.items() if count]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        free, name, count = heapq.heappop(heap)
+        order.append(name)
+        if count > 1:
+            heapq.heappush(heap, (free + plain.size.memory_bytes, name, count - 1))
+    return order
+
+
+def _fitting(snapshot: Snapshot, size: Size, limits: Limits, like: str | None) -> Capacity:
     template = snapshot.guest(like) if like else None
     allowed = _allowed_nodes(snapshot, like)
     per_node: dict[str, int] = {}
@@ -137,6 +191,6 @@ def _placed(tier: Capacity, start: int) -> tuple[Guest, ...]:
     out: list[Guest] = []
     for node, n in tier.per_node.items():
         for _ in range(n):
-            sid = f"vm:new{start + len(out)}"
+            sid = f"vm:{NEW_SID + start + len(out)}"
             out.append(Guest(sid, node, cores=tier.size.cores, memory_bytes=tier.size.memory_bytes))
     return tuple(out)

@@ -29,7 +29,7 @@ def test_memory_bound_count_and_why_the_next_fails():
     got = capacity(cluster(), Size(1, 8 * GIB))
     # a: 24 GiB left → 3; b: 24 GiB left → 3; c is in maintenance and takes nothing
     assert got.per_node == {"a": 3, "b": 3} and got.count == 6
-    assert got.limited_by == {"memory": 2, "cpu": 0, "allowed": 0}
+    assert got.limited_by == {"memory": 2, "cpu": 0, "n1": 0, "allowed": 0}
 
 
 def test_cpu_bound_under_the_overcommit_ratio():
@@ -48,7 +48,7 @@ def test_the_reserve_is_kept_free_and_existing_overcommitment_is_reported():
 def test_like_a_guest_with_a_strict_node_rule():
     rule = NodeAffinityRule("only-b", ("vm:2",), (("b", 1),), strict=True)
     got = capacity(cluster((rule,)), Size(1, 8 * GIB), like="vm:2")
-    assert got.per_node == {"b": 3} and got.limited_by == {"memory": 1, "cpu": 0, "allowed": 1}
+    assert got.per_node == {"b": 3} and got.limited_by == {"memory": 1, "cpu": 0, "n1": 0, "allowed": 1}
 
 
 def test_tiered_starts_from_the_largest_guest_and_halves_what_refused_most():
@@ -61,3 +61,15 @@ def test_tiered_starts_from_the_largest_guest_and_halves_what_refused_most():
     # 4 GiB left on each node (64 − 40 − 20, 32 − 8 − 20): 5 GiB none, 2.5 GiB one each (1.5 left),
     # 1.25 GiB one each (0.25 left), 0.625 GiB none; halving again would go below 512 MiB
     assert [t.count for t in tiers[3:]] == [0, 2, 2, 0] and tiers[-1].size == Size(4, 0.625 * GIB)
+
+
+def test_n1_keeps_room_to_recover_any_one_node():
+    nodes = tuple(Node(name, 16, 64 * GIB) for name in ("a", "b", "c"))
+    guests = tuple(Guest(f"vm:{i}", name, cores=1, memory_bytes=16 * GIB) for i, name in enumerate("abc"))
+    snap = Snapshot(nodes, guests)
+    assert capacity(snap, Size(1, 16 * GIB)).count == 9  # 48 GiB free on each node
+    safe = capacity(snap, Size(1, 16 * GIB), n1_safe=True)
+    # 5 more leave 48, 48 and 32 GiB used: losing a 48 GiB node puts 16 GiB on the 48 and 32 on the 32;
+    # a sixth fills every node to 48 GiB, and the 48 GiB of a lost node no longer fit in 2 × 16
+    assert safe.count == 5 and sorted(safe.per_node.values()) == [1, 2, 2]
+    assert safe.limited_by["n1"] == 3
