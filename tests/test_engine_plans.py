@@ -82,6 +82,15 @@ def test_a_plan_below_the_margin_is_not_proposed_and_says_by_how_much():
     assert "less than the margin 90%" in result.explanation.reason
 
 
+def test_the_product_proposes_no_move_that_gains_nothing_where_proxmox_does():
+    nodes = [node("node1"), node("node2")]
+    guests = [vm("vm:101", "node1")]  # moving it only mirrors the cluster
+    proxmox = run_round(snapshot(nodes, guests, mode="dynamic", margin=0.0, **ACT_NOW), RoundState())
+    assert proxmox.decision == "migrate" and proxmox.move.relative_gain == 0.0
+    product = run_round(snapshot(nodes, guests, mode="dynamic", margin=0.0, preset="product", **ACT_NOW), RoundState())
+    assert product.decision == "below-margin" and "float noise only" in product.explanation.reason
+
+
 def test_a_plan_stops_at_the_target_imbalance():
     result = run_round(crowded(moves_per_round=100, threshold=0.3, target_imbalance=0.2, hold_duration=0), RoundState())
     afters = [s.imbalance_after for s in result.plan]
