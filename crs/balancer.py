@@ -15,8 +15,8 @@ from .bundles import movable_bundles
 from .decision import Decision, Explanation, Move, RoundResult, RoundState, Step, total_gain
 from .imbalance import imbalance
 from .model import Guards, Settings, Snapshot
+from .planner import NOISE, plan_moves, target_refusal
 from .planner import apply_move as _apply
-from .planner import plan_moves, target_refusal
 from .rules import compile_rules
 from .usage import NodeStats, node_stats
 
@@ -92,6 +92,13 @@ def _verdict(settings: Settings, current: float, steps: tuple[Step, ...]) -> tup
     if not steps:
         return "no-candidate", "No guest may move: rules, exclusions or a single usable node leave no allowed target."
     first, gain = steps[0].move, total_gain(steps)
+    if (
+        gain <= NOISE and settings.preset != "proxmox"
+    ):  # Proxmox moves for a zero gain at margin 0; the product does not
+        return "below-margin", (
+            f"The best move, {first.leader} {first.source} → {first.target}, would change the imbalance "
+            f"{_fmt(current)} by float noise only: nothing to gain."
+        )
     if len(steps) == 1:
         what = (
             f"{first.leader} {first.source} → {first.target} would take the imbalance "

@@ -82,6 +82,15 @@ def test_a_plan_below_the_margin_is_not_proposed_and_says_by_how_much():
     assert "less than the margin 90%" in result.explanation.reason
 
 
+def test_the_product_proposes_no_move_that_gains_nothing_where_proxmox_does():
+    nodes = [node("node1"), node("node2")]
+    guests = [vm("vm:101", "node1")]  # moving it only mirrors the cluster
+    proxmox = run_round(snapshot(nodes, guests, mode="dynamic", margin=0.0, **ACT_NOW), RoundState())
+    assert proxmox.decision == "migrate" and proxmox.move.relative_gain == 0.0
+    product = run_round(snapshot(nodes, guests, mode="dynamic", margin=0.0, preset="product", **ACT_NOW), RoundState())
+    assert product.decision == "below-margin" and "float noise only" in product.explanation.reason
+
+
 def test_a_plan_stops_at_the_target_imbalance():
     result = run_round(crowded(moves_per_round=100, threshold=0.3, target_imbalance=0.2, hold_duration=0), RoundState())
     afters = [s.imbalance_after for s in result.plan]
@@ -172,6 +181,8 @@ def test_plans_never_churn_report_true_figures_and_obey_rules_guards_and_fits(
         assert step.after == (k - 1 if k else None)
         assert moved.isdisjoint(move.guests), "no guest moves twice, so none goes back where it came from"
         assert stale_reason(current, move, guards) is None, "each step is legal where it is taken"
+        for alternative in step.alternatives:  # a claim that finds its target full may take one instead
+            assert stale_reason(current, replace(move, target=alternative), guards) is None
         if limits is not None:
             target = current.node(move.target)
             here = [g for g in current.guests if move.target in counted_nodes(g, frozenset(usable_nodes(current)))]
@@ -187,7 +198,7 @@ def test_plans_never_churn_report_true_figures_and_obey_rules_guards_and_fits(
         assert step.gain == move.relative_gain == pytest.approx((step.imbalance_before - direct) / before, abs=1e-12)
         if k:
             assert step.gain > NOISE
-        assert all(a != move.target and a != move.source for a in step.alternatives)
+        assert move.target not in step.alternatives and move.source not in step.alternatives
         moved.update(move.guests)
     product = math.prod(1.0 - s.gain for s in result.plan)
     assert 1.0 - total_gain(result.plan) == pytest.approx(product, abs=1e-12)
