@@ -138,9 +138,10 @@ def _parse_guest(raw: Any, path: str, nodes: set[str]) -> Guest:
         target = _known_node(target, f"{path}.target", nodes)
     elif state in STATES_ON_TARGET_NODE:
         raise SnapshotError(f"{path}.target: a guest in state {state!r} needs a target node")
-    numbers = {key: _f.number(raw, key, path, default, low=0.0, high=high) for key, default, high in _GUEST_NUMBERS}
-    flags = {key: _f.boolean(raw, key, path, default) for key, default in _GUEST_FLAGS}
-    return Guest(sid=sid, node=node, state=state, target=target, **numbers, **flags)
+    values: dict[str, Any] = {"sid": sid, "node": node, "state": state, "target": target}
+    values |= {key: _f.number(raw, key, path, default, low=0.0, high=high) for key, default, high in _GUEST_NUMBERS}
+    values |= {key: _f.boolean(raw, key, path, default) for key, default in _GUEST_FLAGS}
+    return Guest(**values)
 
 
 # -- the guests in array passes ----------------------------------------------------------
@@ -184,15 +185,15 @@ def _guests_in_array_passes(raw: Any, nodes: set[str]) -> list[Guest] | None:
     return list(map(Guest, *(columns[key] for key in _GUEST_FIELDS)))
 
 
-def _column(raw: list[dict], key: str, default: Any) -> list:
+def _column(raw: list[dict[str, Any]], key: str, default: Any) -> list[Any]:
     return list(map(dict.get, raw, repeat(key), repeat(default)))
 
 
-def _types(values: list) -> set[type]:
+def _types(values: list[Any]) -> set[type]:
     return set(map(type, values))
 
 
-def _all_in(values: list, allowed: set[str] | frozenset[str]) -> bool:
+def _all_in(values: list[Any], allowed: set[str] | frozenset[str]) -> bool:
     return _types(values) <= {str} and set(values) <= allowed
 
 
