@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from types import ModuleType
 
 from . import balancer, options, placement, snapshot
 from .errors import CrsError
@@ -25,13 +26,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _replay():
+def _replay() -> ModuleType:
     from . import replay
 
     return replay
 
 
-def _export():
+def _export() -> ModuleType:
     from . import export
 
     return export

@@ -117,7 +117,7 @@ def _read_exactly(raw: bytes, error: type[Exception], where: str) -> Any:
 
 
 class Fields:
-    """Key readers that raise `error` (a CrsError or SourceError subclass)."""
+    """Key readers that raise `error` (a CrsError subclass: SnapshotError, ConfigError)."""
 
     def __init__(self, error: type[Exception]) -> None:
         self.error = error

@@ -46,6 +46,18 @@ MAX_BYTES = 2**60  # memory sizes and usage
 MIN_NODE_CPUS = 0.01  # a node's capacity divides its load
 MIN_NODE_BYTES = 2**20
 _f = Fields(SnapshotError)
+# (key, default, high) of the guests' numbers, for both guest readers
+_GUEST_NUMBERS = (
+    ("cores", 1.0, MAX_CPUS),
+    ("memory_bytes", 512.0 * 2**20, MAX_BYTES),
+    ("cpu_usage", 0.0, MAX_CPUS),
+    ("mem_usage_bytes", 0.0, MAX_BYTES),
+)
+_GUEST_FLAGS = (("ha", True), ("auto_rebalance", True), ("running", True))
+_FAST_GUEST_KEYS = frozenset({"sid", "node", "state", "target"} | {k for k, *_ in _GUEST_NUMBERS + _GUEST_FLAGS})
+# The array passes build guests from Guest's leading fields; the optional keys after them
+# (pressure, allowed_nodes, …) keep their defaults, and a guest that names one is read alone.
+_GUEST_FIELDS = tuple(Guest.__dataclass_fields__)[: len(_FAST_GUEST_KEYS)]
 _STATE_NAMES = tuple(sorted(STATES))
 _GUEST_KEYS = frozenset(Guest.__dataclass_fields__)
 _NODE_KEYS = frozenset(Node.__dataclass_fields__)
@@ -170,41 +182,21 @@ def _parse_guest(raw: Any, path: str, nodes: set[str]) -> Guest:
         target = _known_node(target, f"{path}.target", nodes)
     elif state in STATES_ON_TARGET_NODE:
         raise SnapshotError(f"{path}.target: a guest in state {state!r} needs a target node")
-    return Guest(
-        sid=sid,
-        node=node,
-        state=state,
-        cores=_f.number(raw, "cores", path, 1.0, low=0.0, high=MAX_CPUS),
-        memory_bytes=_f.number(raw, "memory_bytes", path, 512.0 * 2**20, low=0.0, high=MAX_BYTES),
-        cpu_usage=_f.number(raw, "cpu_usage", path, 0.0, low=0.0, high=MAX_CPUS),
-        mem_usage_bytes=_f.number(raw, "mem_usage_bytes", path, 0.0, low=0.0, high=MAX_BYTES),
-        ha=_f.boolean(raw, "ha", path, True),
-        auto_rebalance=_f.boolean(raw, "auto_rebalance", path, True),
-        target=target,
-        running=_f.boolean(raw, "running", path, True),
-        pressure=_parse_pressure(raw.get("pressure"), f"{path}.pressure"),
-        uptime_s=_f.optional_number(raw, "uptime_s", path, low=0.0, high=MAX_BYTES),
-        allowed_nodes=_allowed_nodes(raw.get("allowed_nodes"), f"{path}.allowed_nodes", nodes),
-        pinned_reason=_f.text(raw, "pinned_reason", path) if "pinned_reason" in raw else "",
-        requires=frozenset(_names(raw.get("requires", []), f"{path}.requires")),
-        recoverable=_f.boolean(raw, "recoverable", path, True),
-    )
+    values: dict[str, Any] = {"sid": sid, "node": node, "state": state, "target": target}
+    values |= {key: _f.number(raw, key, path, default, low=0.0, high=high) for key, default, high in _GUEST_NUMBERS}
+    values |= {key: _f.boolean(raw, key, path, default) for key, default in _GUEST_FLAGS}
+    values |= {
+        "pressure": _parse_pressure(raw.get("pressure"), f"{path}.pressure"),
+        "uptime_s": _f.optional_number(raw, "uptime_s", path, low=0.0, high=MAX_BYTES),
+        "allowed_nodes": _allowed_nodes(raw.get("allowed_nodes"), f"{path}.allowed_nodes", nodes),
+        "pinned_reason": _f.text(raw, "pinned_reason", path) if "pinned_reason" in raw else "",
+        "requires": frozenset(_names(raw.get("requires", []), f"{path}.requires")),
+        "recoverable": _f.boolean(raw, "recoverable", path, True),
+    }
+    return Guest(**values)
 
 
 # -- the guests in array passes ----------------------------------------------------------
-
-# (key, default, high) of the guests' numbers, checked as _parse_guest checks them
-_GUEST_NUMBERS = (
-    ("cores", 1.0, MAX_CPUS),
-    ("memory_bytes", 512.0 * 2**20, MAX_BYTES),
-    ("cpu_usage", 0.0, MAX_CPUS),
-    ("mem_usage_bytes", 0.0, MAX_BYTES),
-)
-_GUEST_FLAGS = (("ha", True), ("auto_rebalance", True), ("running", True))
-_FAST_GUEST_KEYS = frozenset({"sid", "node", "state", "target"} | {k for k, *_ in _GUEST_NUMBERS + _GUEST_FLAGS})
-# The array passes build guests from Guest's leading fields; the optional keys after them
-# (pressure, allowed_nodes, …) keep their defaults, and a guest that names one is read alone.
-_GUEST_FIELDS = tuple(Guest.__dataclass_fields__)[: len(_FAST_GUEST_KEYS)]
 
 
 def _guests_in_array_passes(raw: Any, nodes: set[str]) -> list[Guest] | None:
@@ -245,15 +237,15 @@ def _guests_in_array_passes(raw: Any, nodes: set[str]) -> list[Guest] | None:
     return list(map(Guest, *(columns[key] for key in _GUEST_FIELDS)))
 
 
-def _column(raw: list[dict], key: str, default: Any) -> list:
+def _column(raw: list[dict[str, Any]], key: str, default: Any) -> list[Any]:
     return list(map(dict.get, raw, repeat(key), repeat(default)))
 
 
-def _types(values: list) -> set[type]:
+def _types(values: list[Any]) -> set[type]:
     return set(map(type, values))
 
 
-def _all_in(values: list, allowed: set[str] | frozenset[str]) -> bool:
+def _all_in(values: list[Any], allowed: set[str] | frozenset[str]) -> bool:
     return _types(values) <= {str} and set(values) <= allowed
 
 
@@ -314,6 +306,8 @@ def _rule_nodes(raw: Any, path: str, nodes: set[str]) -> tuple[tuple[str, int], 
 
 
 def _refuse_duplicates(values: list[str], path: str, key: str) -> None:
+    if len(set(values)) == len(values):
+        return
     seen: set[str] = set()
     for i, value in enumerate(values):
         if value in seen:

@@ -6,6 +6,8 @@ reason as it reads a 400, instead of parsing an HTML page (urls.py names these h
 settings.py the CSRF one).
 """
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 from django.views import csrf, defaults
 
@@ -18,6 +20,9 @@ def _api(request) -> bool:
 
 def bad_request(request, exception):
     if _api(request):
+        if isinstance(exception, RequestDataTooBig):
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            return JsonResponse({"error": f"the request body is larger than {limit} bytes"}, status=400)
         return JsonResponse({"error": "bad request"}, status=400)
     return defaults.bad_request(request, exception)
 

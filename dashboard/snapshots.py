@@ -122,7 +122,10 @@ def plan(request, pk):
         return JsonResponse(
             {"errors": {"steps": [f"steps must be a whole number from 1 to {MAX_PLAN_STEPS}"]}}, status=400
         )
-    snapshot = cluster.latest_snapshot()
+    try:
+        snapshot = cluster.latest_snapshot()
+    except CrsError as exc:  # stored by an older version that accepted it
+        return JsonResponse({"error": f"the cluster's last snapshot is refused: {exc}"}, status=409)
     if snapshot is None:
         return JsonResponse(NOT_COLLECTED, status=404)
     result = crs.balancer.plan(snapshot, steps=int(raw))

@@ -206,7 +206,23 @@ def parse_or_refuse(doc):
 @hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=json_values | mutated_snapshots())
 def test_any_json_document_gives_a_snapshot_or_the_engines_error(doc):
-    parse_or_refuse(doc)
+    snap = parse_or_refuse(doc)
+    if snap is not None:
+        result = run_round(snap, RoundState())
+        json.dumps(result.to_plan_dict(), allow_nan=False)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(
+    text=st.binary(max_size=200)
+    | st.builds(json.dumps, json_values)
+    | st.builds(lambda t, i, junk: t[:i] + junk + t[i:], st.just(GOOD_TEXT), st.integers(0, 600), st.text(max_size=5))
+)
+def test_any_text_gives_a_document_or_the_engines_error(text):
+    try:
+        parse(read_json(text, SnapshotError))
+    except CrsError:
+        pass
 
 
 capacity = st.floats(0.0, 2.0**21) | st.sampled_from([5e-324, 1e-100, 0.01, 2.0**20, 2.0**60, 1e308])

@@ -166,3 +166,19 @@ def test_a_server_error_on_the_api_is_json(admin, collected, monkeypatch):
     response = client.get(reverse("dashboard:api-cluster", args=[collected.pk]))
     assert response.status_code == 500 and response.json()["error"].startswith("server error")
     assert "unreadable" not in response.content.decode()  # the reason goes to the log, not the client
+
+
+def test_a_stored_snapshot_this_version_refuses_is_named_not_a_500(admin_client, collected):
+    """A snapshot stored before the bounds existed (cpus 5e-324 gave a NaN imbalance then)."""
+    Cluster.objects.filter(pk=collected.pk).update(snapshot=node(collected.snapshot, cpus=5e-324))
+    response = admin_client.get(reverse("dashboard:plan", args=[collected.pk]), {"format": "json"})
+    assert response.status_code == 409 and "nodes[0].cpus: 5e-324 is out of range" in response.json()["error"]
+
+
+def test_a_body_beyond_the_upload_limit_is_a_json_400(admin, collected, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    client = Client(raise_request_exception=False)
+    client.force_login(admin)
+    url = reverse("dashboard:api-settings", args=[collected.pk])
+    response = client.post(url, json.dumps({"mode": "x" * 2000}), content_type="application/json")
+    assert response.status_code == 400 and response.json() == {"error": "the request body is larger than 1000 bytes"}

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from ..model import Guest, Node, Snapshot
+from ..snapshot import MAX_BYTES, MAX_CPUS, MIN_NODE_BYTES
 from . import config as cfg
 from . import trace as traces
 from .base import SourceError, TaskStatus
@@ -87,8 +88,8 @@ def _nodes(count: int, sizes: object) -> tuple[Node, ...]:
         size = cfg.refuse_unknown(size, {"cpus", "memory_gib"}, f"{where}[{i}]")
         parsed.append(
             (
-                cfg.integer(size, "cpus", f"{where}[{i}]", 0, low=1),
-                cfg.number(size, "memory_gib", f"{where}[{i}]", 0.0, low=0.0, exclusive_low=True),
+                cfg.integer(size, "cpus", f"{where}[{i}]", 0, low=1, high=MAX_CPUS),  # the snapshot's bounds
+                cfg.number(size, "memory_gib", f"{where}[{i}]", 0.0, low=MIN_NODE_BYTES / GIB, high=MAX_BYTES / GIB),
             )
         )
     width = max(2, len(str(count)))  # node01..node12: names sort in node order
