@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from . import pressure
 from .bundles import movable_bundles
 from .decision import Decision, Explanation, Move, RoundResult, RoundState, Step, total_gain
 from .imbalance import imbalance
@@ -18,7 +19,7 @@ from .model import Guards, Settings, Snapshot
 from .planner import NOISE, plan_moves, target_refusal
 from .planner import apply_move as _apply
 from .rules import compile_rules
-from .usage import NodeStats, node_stats
+from .usage import NodeStats, node_loads, node_stats
 
 
 def run_round(
@@ -36,6 +37,11 @@ def run_round(
     stats = node_stats(snapshot, settings.mode)
     loads = {s.name: s.load for s in stats}
     current = imbalance(list(loads.values()), settings.imbalance_scale)
+    if settings.objective != "even" and not snapshot.in_motion:
+        relieving = _relief(snapshot, guards, current)
+        if relieving is not None or settings.objective == "pressure":
+            decision, reason, steps = relieving or _no_relief(snapshot)
+            return _result(settings, loads, current, decision, reason, state, state.hold_count, len(steps), steps)
     waiting = _waiting(snapshot, stats, state, current, proxmox_gate)
     if waiting is not None:
         decision, reason, new_state = waiting
@@ -44,6 +50,43 @@ def run_round(
     steps, candidates = plan_moves(snapshot, guards, settings.moves_per_round, settings.target)
     decision, reason = _verdict(settings, current, steps)
     return _result(settings, loads, current, decision, reason, RoundState(0), served, candidates, steps)
+
+
+def _relief(snapshot: Snapshot, guards: Guards, current: float) -> tuple[Decision, str, tuple[Step, ...]] | None:
+    """Objective pressure or both: the guest that hurts most and has somewhere to go, moved
+    first whatever the imbalance (DRS 2.0's order: relieve contention, then even out); the
+    guards apply as to any move. None: nothing to relieve."""
+    if not pressure.has_data(snapshot):
+        return None
+    found = pressure.relief(snapshot, pressure.Limits(), resting=guards.resting, barred=guards.barred)
+    if found is None:
+        return None
+    g = found.guest
+    after_snapshot = _apply(snapshot, (g.sid,), g.node, found.target)
+    after = imbalance(
+        list(node_loads(after_snapshot, snapshot.settings.mode).values()), snapshot.settings.imbalance_scale
+    )
+    gain = (current - after) / current if current else 0.0
+    move = Move(
+        g.sid,
+        (g.sid,),
+        g.node,
+        found.target,
+        after,
+        gain,
+        "pressure",
+        max(g.cpu_pressure, g.memory_pressure),
+        found.relief,
+    )
+    weights = ", ".join(f"{c} {w:.2f}" for c, w in zip(pressure.CRITERIA, pressure.WEIGHTS.weights))
+    reason = f"{found.reason} (AHP weights: {weights}; consistency ratio {pressure.WEIGHTS.consistency_ratio:.3f})"
+    return "migrate", reason, (Step(move, current, after, gain, (), None),)
+
+
+def _no_relief(snapshot: Snapshot) -> tuple[Decision, str, tuple[Step, ...]]:
+    if not pressure.has_data(snapshot):
+        return "no-pressure-data", "No pressure data: the source reports no stall figures (Proxmox VE 8).", ()
+    return "no-pressure", "No guest stalls beyond the limits, or none that does has a node to go to.", ()
 
 
 def _waiting(

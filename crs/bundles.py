@@ -61,6 +61,13 @@ def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str, guards:
             targets = tuple(
                 n for n in (targets if targets is not None else online) if n not in barred and n != leader.node
             )
+        if any(m.allowed_nodes is not None or m.requires for m in members):
+            nodes = {n.name: n for n in snapshot.nodes}
+            targets = tuple(
+                n
+                for n in (targets if targets is not None else online)
+                if n != leader.node and all(m.may_run_on(nodes[n]) for m in members)
+            )
         if targets == ():
             continue
         cpu = mem = 0.0

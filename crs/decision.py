@@ -18,6 +18,8 @@ Decision = Literal[
     "below-load-floor",  # the busiest node's CPU and memory are both below the load floor
     "motion-in-flight",  # a guest is migrating: wait, the hold counter freezes
     "disabled",  # Proxmox gate: auto-rebalance off or mode basic
+    "no-pressure-data",  # objective pressure: the source reports no pressure (Proxmox VE 8)
+    "no-pressure",  # objective pressure: no guest hurts, or none that hurts has a node to go to
 ]
 
 
@@ -38,9 +40,12 @@ class Move:
     target: str
     imbalance_after: float  # same scale as RoundResult.imbalance
     relative_gain: float  # (before - after) / before; negative if it makes things worse
+    objective: str = "even"  # "pressure": it relieves a guest that stalls, whatever the imbalance
+    pressure_before: float | None = None  # the guest's stall share (CPU, or memory pseudo-pressure)
+    relief: float | None = None  # the stall share expected to end
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "leader": self.leader,
             "guests": list(self.guests),
             "source": self.source,
@@ -48,6 +53,9 @@ class Move:
             "imbalance_after": self.imbalance_after,
             "relative_gain": self.relative_gain,
         }
+        if self.objective == "pressure":
+            out |= {"objective": "pressure", "pressure_before": self.pressure_before, "relief": self.relief}
+        return out
 
 
 @dataclass(frozen=True, slots=True)

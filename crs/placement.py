@@ -97,6 +97,9 @@ def select_node(
     online = sorted(n.name for n in snapshot.nodes if n.usable)
     guests = {g.sid: g for g in snapshot.guests}
     allowed, preferred = node_affinity(rules, sid, online)
+    if guest.allowed_nodes is not None or guest.requires:  # migrate preconditions and traits narrow it further
+        fit = {n.name for n in snapshot.nodes if guest.may_run_on(n)}
+        allowed, preferred = allowed & fit, preferred & fit
     if not preferred:
         return None
     together, separate = resource_affinity(rules, sid, guests, online)

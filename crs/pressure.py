@@ -175,11 +175,11 @@ class Relief:
         return f"{self.guest.sid} on {self.guest.node} hurts: {why}. Moving it to {self.target}."
 
 
-def target(snapshot: Snapshot, guest: Hurting, limits: Limits) -> str | None:
+def target(snapshot: Snapshot, guest: Hurting, limits: Limits, barred: frozenset[str] = frozenset()) -> str | None:
     """Where `guest` goes: the node Proxmox's recovery placement would pick were its node to
     fail, skipping nodes that would themselves cross the memory limit or already stall on
     CPU (the seed's "same as for service recovery", without moving the pain elsewhere)."""
-    excluded = {guest.node}
+    excluded = {guest.node} | set(barred)
     while True:
         nodes = tuple(replace(n, online=False) if n.name in excluded else n for n in snapshot.nodes)
         pick = select_node(replace(snapshot, nodes=nodes), guest.sid, "best-score")
@@ -194,11 +194,20 @@ def target(snapshot: Snapshot, guest: Hurting, limits: Limits) -> str | None:
 
 
 def relief(
-    snapshot: Snapshot, limits: Limits, *, last_moved: str | None = None, breaking: frozenset[str] = frozenset()
+    snapshot: Snapshot,
+    limits: Limits,
+    *,
+    last_moved: str | None = None,
+    breaking: frozenset[str] = frozenset(),
+    resting: frozenset[str] = frozenset(),
+    barred: frozenset[tuple[str, str]] = frozenset(),
 ) -> Relief | None:
-    """The first hurting guest, in TOPSIS order, that has a target (the seed: one per check)."""
+    """The first hurting guest, in TOPSIS order, that has a target (the seed: one per check).
+    `resting` guests (cooldown) are ranked but not moved; `barred` (guest, node) pairs are no target."""
     for guest, score in ranked(hurting(snapshot, limits, last_moved=last_moved, breaking=breaking)):
-        node = target(snapshot, guest, limits)
+        if guest.sid in resting:
+            continue
+        node = target(snapshot, guest, limits, frozenset(n for sid, n in barred if sid == guest.sid))
         if node is not None:
             return Relief(guest, node, score, max(guest.cpu_pressure, guest.memory_pressure))
     return None

@@ -117,8 +117,6 @@ def parse_settings(raw: Any, path: str = "settings") -> Settings:
     else:
         target = _f.number(raw, "target_imbalance", path, low=0.0, high=threshold)
     objective = _f.choice(raw, "objective", path, OBJECTIVES, d.objective)
-    if objective != "even":
-        raise SnapshotError(f"{path}.objective: {objective!r} is not available in this engine yet; use 'even'")
     return Settings(
         mode=_f.choice(raw, "mode", path, MODES, d.mode),
         auto_rebalance=_f.boolean(raw, "auto_rebalance", path, d.auto_rebalance),

@@ -55,7 +55,6 @@ def test_settings_round_trip_through_the_file():
         ({"target_imbalance": 0.4}, "settings.target_imbalance: 0.4 is out of range; must be >= 0 and <= 0.3"),
         ({"load_floor": 1.5}, "settings.load_floor: 1.5 is out of range; must be >= 0 and <= 1"),
         ({"objective": "calm"}, "settings.objective: 'calm' is not one of even, pressure, both"),
-        ({"objective": "pressure"}, "settings.objective: 'pressure' is not available in this engine yet"),
         ({"preset": "vmware"}, "settings.preset: 'vmware' is not one of proxmox, product"),
         ({"cpu_overcommit": 0}, "settings.cpu_overcommit: 0 is out of range; must be > 0"),
     ],

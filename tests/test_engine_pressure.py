@@ -1,12 +1,14 @@
 """The pressure policy against the VM-centric series' own worked examples (reference: the
 series' AHP and TOPSIS examples and the bad-guest table, reproduced independently)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from crs import ahp, topsis
 from crs.errors import CrsError
-from crs.model import Guest, Node, Pressure, Snapshot
+from crs.model import Guest, Node, Pressure, Settings, Snapshot
 from crs.pressure import CRITERIA, PREFERENCES, WEIGHTS, Limits, hurting, ranked, relief
 
 GIB = 2**30
@@ -129,3 +131,36 @@ def test_no_relief_when_every_other_node_would_cross_its_memory_limit():
     assert relief(Snapshot(nodes, guests), Limits()) is None  # 84 + 8 > 85 GiB on b
     roomy = (nodes[0], Node("b", 64, 100 * GIB, mem_usage_bytes=70 * GIB))
     assert relief(Snapshot(roomy, guests), Limits()).target == "b"  # 70 + 8 ≤ 85 GiB
+
+
+def test_objective_pressure_moves_the_guest_that_hurts_and_says_so():
+    from crs.balancer import run_round
+    from crs.decision import RoundState
+
+    snapshot = replace(table_cluster(), settings=Settings(objective="pressure"))
+    result = run_round(snapshot, RoundState())
+    assert result.decision == "migrate" and result.move.objective == "pressure"
+    assert (result.move.leader, result.move.target) == ("vm:102", "node2")  # limit 0.10: vm:201 has no target
+    assert result.move.to_dict()["relief"] == pytest.approx(0.80) and "AHP weights" in result.explanation.reason
+    calm = replace(
+        snapshot,
+        guests=tuple(replace(g, pressure=None) for g in snapshot.guests),
+        nodes=tuple(replace(n, pressure=None) for n in snapshot.nodes),
+    )
+    assert run_round(calm, RoundState()).decision == "no-pressure-data"
+    even = replace(snapshot, settings=Settings(objective="even", threshold=0.0, hold_duration=0))
+    assert run_round(even, RoundState()).move.to_dict().get("objective") is None
+
+
+def test_objective_both_falls_back_to_evenness_when_nothing_hurts():
+    from crs.balancer import run_round
+    from crs.decision import RoundState
+
+    quiet = replace(
+        table_cluster(),
+        guests=tuple(replace(g, pressure=Pressure()) for g in table_cluster().guests),
+        nodes=tuple(replace(n, mem_usage_bytes=10 * GIB) for n in table_cluster().nodes),
+        settings=Settings(objective="both", threshold=0.0, hold_duration=0, margin=0.0),
+    )
+    result = run_round(quiet, RoundState())
+    assert result.decision == "migrate" and result.move.objective == "even"
