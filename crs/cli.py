@@ -7,17 +7,21 @@ input the engine refused (message on stderr), as the file contract says.
 from __future__ import annotations
 
 import argparse
-import importlib
+import dataclasses
 import json
 import sys
+import time
 
-from . import balancer, placement, snapshot
+from . import balancer, export, placement, replay, snapshot
 from .errors import CrsError
-from .model import Snapshot
+from .model import METHODS, MODES, SCALES, Settings, Snapshot
+from .sources import trace
 from .sources.base import SourceError
+from .sources.config import ConfigError
+from .sources.simulator import Simulator, parse_config
 
-# Subcommands provided by other modules: name → module with add_arguments(parser) and run(args).
-EXTENSIONS = {"replay": "crs.replay", "export": "crs.export"}
+# The planner's settings, offered by `crs replay` only where this engine's Settings has them.
+PLAN_SETTINGS = {"moves_per_round": int, "target_imbalance": float, "load_floor": float}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,16 +46,17 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("sid", help="guest id, e.g. vm:101")
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=_score)
-    for name, module_name in EXTENSIONS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        e = sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0])
-        module.add_arguments(e)
-        e.set_defaults(handler=module.run)
+    r = sub.add_parser(
+        "replay",
+        help=replay.__doc__.splitlines()[0],
+        description=REPLAY_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _replay_arguments(r)
+    r.set_defaults(handler=_replay)
+    e = sub.add_parser("export", help=export.__doc__.splitlines()[0])
+    export.add_arguments(e)
+    e.set_defaults(handler=export.run)
     return parser
 
 
@@ -123,3 +128,152 @@ def _score(args: argparse.Namespace) -> int:
     if chosen is None:
         print("no node is allowed by the rules")
     return 0
+
+
+# -- replay ---------------------------------------------------------------------------
+
+REPLAY_HELP = """A trace day through the engine's rounds on a simulated cluster, every proposed move approved at once.
+
+Traces (--trace): bitbrains (the default: 416 VMs with their real sizes), planetlab (1052 VMs, CPU only),
+google (800 VMs, CPU and memory), or a directory holding one of those formats. PlanetLab and Google give
+no VM sizes: each of their VMs takes the cores and memory of a Bitbrains VM drawn with a fixed seed (the
+same on every run), and a PlanetLab VM also that VM's memory usage over the day. Origins and licences:
+crs/data/traces/README.md."""
+
+
+def _replay_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trace", help="bitbrains (default), planetlab, google, or a trace directory")
+    parser.add_argument("--nodes", type=int, default=12, help="number of simulated nodes (default 12)")
+    parser.add_argument("--hot-nodes", type=int, default=3, help="nodes the initial placement crowds (default 3)")
+    parser.add_argument("--seed", type=int, default=0, help="initial placement and failure draws (default 0)")
+    parser.add_argument(
+        "--mode", choices=MODES, default="dynamic", help="default dynamic: the mode that reads the trace's usage"
+    )
+    d = Settings()
+    if "preset" in _settings_fields():
+        parser.add_argument(
+            "--preset",
+            choices=("proxmox", "product"),
+            default="product",
+            help="the settings a flag does not give: product (default, what new clusters start with) or proxmox "
+            "(Proxmox's single move per round)",
+        )
+    parser.add_argument("--method", choices=METHODS, help=f"default {d.method}")
+    parser.add_argument("--scale", dest="imbalance_scale", choices=SCALES, help="imbalance scale")
+    parser.add_argument("--threshold", type=float, help="fraction; default the preset's")
+    parser.add_argument("--hold-duration", type=int, help="rounds (a round = a 5-minute sample); default the preset's")
+    parser.add_argument("--margin", type=float, help="fraction; default the preset's")
+    for name, kind in PLAN_SETTINGS.items():
+        if name in _settings_fields():
+            parser.add_argument(f"--{name.replace('_', '-')}", type=kind, help="default the preset's")
+    parser.add_argument(
+        "--cooldown",
+        type=float,
+        default=30.0,
+        help="minutes of trace time a guest rests after its migration, and is not sent back "
+        "(default 30, the dashboard's default; 0 = Proxmox, no cooldown)",
+    )
+    length = parser.add_mutually_exclusive_group()
+    length.add_argument("--rounds", type=int, help="rounds to run (default: the whole trace day)")
+    length.add_argument("--hours", type=float, help="hours of trace time to run")
+    parser.add_argument(
+        "--round-interval",
+        type=float,
+        default=10.0,
+        help="seconds between rounds; migrations take real seconds against it (default 10)",
+    )
+    parser.add_argument(
+        "--samples-per-round",
+        type=float,
+        default=1.0,
+        help="5-minute trace samples per round, the time acceleration (default 1)",
+    )
+    parser.add_argument("--migration-mib-s", type=float, default=1024.0, help="migration bandwidth (default 1024)")
+    parser.add_argument("--fail-rate", type=float, default=0.0, help="share of migrations that fail (default 0)")
+    parser.add_argument("--html", metavar="PATH", help="also write a self-contained Plotly report")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _settings_fields() -> set[str]:
+    """The one place that asks which settings this engine knows (the planner adds some)."""
+    return {f.name for f in dataclasses.fields(Settings)}
+
+
+def _replay(args: argparse.Namespace) -> int:
+    if args.cooldown < 0:
+        raise ConfigError(f"--cooldown: {args.cooldown!r} minutes; must be >= 0")
+    settings = _replay_settings(args)
+    began = time.perf_counter()
+    config = _replay_source(args)  # refusals here are reported by main(), exit 2
+    samples = Simulator(parse_config(config)).trace.samples
+    rounds = args.rounds if args.rounds is not None else _rounds_for(args, samples)
+    if rounds < 1:
+        raise ConfigError(f"--rounds/--hours: {rounds} rounds; must be at least 1")
+    result = replay.replay(config, settings, rounds, cooldown_s=args.cooldown * 60.0)
+    out = replay.summary(result) | {"runtime_s": time.perf_counter() - began}
+    if args.html:
+        from .replay_report import write_html  # Plotly loads only for the report
+
+        write_html(result, args.html)
+    trace_name = args.trace or "bitbrains"
+    if args.json:
+        print(json.dumps(out | {"trace": trace_name, "settings": dataclasses.asdict(settings)}, indent=2))
+    else:
+        print(_replay_table(result, out, trace_name))
+    return 0
+
+
+def _replay_settings(args: argparse.Namespace) -> Settings:
+    """The flags given, over the preset's values; the contract's checks name a bad field and its range."""
+    names = ["mode", "preset", "method", "imbalance_scale", "threshold", "hold_duration", "margin", *PLAN_SETTINGS]
+    given = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    return snapshot.parse_settings(given, "settings")
+
+
+def _replay_source(args: argparse.Namespace) -> dict:
+    if args.samples_per_round <= 0:
+        raise ConfigError(f"--samples-per-round: {args.samples_per_round!r} must be > 0")
+    config = {
+        "nodes": args.nodes,
+        "hot_nodes": args.hot_nodes,
+        "seed": args.seed,
+        "round_interval_s": args.round_interval,
+        "seconds_per_sample": args.round_interval / args.samples_per_round,
+        "migration_mib_s": args.migration_mib_s,
+        "fail_rate": args.fail_rate,
+    }
+    return config | ({"trace": args.trace} if args.trace else {})
+
+
+def _rounds_for(args: argparse.Namespace, samples: int) -> int:
+    hours = args.hours if args.hours is not None else samples * trace.SAMPLE_SECONDS / 3600
+    return int(round(hours * 3600 / trace.SAMPLE_SECONDS / args.samples_per_round))
+
+
+def _replay_table(result: replay.Replay, out: dict, trace_name: str) -> str:
+    s = result.settings
+    q = out["imbalance"]
+    m = out["migrations"]
+    most = out["most_moves_of_one_guest"]
+    within = out["share_within_threshold_after_first_hour"]
+    lines = [
+        f"replay of {trace_name}: {out['rounds']} rounds, {out['trace_hours']:.1f} h of trace, "
+        f"{out['runtime_s']:.1f} s",
+        f"policy: mode {s.mode}, method {s.method}, threshold {s.threshold:g}, hold {s.hold_duration}, "
+        f"margin {s.margin:g}, scale {s.imbalance_scale}",
+        "",
+        f"{'hour':>4} {'mean':>7} {'max':>7} {'migrations':>10}",
+    ]
+    lines += [f"{h:>4} {mean:>7.3f} {top:>7.3f} {count:>10}" for h, mean, top, count in replay.hourly(result)]
+    lines += [
+        "",
+        "imbalance  " + "  ".join(f"{name} {q[name]:.3f}" for name, _ in replay.QUANTILES),
+        f"above threshold {s.threshold:g}: {out['share_above_threshold']:.1%} of rounds",
+        "at or below threshold after the first hour: "
+        + (f"{within:.1%} of rounds" if within is not None else "- (the replay is not longer than an hour)"),
+        f"migrations: {m['started']} started, {m['done']} done, {m['failed']} failed, {m['running']} still running; "
+        f"{m['per_day']:.1f} a day, {out['gib_moved_per_day']:.1f} GiB moved a day",
+        f"ping-pong moves (A→B→A within an hour): {out['ping_pongs']} ({out['ping_pongs_per_day']:.1f} a day)",
+        f"most moves of one guest: {most['moves']}" + (f" ({most['guest']})" if most["guest"] else ""),
+    ]
+    return "\n".join(lines)
