@@ -150,7 +150,7 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
         "--mode", choices=MODES, default="dynamic", help="default dynamic: the mode that reads the trace's usage"
     )
     d = Settings()
-    if "preset" in _settings_fields():
+    if "preset" in settings_fields():
         parser.add_argument(
             "--preset",
             choices=("proxmox", "product"),
@@ -164,7 +164,7 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hold-duration", type=int, help="rounds (a round = a 5-minute sample); default the preset's")
     parser.add_argument("--margin", type=float, help="fraction; default the preset's")
     for name, kind in PLAN_SETTINGS.items():
-        if name in _settings_fields():
+        if name in settings_fields():
             parser.add_argument(f"--{name.replace('_', '-')}", type=kind, help="default the preset's")
     parser.add_argument(
         "--cooldown",
@@ -194,7 +194,7 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
-def _settings_fields() -> set[str]:
+def settings_fields() -> set[str]:
     """The one place that asks which settings this engine knows (the planner adds some)."""
     return {f.name for f in dataclasses.fields(Settings)}
 
