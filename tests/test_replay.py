@@ -67,7 +67,8 @@ def test_cli_prints_quantiles_share_migrations_and_ping_pongs(capsys):
     assert "imbalance  p50 " in out and " p90 " in out and " p99 " in out and " max " in out
     assert "above threshold 0.3: " in out
     assert "ping-pong moves (A→B→A within an hour): 0 (0.0 a day)" in out
-    assert "a day, " in out and " GiB moved a day" in out and "most moves of one guest: 1 (vm:" in out
+    assert re.search(r"\d+ a day, [\d.]+ GiB moved a day", out)
+    assert re.search(r"most moves of one guest: \d+ \(vm:\d+\)", out)
 
 
 def test_cli_json_compares_two_policies(capsys):
