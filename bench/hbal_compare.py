@@ -9,7 +9,7 @@ takes, and how often each sequence churns (a guest moved twice, or back to a nod
 
 Needs `hbal` (Debian: apt-get install ganeti-htools); without it, says so and exits 0.
 
-Run: .venv/bin/python bench/hbal_compare.py [--steps 150]
+Run: .venv/bin/python bench/hbal_compare.py [--steps 150] [--write bench/README.md]
 """
 
 from __future__ import annotations
@@ -152,31 +152,43 @@ def ours(snap: Snapshot, steps: int, goal: float) -> dict[str, tuple[list[tuple[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=150, help="our move budget (default 150)")
+    parser.add_argument("--write", metavar="README", help="replace the table between the hbal-table markers")
     args = parser.parse_args()
     if shutil.which("hbal") is None:
         print("hbal not found (Debian: apt-get install ganeti-htools): comparison skipped")
         return
+    text = report(args.steps)
+    print(text)
+    if args.write:
+        path = Path(args.write)
+        block = f"<!-- hbal-table -->\n{text}\n<!-- /hbal-table -->"
+        marked = r"<!-- hbal-table -->.*?<!-- /hbal-table -->"
+        path.write_text(re.sub(marked, lambda _: block, path.read_text(), flags=re.S))
+
+
+def report(steps: int) -> str:
     snap = cluster()
     start = our_imbalance(snap)
     moves_of_hbal, hbal_s, hbal_cpu_s, score = run_hbal(snap)
     hbal_values = follow(snap, moves_of_hbal)
     goal = hbal_values[-1] if hbal_values else start
-    print(f"cluster: {len(snap.nodes)} nodes, {len(snap.guests)} guests, static; our imbalance {start:.4f}")
-    print(f"hbal: {score} (its own score); {hbal_cpu_s:.1f} s CPU")
-    print()
-    print(
+    lines = [
+        f"cluster: {len(snap.nodes)} nodes, {len(snap.guests)} guests, static; our imbalance {start:.4f}",
+        f"hbal: {score} (its own score); {hbal_cpu_s:.1f} s CPU",
+        "",
         "| sequence | moves | our imbalance after | moves to reach hbal's final | churn on the way (again / back) "
-        "| churn in all (again / back) | wall time |"
-    )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    rows = {"hbal -C (default options)": (moves_of_hbal, hbal_values, hbal_s)} | ours(snap, args.steps, goal)
+        "| churn in all (again / back) | wall time |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    rows = {"hbal -C (default options)": (moves_of_hbal, hbal_values, hbal_s)} | ours(snap, steps, goal)
     for name, (moves, values, seconds) in rows.items():
         needed = reach(values, goal)
         on_the_way = "{} / {}".format(*churn(moves[:needed])) if needed else "-"
-        print(
+        lines.append(
             f"| {name} | {len(moves)} | {values[-1] if values else start:.4f} | {needed or 'never'} "
             f"| {on_the_way} | {'{} / {}'.format(*churn(moves))} | {seconds:.2f} s |"
         )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
