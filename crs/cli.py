@@ -7,13 +7,20 @@ input the engine refused (message on stderr), as the file contract says.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
-from types import ModuleType
+import time
 
-from . import balancer, options, placement, snapshot
+from . import balancer, export, n1, options, placement, replay, snapshot
 from .errors import CrsError
-from .model import Snapshot
+from .model import METHODS, MODES, OBJECTIVES, SCALES, Settings, Snapshot
+from .sources import trace
+from .sources.config import ConfigError
+from .sources.simulator import Simulator, parse_config
+
+# The planner's settings `crs replay` takes as flags.
+PLAN_SETTINGS = {"moves_per_round": int, "target_imbalance": float, "load_floor": float}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,33 +31,6 @@ def main(argv: list[str] | None = None) -> int:
     except CrsError as exc:  # refused input, or an unreachable or refused source
         print(f"crs: {exc}", file=sys.stderr)
         return 2
-
-
-def _replay() -> ModuleType:
-    from . import replay
-
-    return replay
-
-
-def _export() -> ModuleType:
-    from . import export
-
-    return export
-
-
-def _n1():
-    from . import n1
-
-    return n1
-
-
-# Subcommands in modules of their own (add_arguments(parser), run(args)), imported only when
-# named on the command line: the simulator and its trace would add a tenth to `plan`'s start-up.
-EXTENSIONS = {
-    "replay": (_replay, "replay a trace day through the engine: how would these settings have behaved?"),
-    "export": (_export, "export a cluster's current snapshot as crs-snapshot/1 JSON, from any source"),
-    "n1": (_n1, "N+1: would the cluster survive losing any one node? where its guests would go"),
-}
 
 
 def _parser(argv: list[str]) -> argparse.ArgumentParser:
@@ -71,12 +51,20 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
     s.add_argument("sid", help="guest id, e.g. vm:101")
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=_score)
-    for name, (load, summary) in EXTENSIONS.items():
-        e = sub.add_parser(name, help=summary)
-        if name in argv:
-            module = load()
-            module.add_arguments(e)
-            e.set_defaults(handler=module.run)
+    r = sub.add_parser(
+        "replay",
+        help=replay.__doc__.splitlines()[0],
+        description=REPLAY_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _replay_arguments(r)
+    r.set_defaults(handler=_replay)
+    e = sub.add_parser("export", help=export.__doc__.splitlines()[0])
+    export.add_arguments(e)
+    e.set_defaults(handler=export.run)
+    f = sub.add_parser("n1", help="N+1: would the cluster survive losing any one node, and where its guests would go")
+    n1.add_arguments(f)
+    f.set_defaults(handler=n1.run)
     return parser
 
 
@@ -143,3 +131,149 @@ def _score(args: argparse.Namespace) -> int:
     if chosen is None:
         print("no node is allowed by the rules")
     return 0
+
+
+# -- replay ---------------------------------------------------------------------------
+
+REPLAY_HELP = """A trace day through the engine's rounds on a simulated cluster, every proposed move approved at once.
+
+Traces (--trace): bitbrains (the default: 416 VMs with their real sizes), planetlab (1052 VMs, CPU only),
+google (800 VMs, CPU and memory), or a directory holding one of those formats. PlanetLab and Google give
+no VM sizes: each of their VMs takes the cores and memory of a Bitbrains VM drawn with a fixed seed (the
+same on every run), and a PlanetLab VM also that VM's memory usage over the day. Origins and licences:
+crs/data/traces/README.md."""
+
+
+def _replay_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trace", help="bitbrains (default), planetlab, google, or a trace directory")
+    parser.add_argument("--nodes", type=int, default=12, help="number of simulated nodes (default 12)")
+    parser.add_argument("--hot-nodes", type=int, default=3, help="nodes the initial placement crowds (default 3)")
+    parser.add_argument("--seed", type=int, default=0, help="initial placement and failure draws (default 0)")
+    parser.add_argument(
+        "--mode", choices=MODES, default="dynamic", help="default dynamic: the mode that reads the trace's usage"
+    )
+    d = Settings()
+    parser.add_argument(
+        "--preset",
+        choices=("proxmox", "product"),
+        default="product",
+        help="the settings a flag does not give: product (default, what new clusters start with) or proxmox "
+        "(Proxmox's single move per round)",
+    )
+    parser.add_argument("--objective", choices=OBJECTIVES, help="even (default), pressure or both")
+    parser.add_argument("--method", choices=METHODS, help=f"default {d.method}")
+    parser.add_argument("--scale", dest="imbalance_scale", choices=SCALES, help="imbalance scale")
+    parser.add_argument("--threshold", type=float, help="fraction; default the preset's")
+    parser.add_argument("--hold-duration", type=int, help="rounds (a round = a 5-minute sample); default the preset's")
+    parser.add_argument("--margin", type=float, help="fraction; default the preset's")
+    for name, kind in PLAN_SETTINGS.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, help="default the preset's")
+    parser.add_argument(
+        "--cooldown",
+        type=options.number(0),
+        default=30.0,
+        help="minutes of trace time a guest rests after its migration, and is not sent back "
+        "(default 30, the dashboard's default; 0 = Proxmox, no cooldown)",
+    )
+    length = parser.add_mutually_exclusive_group()
+    length.add_argument(
+        "--rounds", type=options.number(1, whole=True), help="rounds to run (default: the whole trace day)"
+    )
+    length.add_argument("--hours", type=options.number(0, strict=True), help="hours of trace time to run")
+    parser.add_argument(
+        "--round-interval",
+        type=float,
+        default=10.0,
+        help="seconds between rounds; migrations take real seconds against it (default 10)",
+    )
+    parser.add_argument(
+        "--samples-per-round",
+        type=options.number(0, strict=True),
+        default=1.0,
+        help="5-minute trace samples per round, the time acceleration (default 1)",
+    )
+    parser.add_argument("--migration-mib-s", type=float, default=1024.0, help="migration bandwidth (default 1024)")
+    parser.add_argument("--fail-rate", type=float, default=0.0, help="share of migrations that fail (default 0)")
+    parser.add_argument("--html", metavar="PATH", help="also write a self-contained Plotly report")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _replay(args: argparse.Namespace) -> int:
+    if args.cooldown < 0:
+        raise ConfigError(f"--cooldown: {args.cooldown!r} minutes; must be >= 0")
+    settings = _replay_settings(args)
+    began = time.perf_counter()
+    config = _replay_source(args)  # refusals here are reported by main(), exit 2
+    samples = Simulator(parse_config(config)).trace.samples
+    rounds = args.rounds if args.rounds is not None else _rounds_for(args, samples)
+    if rounds < 1:
+        raise ConfigError(f"--rounds/--hours: {rounds} rounds; must be at least 1")
+    result = replay.replay(config, settings, rounds, cooldown_s=args.cooldown * 60.0)
+    out = replay.summary(result) | {"runtime_s": time.perf_counter() - began}
+    if args.html:
+        from .replay_report import write_html  # Plotly loads only for the report
+
+        write_html(result, args.html)
+    trace_name = args.trace or "bitbrains"
+    if args.json:
+        print(json.dumps(out | {"trace": trace_name, "settings": dataclasses.asdict(settings)}, indent=2))
+    else:
+        print(_replay_table(result, out, trace_name))
+    return 0
+
+
+def _replay_settings(args: argparse.Namespace) -> Settings:
+    """The flags given, over the preset's values; the contract's checks name a bad field and its range."""
+    names = ["mode", "preset", "objective", "method", "imbalance_scale", "threshold", "hold_duration", "margin"]
+    names += list(PLAN_SETTINGS)
+    given = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    return snapshot.parse_settings(given, "settings")
+
+
+def _replay_source(args: argparse.Namespace) -> dict:
+    if args.samples_per_round <= 0:
+        raise ConfigError(f"--samples-per-round: {args.samples_per_round!r} must be > 0")
+    config = {
+        "nodes": args.nodes,
+        "hot_nodes": args.hot_nodes,
+        "seed": args.seed,
+        "round_interval_s": args.round_interval,
+        "seconds_per_sample": args.round_interval / args.samples_per_round,
+        "migration_mib_s": args.migration_mib_s,
+        "fail_rate": args.fail_rate,
+    }
+    return config | ({"trace": args.trace} if args.trace else {})
+
+
+def _rounds_for(args: argparse.Namespace, samples: int) -> int:
+    hours = args.hours if args.hours is not None else samples * trace.SAMPLE_SECONDS / 3600
+    return int(round(hours * 3600 / trace.SAMPLE_SECONDS / args.samples_per_round))
+
+
+def _replay_table(result: replay.Replay, out: dict, trace_name: str) -> str:
+    s = result.settings
+    q = out["imbalance"]
+    m = out["migrations"]
+    most = out["most_moves_of_one_guest"]
+    within = out["share_within_threshold_after_first_hour"]
+    lines = [
+        f"replay of {trace_name}: {out['rounds']} rounds, {out['trace_hours']:.1f} h of trace, "
+        f"{out['runtime_s']:.1f} s",
+        f"policy: mode {s.mode}, method {s.method}, threshold {s.threshold:g}, hold {s.hold_duration}, "
+        f"margin {s.margin:g}, scale {s.imbalance_scale}",
+        "",
+        f"{'hour':>4} {'mean':>7} {'max':>7} {'migrations':>10}",
+    ]
+    lines += [f"{h:>4} {mean:>7.3f} {top:>7.3f} {count:>10}" for h, mean, top, count in replay.hourly(result)]
+    lines += [
+        "",
+        "imbalance  " + "  ".join(f"{name} {q[name]:.3f}" for name, _ in replay.QUANTILES),
+        f"above threshold {s.threshold:g}: {out['share_above_threshold']:.1%} of rounds",
+        "at or below threshold after the first hour: "
+        + (f"{within:.1%} of rounds" if within is not None else "- (the replay is not longer than an hour)"),
+        f"migrations: {m['started']} started, {m['done']} done, {m['failed']} failed, {m['running']} still running; "
+        f"{m['per_day']:.1f} a day, {out['gib_moved_per_day']:.1f} GiB moved a day",
+        f"ping-pong moves (A→B→A within an hour): {out['ping_pongs']} ({out['ping_pongs_per_day']:.1f} a day)",
+        f"most moves of one guest: {most['moves']}" + (f" ({most['guest']})" if most["guest"] else ""),
+    ]
+    return "\n".join(lines)

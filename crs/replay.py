@@ -10,24 +10,23 @@ cost, and how many of them undid an earlier one (ping-pong).
 
 from __future__ import annotations
 
-import argparse
-import json
-import time
+from collections import Counter
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import options
 from .balancer import run_round
-from .decision import RoundState
+from .decision import Move, RoundResult, RoundState
 from .guards import PastMove, guards_from
-from .model import METHODS, MODES, SCALES, Settings
-from .sources.config import ConfigError
+from .model import Settings
 from .sources.simulator import Simulator, parse_config
 from .sources.trace import SAMPLE_SECONDS
 
 START = 1372809600.0  # 2013-07-03 00:00 UTC, the trace's own day, so snapshot times read naturally
 PING_PONG_WINDOW_S = 3600.0  # an A→B→A within an hour of trace time counts as ping-pong
+SETTLING_S = 3600.0  # the first hour places the crowded start; "within threshold" is judged after it
+DAY_S = 86400.0
+GIB = 2**30
 QUANTILES = (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))
 
 
@@ -40,6 +39,7 @@ class Migration:
     outcome: str = "running"  # done, failed, or still running when the replay ended
     reason: str = ""
     ended_s: float = 0.0  # trace seconds, once it ended
+    memory_bytes: float = 0.0  # configured memory: what the migration copies
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +77,22 @@ def replay(source_config: dict, settings: Settings, rounds: int, cooldown_s: flo
         result = run_round(snap.with_settings(settings), state, guards=guards_from(history, trace_now, cooldown_s, 0.0))
         state = result.state
         series.append((trace_now, result.imbalance, result.decision, result.node_loads))
-        if result.decision == "migrate" and result.move:
-            for sid in result.move.guests:
-                task_id = cluster.migrate(sid, result.move.target, now)
-                running[task_id] = Migration(sid, snap.guest(sid).node, result.move.target, series[-1][0])
+        for move in planned_moves(result):
+            for sid in move.guests:
+                task_id = cluster.migrate(sid, move.target, now)
+                guest = snap.guest(sid)
+                running[task_id] = Migration(sid, guest.node, move.target, trace_now, memory_bytes=guest.memory_bytes)
     migrations += running.values()
     migrations.sort(key=lambda m: (m.started_s, m.sid))
     trace_s, values, decisions, loads = zip(*series) if series else ((), (), (), ())
     return Replay(settings, tuple(trace_s), tuple(values), tuple(decisions), tuple(loads), tuple(migrations))
+
+
+def planned_moves(result: RoundResult) -> tuple[Move, ...]:
+    """Every move the round proposes, approved at once (automation `automatic`): the steps of its plan."""
+    if result.decision != "migrate":
+        return ()
+    return tuple(step.move for step in result.plan)
 
 
 def ping_pongs(
@@ -106,152 +114,36 @@ def ping_pongs(
 
 
 def summary(result: Replay) -> dict:
-    """The numbers an admin compares between two policies."""
+    """The numbers an admin compares between two policies; rates are per day of trace time."""
     values = np.array(result.imbalance) if result.imbalance else np.zeros(1)
+    settled = np.array([v for t, v in zip(result.trace_s, result.imbalance) if t >= SETTLING_S])
     outcomes = [m.outcome for m in result.migrations]
+    seconds = result.trace_s[-1] + SAMPLE_SECONDS if result.trace_s else 0.0
+    days = seconds / DAY_S or 1.0
+    moves_of = Counter(m.sid for m in result.migrations)
+    busiest = min(moves_of.items(), key=lambda item: (-item[1], item[0])) if moves_of else (None, 0)
+    pairs = len(ping_pongs(result.migrations))
     return {
         "rounds": len(result.imbalance),
-        "trace_hours": (result.trace_s[-1] + SAMPLE_SECONDS) / 3600 if result.trace_s else 0.0,
+        "trace_hours": seconds / 3600,
         "imbalance": {name: float(np.percentile(values, q)) for name, q in QUANTILES},
         "share_above_threshold": float((values > result.settings.threshold).mean()),
+        # None when the replay is not longer than its first hour
+        "share_within_threshold_after_first_hour": (
+            float((settled <= result.settings.threshold).mean()) if settled.size else None
+        ),
         "migrations": {
             "started": len(outcomes),
             "done": outcomes.count("done"),
             "failed": outcomes.count("failed"),
             "running": outcomes.count("running"),
+            "per_day": len(outcomes) / days,
         },
-        "ping_pongs": len(ping_pongs(result.migrations)),
+        "gib_moved_per_day": sum(m.memory_bytes for m in result.migrations) / GIB / days,
+        "ping_pongs": pairs,
+        "ping_pongs_per_day": pairs / days,
+        "most_moves_of_one_guest": {"guest": busiest[0], "moves": busiest[1]},
     }
-
-
-# -- command line -------------------------------------------------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    d = Settings()
-    parser.add_argument("--trace", help="directory of usage-*.csv.gz files (default: the packaged Bitbrains day)")
-    parser.add_argument("--nodes", type=int, default=12, help="number of simulated nodes (default 12)")
-    parser.add_argument("--hot-nodes", type=int, default=3, help="nodes the initial placement crowds (default 3)")
-    parser.add_argument("--seed", type=int, default=0, help="initial placement and failure draws (default 0)")
-    parser.add_argument(
-        "--mode",
-        choices=MODES,
-        default="dynamic",
-        help="default dynamic: the only mode in which the trace's usage matters",
-    )
-    parser.add_argument("--method", choices=METHODS, default=d.method)
-    parser.add_argument("--scale", choices=SCALES, default=d.imbalance_scale, help="imbalance scale")
-    parser.add_argument("--threshold", type=float, default=d.threshold, help=f"default {d.threshold}")
-    parser.add_argument("--hold-duration", type=int, default=d.hold_duration, help=f"rounds, default {d.hold_duration}")
-    parser.add_argument("--margin", type=float, default=d.margin, help=f"default {d.margin}")
-    parser.add_argument(
-        "--cooldown",
-        type=options.number(0),
-        default=30.0,
-        help="minutes of trace time a guest rests after its migration, and is not sent back "
-        "(default 30, the dashboard's default; 0 = Proxmox, no cooldown)",
-    )
-    length = parser.add_mutually_exclusive_group()
-    length.add_argument(
-        "--rounds", type=options.number(1, whole=True), help="rounds to run (default: the whole trace day)"
-    )
-    length.add_argument("--hours", type=options.number(0, strict=True), help="hours of trace time to run")
-    parser.add_argument(
-        "--round-interval",
-        type=float,
-        default=10.0,
-        help="seconds between rounds; migrations take real seconds against it (default 10)",
-    )
-    parser.add_argument(
-        "--samples-per-round",
-        type=options.number(0, strict=True),
-        default=1.0,
-        help="5-minute trace samples per round, the time acceleration (default 1)",
-    )
-    parser.add_argument("--migration-mib-s", type=float, default=1024.0, help="migration bandwidth (default 1024)")
-    parser.add_argument("--fail-rate", type=float, default=0.0, help="share of migrations that fail (default 0)")
-    parser.add_argument("--html", metavar="PATH", help="also write a self-contained Plotly report")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-
-
-def run(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    began = time.perf_counter()
-    config = _source_config(args)  # refusals here are reported by the CLI, exit 2
-    samples = Simulator(parse_config(config)).trace.samples
-    rounds = args.rounds if args.rounds is not None else _rounds_for(args, samples)
-    if rounds < 1:
-        raise ConfigError(f"--rounds/--hours: {rounds} rounds; must be at least 1")
-    result = replay(config, settings, rounds, cooldown_s=args.cooldown * 60.0)
-    out = summary(result) | {"runtime_s": time.perf_counter() - began}
-    if args.html:
-        from .replay_report import write_html
-
-        write_html(result, args.html)
-    print(json.dumps(out | {"settings": _settings_dict(settings)}, indent=2) if args.json else render(result, out))
-    return 0
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    from .snapshot import parse_settings  # the contract's checks name the field and its range
-
-    return parse_settings(
-        {
-            "mode": args.mode,
-            "method": args.method,
-            "imbalance_scale": args.scale,
-            "threshold": args.threshold,
-            "hold_duration": args.hold_duration,
-            "margin": args.margin,
-        },
-        "settings",
-    )
-
-
-def _settings_dict(settings: Settings) -> dict:
-    return {
-        k: getattr(settings, k) for k in ("mode", "method", "imbalance_scale", "threshold", "hold_duration", "margin")
-    }
-
-
-def _source_config(args: argparse.Namespace) -> dict:
-    config = {
-        "nodes": args.nodes,
-        "hot_nodes": args.hot_nodes,
-        "seed": args.seed,
-        "round_interval_s": args.round_interval,
-        "seconds_per_sample": args.round_interval / args.samples_per_round,
-        "migration_mib_s": args.migration_mib_s,
-        "fail_rate": args.fail_rate,
-    }
-    return config | ({"trace": args.trace} if args.trace else {})
-
-
-def _rounds_for(args: argparse.Namespace, samples: int) -> int:
-    hours = args.hours if args.hours is not None else samples * SAMPLE_SECONDS / 3600
-    return int(round(hours * 3600 / SAMPLE_SECONDS / args.samples_per_round))
-
-
-def render(result: Replay, out: dict) -> str:
-    s = result.settings
-    q = out["imbalance"]
-    m = out["migrations"]
-    lines = [
-        f"replay: {out['rounds']} rounds, {out['trace_hours']:.1f} h of trace, {out['runtime_s']:.1f} s",
-        f"policy: mode {s.mode}, method {s.method}, threshold {s.threshold:g}, hold {s.hold_duration}, "
-        f"margin {s.margin:g}, scale {s.imbalance_scale}",
-        "",
-        f"{'hour':>4} {'mean':>7} {'max':>7} {'migrations':>10}",
-    ]
-    lines += [f"{h:>4} {mean:>7.3f} {top:>7.3f} {count:>10}" for h, mean, top, count in hourly(result)]
-    lines += [
-        "",
-        "imbalance  " + "  ".join(f"{name} {q[name]:.3f}" for name, _ in QUANTILES),
-        f"above threshold {s.threshold:g}: {out['share_above_threshold']:.1%} of rounds",
-        f"migrations: {m['started']} started, {m['done']} done, {m['failed']} failed, {m['running']} still running",
-        f"ping-pong moves (A→B→A within an hour): {out['ping_pongs']}",
-    ]
-    return "\n".join(lines)
 
 
 def hourly(result: Replay) -> list[tuple[int, float, float, int]]:

@@ -52,7 +52,8 @@ def figure(result: Replay) -> go.Figure:
             f"Replay: mode {s.mode}, method {s.method}, threshold {s.threshold:g}, hold {s.hold_duration}, "
             f"margin {s.margin:g} — p50 {q['p50']:.3f}, p90 {q['p90']:.3f}, max {q['max']:.3f}; "
             f"{out['share_above_threshold']:.0%} of rounds above threshold; "
-            f"{out['migrations']['started']} migrations, {out['ping_pongs']} ping-pong"
+            f"{out['migrations']['per_day']:.1f} migrations and {out['gib_moved_per_day']:.0f} GiB a day; "
+            f"{out['ping_pongs']} ping-pong"
         ),
         title_font_size=13,
         height=800,

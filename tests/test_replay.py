@@ -8,6 +8,7 @@ import pytest
 from crs.cli import main
 from crs.model import Settings
 from crs.replay import Migration, ping_pongs, replay, summary
+from crs.sources.trace import load as load_trace
 
 DYNAMIC = Settings(mode="dynamic")
 
@@ -62,18 +63,20 @@ def test_ping_pong_is_a_move_undone_within_an_hour():
 def test_cli_prints_quantiles_share_migrations_and_ping_pongs(capsys):
     assert main(["replay", "--hours", "2"]) == 0
     out = capsys.readouterr().out
-    assert "replay: 24 rounds, 2.0 h of trace" in out
+    assert "replay of bitbrains: 24 rounds, 2.0 h of trace" in out
     assert "imbalance  p50 " in out and " p90 " in out and " p99 " in out and " max " in out
     assert "above threshold 0.3: " in out
-    assert "ping-pong moves (A→B→A within an hour): 0" in out
+    assert "ping-pong moves (A→B→A within an hour): 0 (0.0 a day)" in out
+    assert re.search(r"\d+ a day, [\d.]+ GiB moved a day", out)
+    assert re.search(r"most moves of one guest: \d+ \(vm:\d+\)", out)
 
 
 def test_cli_json_compares_two_policies(capsys):
     assert main(["replay", "--hours", "6", "--json"]) == 0
     default = json.loads(capsys.readouterr().out)
-    assert main(["replay", "--hours", "6", "--json", "--margin", "0.5"]) == 0
+    assert main(["replay", "--hours", "6", "--json", "--margin", "0.9"]) == 0  # no plan gains 90 %
     strict = json.loads(capsys.readouterr().out)
-    assert default["settings"]["margin"] == 0.1 and strict["settings"]["margin"] == 0.5
+    assert default["settings"]["margin"] == 0.1 and strict["settings"]["margin"] == 0.9
     assert strict["migrations"]["started"] < default["migrations"]["started"]
     assert strict["imbalance"]["p50"] > default["imbalance"]["p50"]
 
@@ -135,3 +138,63 @@ def test_cooldown_keeps_a_migrated_guest_put_for_its_duration():
     rested = replay(config, aggressive, 60, cooldown_s=hour)
     assert quickest_second_move(free) < hour  # without a cooldown guests move again soon
     assert quickest_second_move(rested) > hour
+
+
+def test_a_short_slice_reports_rates_per_day_and_the_busiest_guest():
+    # two hours of the Bitbrains day: the crowded start moves a few guests
+    result = replay({}, DYNAMIC, 24)
+    out = summary(result)
+    moved = list(result.migrations)
+    assert moved, "the crowded start must move something within two hours"
+    assert out["migrations"]["per_day"] == len(moved) * 12
+    sizes = dict(zip((f"vm:{i}" for i in load_trace().vm_ids), load_trace().memory_bytes))
+    assert out["gib_moved_per_day"] == pytest.approx(sum(sizes[m.sid] for m in moved) / 2**30 * 12)
+    most = out["most_moves_of_one_guest"]
+    assert most["moves"] == max(sum(m.sid == sid for m in moved) for sid in {m.sid for m in moved})
+    assert sum(m.sid == most["guest"] for m in moved) == most["moves"]
+    settled = result.imbalance[12:]  # rounds of the second hour
+    assert out["share_within_threshold_after_first_hour"] == sum(v <= 0.3 for v in settled) / 12
+    assert out["ping_pongs_per_day"] == out["ping_pongs"] * 12
+
+
+def test_a_replay_of_one_hour_has_no_share_after_the_first_hour(capsys):
+    assert summary(replay({}, DYNAMIC, 12))["share_within_threshold_after_first_hour"] is None
+    assert main(["replay", "--hours", "1"]) == 0
+    assert "at or below threshold after the first hour: - (the replay is not longer than an hour)" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.mark.parametrize("name, vms", [("planetlab", 1052), ("google", 800)])
+def test_traces_without_sizes_take_real_bitbrains_sizes_the_same_on_every_run(name, vms):
+    trace = load_trace(name)
+    donors = load_trace()
+    real = set(zip(donors.cores, donors.memory_bytes))
+    assert len(trace.vm_ids) == vms and trace.samples == 288
+    assert set(zip(trace.cores, trace.memory_bytes)) <= real
+    assert len(set(zip(trace.cores, trace.memory_bytes))) > 50  # drawn, not one size for all
+    assert (trace.cpu_usage <= trace.cores[:, None] + 1e-9).all()
+    if name == "google":  # percent of the drawn size
+        assert (trace.mem_usage_bytes <= trace.memory_bytes[:, None]).all()
+    again = load_trace.__wrapped__(name)  # uncached: a second read draws the same sizes
+    assert (again.cores == trace.cores).all() and (again.memory_bytes == trace.memory_bytes).all()
+
+
+@pytest.mark.parametrize("name", ["planetlab", "google"])
+def test_cli_replays_the_other_traces(name, capsys):
+    assert main(["replay", "--trace", name, "--hours", "2", "--nodes", "24", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["trace"] == name and out["rounds"] == 24
+    assert out["imbalance"]["max"] > 0.3  # the crowded start of a busy trace is out of balance
+
+
+def test_cli_refuses_a_trace_it_cannot_read_naming_the_formats(tmp_path, capsys):
+    assert main(["replay", "--trace", str(tmp_path), "--hours", "1"]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path) in err and "planetlab-*.csv" in err and "bitbrains, planetlab, google" in err
+
+
+def test_help_says_where_missing_vm_sizes_come_from(capsys):
+    with pytest.raises(SystemExit):
+        main(["replay", "--help"])
+    assert "Bitbrains VM drawn with a fixed seed" in capsys.readouterr().out

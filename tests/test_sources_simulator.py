@@ -222,3 +222,19 @@ def test_trace_with_a_negative_value_is_refused_naming_the_row(tmp_path):
         f.write("\n".join(rows) + "\n")
     with pytest.raises(SourceError, match="data row 2 has a negative or non-finite value"):
         sim(trace=str(tmp_path))
+
+
+def test_the_demo_cluster_looks_busy_and_uneven_from_its_first_snapshots():
+    # what `make run` shows before its first round may act (hold duration 3): the demo
+    # command's simulator, one trace sample per round
+    from dashboard.management.commands.demo import DEMO_ROUND_SECONDS
+
+    demo = sim(round_interval_s=DEMO_ROUND_SECONDS)
+    for r in range(4):
+        snap = demo.collect(T0 + r * DEMO_ROUND_SECONDS)
+        busiest = max(max(n.cpu_usage / n.cpus, n.mem_usage_bytes / n.memory_bytes) for n in snap.nodes)
+        cluster_cpu = sum(n.cpu_usage for n in snap.nodes) / sum(n.cpus for n in snap.nodes)
+        quietest = min(n.cpu_usage / n.cpus for n in snap.nodes)
+        assert busiest > 0.6, f"round {r}: busiest node at {busiest:.0%}"
+        assert 0.30 <= cluster_cpu <= 0.50, f"round {r}: cluster CPU at {cluster_cpu:.0%}"
+        assert busiest - quietest > 0.4  # uneven: there is something to balance

@@ -1,10 +1,19 @@
 """Real VM utilisation traces as per-VM arrays: sizes, and usage per 5-minute sample.
 
 The simulator replays these so that the demo cluster and `python -m crs replay` see
-the bursts and quiet hours of real business workloads rather than invented noise.
-The format is the long CSV of `crs/data/traces/bitbrains-rnd` (see the README
-there): one row per VM and sample, timestamps in Unix seconds, each VM with its own
-phase inside the 300 s period, which is why samples are bucketed, not matched.
+the bursts and quiet hours of real workloads rather than invented noise. Three
+formats, told apart by their file names (origins in `crs/data/traces/README.md`):
+
+- Bitbrains (`usage-*.csv.gz`): the long CSV, one row per VM and sample, timestamps
+  in Unix seconds, each VM with its own phase inside the 300 s period, which is why
+  samples are bucketed, not matched. The only trace with real VM sizes.
+- PlanetLab (`planetlab-*.csv[.gz]`): one row per VM, CPU percent per sample; no
+  memory and no sizes.
+- Google (`gcd-vms-*.csv.gz`): two rows per VM (`cpu_pct`, `mem_pct`); no sizes.
+
+A trace without sizes takes them from Bitbrains: each VM draws one Bitbrains VM
+(seeded, so every run sees the same cluster) and gets its cores and memory, and,
+for PlanetLab, which has no memory column, its memory usage over the day too.
 """
 
 from __future__ import annotations
@@ -19,8 +28,15 @@ import numpy as np
 
 from .base import SourceError
 
-DEFAULT_TRACE = Path(__file__).resolve().parent.parent / "data" / "traces" / "bitbrains-rnd"
+TRACES_DIR = Path(__file__).resolve().parent.parent / "data" / "traces"
+DEFAULT_TRACE = TRACES_DIR / "bitbrains-rnd"
+PACKAGED = {
+    "bitbrains": DEFAULT_TRACE,
+    "planetlab": TRACES_DIR / "planetlab-cloudsim",
+    "google": TRACES_DIR / "google-gcd-vms",
+}
 SAMPLE_SECONDS = 300
+SIZE_SEED = 0  # the draw of Bitbrains sizes for traces without them: fixed, so a trace is always the same cluster
 COLUMNS = ("vm_id", "timestamp", "cpu_cores", "cpu_usage_pct", "mem_capacity_kb", "mem_usage_kb")
 
 
@@ -39,14 +55,97 @@ class Trace:
         return self.cpu_usage.shape[1]
 
 
+def resolve(name: str | Path) -> Path:
+    """A packaged trace's name (bitbrains, planetlab, google) or a directory."""
+    return PACKAGED.get(str(name), Path(name))
+
+
 @functools.lru_cache(maxsize=4)
 def load(directory: str | Path = DEFAULT_TRACE) -> Trace:
-    """Read every `usage-*.csv.gz` in `directory`; cached, since workers collect every few seconds."""
-    files = sorted(Path(directory).glob("usage-*.csv.gz"))
-    if not files:
-        raise SourceError(f"trace {directory}: no usage-*.csv.gz file there")
-    table = np.concatenate([_read(f) for f in files])
-    return _to_trace(table, directory)
+    """Read the trace in `directory` (or a packaged one by name); cached, since workers collect every few seconds."""
+    path = resolve(directory)
+    if files := sorted(path.glob("usage-*.csv.gz")):
+        return _to_trace(np.concatenate([_read(f) for f in files]), path)
+    if files := sorted(path.glob("planetlab-*.csv*")):
+        ids, cpu_pct = _read_planetlab(files)
+        return _sized(ids, cpu_pct, None)
+    if files := sorted(path.glob("gcd-vms-*.csv.gz")):
+        ids, cpu_pct, mem_pct = _read_google(files)
+        return _sized(ids, cpu_pct, mem_pct)
+    raise SourceError(
+        f"trace {directory}: no usage-*.csv.gz (Bitbrains), planetlab-*.csv (PlanetLab) or gcd-vms-*.csv.gz "
+        f"(Google) file there; packaged traces: {', '.join(PACKAGED)}"
+    )
+
+
+def _open(path: Path):
+    return gzip.open(path, "rt", newline="") if path.suffix == ".gz" else path.open(newline="")
+
+
+def _wide_rows(path: Path, leading: str) -> tuple[list[list[str]], np.ndarray]:
+    """Rows of a wide trace file (`leading` columns, then one column per sample): the leading
+    cells, and the samples as a (rows, samples) array of percent."""
+    with _open(path) as f:
+        reader = csv.reader(f)
+        header = next(reader, [])
+        width = len(leading.split(","))
+        if ",".join(header[:width]) != leading or len(header) <= width:
+            raise SourceError(f"trace {path}: header must start with {leading},s000,...; found {header[: width + 1]}")
+        heads, values = [], []
+        try:
+            for row in reader:
+                heads.append(row[:width])
+                values.append([float(v) for v in row[width:]])
+            table = np.array(values, dtype=float).reshape(len(values), len(header) - width)
+        except ValueError as exc:
+            raise SourceError(f"trace {path}: line {reader.line_num}: {exc}") from exc
+    if not np.isfinite(table).all() or (table < 0).any():
+        bad = int(np.argwhere(~np.isfinite(table) | (table < 0))[0][0])
+        raise SourceError(f"trace {path}: data row {bad + 1} has a negative or non-finite value")
+    return heads, table
+
+
+def _read_planetlab(files: list[Path]) -> tuple[tuple[int, ...], np.ndarray]:
+    """PlanetLab: one row per VM; the guests are numbered from 1 in file order."""
+    table = np.concatenate([_wide_rows(f, "vm_index,vm_name")[1] for f in files])
+    return tuple(range(1, len(table) + 1)), table
+
+
+def _read_google(files: list[Path]) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+    """Google: a `cpu_pct` and a `mem_pct` row per VM, in either order."""
+    series: dict[str, dict[str, np.ndarray]] = {}
+    for path in files:
+        heads, table = _wide_rows(path, "vm_name,metric")
+        for (name, metric), row in zip(heads, table):
+            if metric not in ("cpu_pct", "mem_pct"):
+                raise SourceError(f"trace {path}: metric {metric!r} of {name}; allowed: cpu_pct, mem_pct")
+            series.setdefault(name, {})[metric] = row
+    incomplete = sorted(name for name, rows in series.items() if len(rows) < 2)
+    if incomplete:
+        raise SourceError(f"trace {files[0]}: VM {incomplete[0]} lacks a cpu_pct or mem_pct row")
+    names = list(series)
+    cpu = np.array([series[n]["cpu_pct"] for n in names])
+    mem = np.array([series[n]["mem_pct"] for n in names])
+    return tuple(range(1, len(names) + 1)), cpu, mem
+
+
+def _sized(ids: tuple[int, ...], cpu_pct: np.ndarray, mem_pct: np.ndarray | None) -> Trace:
+    """Sizes for a trace without them: each VM draws one Bitbrains VM (seeded) and takes its
+    cores and memory, and, when the trace has no memory usage, that VM's memory usage over
+    the day (repeated if this trace is longer)."""
+    donors = load(DEFAULT_TRACE)
+    pick = np.random.default_rng(SIZE_SEED).integers(0, len(donors.vm_ids), size=len(ids))
+    cores, memory = donors.cores[pick], donors.memory_bytes[pick]
+    cpu = np.minimum(cpu_pct, 100.0) / 100.0 * cores[:, None]
+    if mem_pct is not None:
+        mem = np.minimum(mem_pct, 100.0) / 100.0 * memory[:, None]
+    else:
+        columns = np.arange(cpu_pct.shape[1]) % donors.samples
+        mem = donors.mem_usage_bytes[pick][:, columns]
+    arrays = (cores.copy(), memory.copy(), cpu, mem)
+    for a in arrays:
+        a.flags.writeable = False
+    return Trace(ids, *arrays)
 
 
 def _read(path: Path) -> np.ndarray:
