@@ -12,7 +12,7 @@ import json
 import sys
 import time
 
-from . import balancer, export, n1, options, placement, replay, snapshot
+from . import balancer, capacity, export, n1, options, placement, replay, snapshot
 from .errors import CrsError
 from .model import METHODS, MODES, OBJECTIVES, SCALES, Settings, Snapshot
 from .sources import trace
@@ -65,6 +65,9 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
     f = sub.add_parser("n1", help="N+1: would the cluster survive losing any one node, and where its guests would go")
     n1.add_arguments(f)
     f.set_defaults(handler=n1.run)
+    c = sub.add_parser("capacity", help="how many more guests of a size fit, and why the next does not")
+    capacity.add_arguments(c)
+    c.set_defaults(handler=capacity.run)
     return parser
 
 

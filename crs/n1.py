@@ -169,7 +169,7 @@ def _severity(loss: NodeLoss) -> tuple[int, float]:
     return len(loss.lost), worst
 
 
-# -- `python -m crs n1 SNAPSHOT [--json]` (registered in crs.cli.EXTENSIONS) ---------------
+# -- `python -m crs n1 SNAPSHOT [--json]` (registered in crs.cli) -----------------------------
 
 
 def add_arguments(parser) -> None:

@@ -73,3 +73,23 @@ def test_n1_keeps_room_to_recover_any_one_node():
     # a sixth fills every node to 48 GiB, and the 48 GiB of a lost node no longer fit in 2 × 16
     assert safe.count == 5 and sorted(safe.per_node.values()) == [1, 2, 2]
     assert safe.limited_by["n1"] == 3
+
+
+def test_the_command_line_answers_in_crs_capacity_1(tmp_path, capsys):
+    import json
+
+    from crs.cli import main
+    from crs.snapshot import to_dict
+
+    nodes = tuple(Node(name, 16, 64 * GIB) for name in ("a", "b", "c"))
+    guests = tuple(Guest(f"vm:{i}", name, cores=1, memory_bytes=16 * GIB) for i, name in enumerate("abc"))
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(to_dict(Snapshot(nodes, guests))))
+    assert main(["capacity", str(path), "--size", "1c,16g", "--n1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["format"] == "crs-capacity/1" and out["n1"] and out["count"] == 5
+    assert out["size"] == {"cores": 1, "memory_bytes": 16 * GIB} and out["limited_by"]["n1"] == 3
+    with pytest.raises(SystemExit) as refused:  # no cores: argparse refuses the option, exit 2
+        main(["capacity", str(path), "--size", "16g"])
+    assert refused.value.code == 2
+    assert "cores and memory" in capsys.readouterr().err
