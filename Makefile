@@ -1,17 +1,25 @@
 # `make run` and `make test` bootstrap themselves: they create .venv with Python 3.12
-# (Django 6 needs it; see scripts/python312) and install the project, once.
+# (Django 6 needs it; see scripts/python312) and install the project, once, at the exact
+# versions of requirements-test.lock (`make lock` recompiles the locks from pyproject.toml).
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PORT ?= 8000
 
-.PHONY: run test check test-unit test-e2e web worker beat bench venv clean
+.PHONY: run test check test-unit test-e2e web worker beat bench venv lock clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements-test.lock
 	@test -x $(PY) || $$(scripts/python312) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -r requirements-test.lock
+	$(PY) -m pip install -q --no-deps -e .
 	@touch $(STAMP)
+
+# The locks: exact versions for the image (runtime) and for development and CI (with the tests' tools).
+lock: $(STAMP)
+	$(PY) -m pip install -q pip-tools
+	$(VENV)/bin/pip-compile -q --strip-extras --no-header --no-emit-index-url --no-emit-find-links -o requirements.lock pyproject.toml
+	$(VENV)/bin/pip-compile -q --strip-extras --no-header --no-emit-index-url --no-emit-find-links --extra test -o requirements-test.lock pyproject.toml
 
 venv: $(STAMP)
 
