@@ -238,3 +238,12 @@ def test_the_demo_cluster_looks_busy_and_uneven_from_its_first_snapshots():
         assert busiest > 0.6, f"round {r}: busiest node at {busiest:.0%}"
         assert 0.30 <= cluster_cpu <= 0.50, f"round {r}: cluster CPU at {cluster_cpu:.0%}"
         assert busiest - quietest > 0.4  # uneven: there is something to balance
+
+
+def test_a_saturated_node_stalls_its_guests_by_the_excess_share():
+    from crs.model import Node
+    from crs.sources.simulator import _stall
+
+    assert _stall(Node("n", 8, 64 * 2**30, cpu_usage=10.0, mem_usage_bytes=32 * 2**30)).cpu_some == pytest.approx(0.2)
+    calm = _stall(Node("n", 8, 64 * 2**30, cpu_usage=6.0, mem_usage_bytes=80 * 2**30))
+    assert calm.cpu_some == 0.0 and calm.memory_some == pytest.approx(0.2)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import numpy as np
 
-from ..model import Guest, Node, Snapshot
+from ..model import Guest, Node, Pressure, Snapshot
 from ..snapshot import MAX_BYTES, MAX_CPUS, MIN_NODE_BYTES
 from . import config as cfg
 from . import trace as traces
@@ -145,9 +145,10 @@ class Simulator:
         sample = self._sample(now)
         moving = {t["sid"]: t["target"] for t in self._state["tasks"].values() if t["state"] == "running"}
         guests = tuple(self._guest(i, sid, sample, moving.get(sid)) for i, sid in enumerate(self._sids()))
+        nodes = tuple(replace(n, pressure=_stall(n)) for n in _with_usage(self.config.nodes, guests))
         return Snapshot(
-            _with_usage(self.config.nodes, guests),
-            guests,
+            nodes,
+            _with_pressure(nodes, guests),
             cluster=self.config.cluster,
             taken_at=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         )
@@ -249,6 +250,22 @@ def _with_usage(nodes: tuple[Node, ...], guests: tuple[Guest, ...]) -> tuple[Nod
     return tuple(
         Node(n.name, n.cpus, n.memory_bytes, cpu_usage=cpu[n.name], mem_usage_bytes=mem[n.name]) for n in nodes
     )
+
+
+def _with_pressure(nodes: tuple[Node, ...], guests: tuple[Guest, ...]) -> tuple[Guest, ...]:
+    """Pressure as contention makes it: where a node's CPU demand exceeds its threads, every
+    guest on it waits the excess share of the time ((demand − threads) ÷ demand), and memory
+    demand beyond RAM stalls them the same way; nodes report the same shares. The trace has
+    no stalls of its own, so this is what a saturated node would show, and nothing below."""
+    shares = {n.name: n.pressure for n in nodes}
+    return tuple(replace(g, pressure=shares[g.node]) for g in guests)
+
+
+def _stall(node: Node) -> Pressure:
+    cpu_demand, mem_demand = node.cpu_usage or 0.0, node.mem_usage_bytes or 0.0
+    cpu = max(0.0, cpu_demand - node.cpus) / cpu_demand if cpu_demand else 0.0
+    memory = max(0.0, mem_demand - node.memory_bytes) / mem_demand if mem_demand else 0.0
+    return Pressure(cpu_some=cpu, memory_some=memory)
 
 
 def _checked_state(state: object, sids: set[str], nodes: set[str]) -> dict:
