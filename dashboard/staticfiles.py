@@ -1,27 +1,13 @@
-"""Serves plotly.min.js from the installed plotly package: no CDN, and no copy in the repo
-that could drift from the Python package's version (the page must work air-gapped)."""
+"""Static files as WhiteNoise serves them, in both modes (daphne serves no static file itself).
 
-from pathlib import Path
+collectstatic (run by `runembedded` and `make web`) writes each file under a name that
+holds its content hash, plus .gz and .br copies; WhiteNoise picks the copy the browser
+accepts. A hashed name never changes content, so browsers may keep it for a year (the
+longest period HTTP/1.1 caches are told to honour, RFC 9111 §5.3) without asking again.
+"""
 
-import plotly
-from django.contrib.staticfiles.finders import BaseFinder
-from django.core.files.storage import FileSystemStorage
-
-PLOTLY_JS = "plotly.min.js"
-PACKAGE_DATA = Path(plotly.__file__).resolve().parent / "package_data"
+from whitenoise.middleware import WhiteNoiseMiddleware
 
 
-class PlotlyFinder(BaseFinder):
-    storage = FileSystemStorage(location=PACKAGE_DATA)
-
-    def check(self, **kwargs):
-        return []
-
-    def find(self, path, find_all=False, **kwargs):
-        if path != PLOTLY_JS:
-            return [] if find_all else None
-        found = str(PACKAGE_DATA / PLOTLY_JS)
-        return [found] if find_all else found
-
-    def list(self, ignore_patterns):
-        yield PLOTLY_JS, self.storage
+class StaticFiles(WhiteNoiseMiddleware):
+    FOREVER = 365 * 24 * 60 * 60
