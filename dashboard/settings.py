@@ -177,7 +177,7 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # Hashed names and .gz/.br copies written by collectstatic (runembedded runs it; `make web` too).
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "dashboard.staticfiles.StaticStorage"},
 }
 
 LOGIN_URL = "login"

@@ -1,6 +1,6 @@
 // The live page: fetches the history once the WebSocket listens, then applies the events
 // the server pushes over it (see dashboard/live.py for their shape). No polling.
-// Times are shown in the browser's time zone, labelled ("14:05:12 CET"), UTC in the tooltip.
+// Times go through times.js: the browser's time zone, labelled, UTC in the tooltip.
 "use strict";
 
 const config = JSON.parse(document.getElementById("page-config").textContent);
@@ -9,32 +9,6 @@ const MAX_POINTS = 5000;
 
 const pct = (fraction) => (fraction * 100).toFixed(1) + " %";
 const el = (id) => document.getElementById(id);
-
-const ZONE = new Intl.DateTimeFormat([], {timeZoneName: "short"}).formatToParts(new Date())
-  .find((part) => part.type === "timeZoneName").value;
-const CLOCK = new Intl.DateTimeFormat([], {hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23"});
-const DAY = new Intl.DateTimeFormat([], {year: "numeric", month: "2-digit", day: "2-digit"});
-
-function clock(iso) {
-  const at = new Date(iso);
-  const today = DAY.format(at) === DAY.format(new Date());
-  return `${today ? "" : DAY.format(at) + " "}${CLOCK.format(at)} ${ZONE}`;
-}
-
-function ago(iso) {
-  const seconds = Math.max(0, Math.round((Date.now() - new Date(iso)) / 1000));
-  if (seconds < 90) return `${seconds} s ago`;
-  if (seconds < 5400) return `${Math.round(seconds / 60)} min ago`;
-  return `${Math.round(seconds / 3600)} h ago`;
-}
-
-// A <time> element showing a moment: local clock with its zone, how long ago (ticking), UTC on hover.
-function stamp(element, iso) {
-  if (!iso) return;
-  element.dateTime = iso;
-  element.title = new Date(iso).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
-  element.textContent = `${clock(iso)} (${ago(iso)})`;
-}
 
 // Plotly draws a date string's wall clock as written, whatever its offset: hand it local wall time.
 function localWall(iso) {
@@ -285,7 +259,4 @@ function connect(delay) {
   };
 }
 
-// Relative times tick: every shown moment is re-stamped each second.
-setInterval(() => document.querySelectorAll("time[datetime]").forEach((t) => stamp(t, t.dateTime)), 1000);
-stamp(el("last-collected"), el("last-collected").dateTime);
 connect(1000);

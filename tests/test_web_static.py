@@ -11,7 +11,7 @@ from django.test import RequestFactory, override_settings
 from dashboard.staticfiles import StaticFiles
 
 YEAR = 365 * 24 * 3600
-MANIFEST = {"staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}}
+MANIFEST = {"staticfiles": {"BACKEND": "dashboard.staticfiles.StaticStorage"}}
 
 
 @pytest.fixture
