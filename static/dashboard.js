@@ -43,7 +43,8 @@ function drawChart(rounds) {
   const traces = [
     {x: x, y: rounds.map((r) => r.imbalance * 100), name: "imbalance", mode: "lines+markers",
      line: {color: colours.bar}, marker: {size: 4}},
-    {x: x.slice(), y: rounds.map((r) => r.threshold * 100), name: "threshold", mode: "lines",
+    {x: x.slice(), y: rounds.map((r) => r.threshold * 100), name: "threshold",
+     mode: rounds.length > 1 ? "lines" : "lines+markers",  // a single point: a line has no length to show
      line: {color: colours.threshold, dash: "dash", width: 2}},
   ];
   const layout = {margin: {t: 30, r: 10, b: 40, l: 50}, height: 300, paper_bgcolor: "rgba(0,0,0,0)",
@@ -61,7 +62,12 @@ function showRound(r) {
   el("hold").textContent = `${r.hold_count} of ${r.hold_duration} rounds above ${pct(r.threshold)}`;
   const open = [...migrations.values()].find((m) => ["suggested", "approved", "running"].includes(m.state));
   const waiting = r.decision === "migrate" && open ? ` (one migration at a time: #${open.id} is ${open.state})` : "";
-  el("decision").textContent = `${DECISION_WORDS[r.decision] || r.decision}: ${r.explanation.reason}${waiting}`;
+  const words = document.createElement("strong");
+  words.textContent = DECISION_WORDS[r.decision] || r.decision;
+  const reason = document.createElement("span");
+  reason.className = "reason";
+  reason.textContent = ` ${r.explanation.reason}${waiting}`;
+  el("decision").replaceChildren(words, reason);
   el("decision").dataset.decision = r.decision;
   stamp(el("last-round"), r.at);
   stamp(el("last-collected"), r.at);  // a round runs on the snapshot collected just before it
