@@ -172,3 +172,13 @@ def test_logging_out_in_another_tab_closes_the_socket(browser, server):
     assert page.locator("#signed-out").is_visible()
     page.screenshot(path=str(ARTIFACTS / "page-signed-out.png"))
     page.context.close()
+
+
+def test_dark_mode_follows_the_system_setting(browser, server):
+    page = open_page(browser, server, "desktop", color_scheme="dark")
+    page.wait_for_function("document.getElementById('chart').data?.[0].x.length >= 2")
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(13, 17, 23)"  # the dark scheme's background, not the light #f6f8fa
+    page.screenshot(path=str(ARTIFACTS / "page-live-dark.png"), full_page=True)
+    assert serious_violations(page) == []  # contrast holds in the dark scheme too
+    page.context.close()
