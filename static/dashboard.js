@@ -6,6 +6,8 @@
 const config = JSON.parse(document.getElementById("page-config").textContent);
 const migrations = new Map();  // id -> latest migration payload
 const MAX_POINTS = 5000;
+let chartRounds = [];  // what the chart shows, or will show once Plotly has loaded
+let plotly = null;
 
 const pct = (fraction) => (fraction * 100).toFixed(1) + " %";
 const el = (id) => document.getElementById(id);
@@ -35,6 +37,17 @@ function chartColours() {
   const style = getComputedStyle(document.documentElement);
   return {text: style.getPropertyValue("--text").trim(), line: style.getPropertyValue("--line").trim(),
           bar: style.getPropertyValue("--bar").trim(), threshold: style.getPropertyValue("--threshold").trim()};
+}
+
+// Plotly (1.2 MB) loads once the status is on screen: its parse must not hold back the first paint.
+function withPlotly() {
+  plotly ??= new Promise((resolve) => {
+    const script = document.createElement("script");
+    script.src = config.plotly;
+    script.onload = resolve;
+    document.head.append(script);
+  });
+  return plotly;
 }
 
 function drawChart(rounds) {
@@ -86,9 +99,11 @@ function bar(fraction) {
 }
 
 function addRound(r) {
-  if (window.Plotly && el("chart").data) {
+  if (el("chart").data) {
     const at = localWall(r.at);
     Plotly.extendTraces("chart", {x: [[at], [at]], y: [[r.imbalance * 100], [r.threshold * 100]]}, [0, 1], MAX_POINTS);
+  } else {
+    chartRounds.push(r);  // drawn with the rest when Plotly is ready
   }
   showRound(r);
 }
@@ -213,8 +228,9 @@ function showSource(source) {
 
 function load(state) {
   showSource(state.source);
-  drawChart(state.rounds);
   if (state.rounds.length) showRound(state.rounds[state.rounds.length - 1]);
+  chartRounds = state.rounds;
+  withPlotly().then(() => drawChart(chartRounds));
   migrations.clear();
   state.migrations.forEach((m) => migrations.set(m.id, m));
   showMigrations();

@@ -109,7 +109,7 @@ def test_every_page_fits_the_width_and_passes_axe(browser, server, viewport):
 
 def test_times_are_in_the_browsers_zone_labelled_with_utc_in_the_tooltip(browser, server):
     page = open_page(browser, server, timezone_id="America/New_York", locale="en-US")
-    page.wait_for_function("document.getElementById('last-round').dateTime")
+    page.wait_for_function("document.getElementById('last-round').dateTime && document.getElementById('chart').data")
     last_round = page.locator("#last-round")
     assert re.fullmatch(r"\d\d:\d\d:\d\d E[SD]T \(\d+ s ago\)", last_round.inner_text())
     utc = re.fullmatch(r"\d{4}-\d\d-\d\d (\d\d):(\d\d):\d\d UTC", last_round.get_attribute("title"))
