@@ -113,10 +113,12 @@ def main() -> None:
                     check=True,
                 )
             finally:
-                browser.terminate()
-                browser.wait(timeout=30)
-                server.terminate()
-                server.wait(timeout=30)
+                for process in (browser, server):
+                    process.terminate()
+                    try:
+                        process.wait(timeout=30)
+                    except subprocess.TimeoutExpired:  # daphne may hang up on open sockets
+                        process.kill()
         result = json.loads(report.read_text())
     scores = {name: result["categories"][name]["score"] for name in ("performance", "best-practices", "accessibility")}
     audits = result["audits"]
