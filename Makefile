@@ -46,6 +46,7 @@ test-e2e: $(STAMP)
 # Distributed mode: needs DATABASE_URL and REDIS_URL.
 web: $(STAMP)
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput -v 0
 	$(VENV)/bin/daphne -b 0.0.0.0 -p $(PORT) dashboard.asgi:application
 
 # Supervised, like the containers' restart policy: a Redis outage can stop a Celery worker.

@@ -1,5 +1,5 @@
-"""ASGI entry point: HTTP through Django (static files included, as daphne serves them
-itself in both modes), WebSockets through Channels with session auth and an Origin check."""
+"""ASGI entry point: HTTP through Django (static files through WhiteNoise, a middleware:
+dashboard/staticfiles.py), WebSockets through Channels with session auth and an Origin check."""
 
 import os
 
@@ -11,13 +11,12 @@ django_asgi_app = get_asgi_application()  # before anything that imports models
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from .routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": ASGIStaticFilesHandler(django_asgi_app),
+        "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -1,9 +1,19 @@
-"""The live page's WebSocket: a pipe from the cluster's group to the browser."""
+"""The live page's WebSocket: a pipe from the cluster's group to the browser, for as long as
+the session that opened it lasts."""
+
+import asyncio
+from importlib import import_module
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from django.contrib.auth import SESSION_KEY
 
 from . import live
+
+# How often an open socket asks whether its session still exists: a logout in another tab
+# or an expired session closes it (4401) within this many seconds.
+SESSION_CHECK_SECONDS = 10
 
 
 class ClusterConsumer(AsyncJsonWebsocketConsumer):
@@ -18,10 +28,27 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
         self.group = live.group_name(self.scope["url_route"]["kwargs"]["cluster_id"])
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        self.watch = asyncio.create_task(self.watch_session())
 
     async def disconnect(self, code: int) -> None:
+        if hasattr(self, "watch"):
+            self.watch.cancel()
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def watch_session(self) -> None:
+        """The scope's session is the one read at the handshake; the store says if it still holds."""
+        key, user_id = self.scope["session"].session_key, str(self.scope["user"].pk)
+        while True:
+            await asyncio.sleep(SESSION_CHECK_SECONDS)
+            if await database_sync_to_async(session_user)(key) != user_id:
+                await self.close(code=4401)
+                return
+
     async def cluster_event(self, event: dict) -> None:
         await self.send_json(event["payload"])
+
+
+def session_user(key: str | None) -> str | None:
+    """The user id a session key is logged in as now; None once logged out, flushed or expired."""
+    return import_module(settings.SESSION_ENGINE).SessionStore(key).get(SESSION_KEY) if key else None

@@ -107,7 +107,7 @@ def import_snapshot(request):
 
 
 @require_GET
-@permission_required("dashboard.view_cluster", raise_exception=True)
+@permission_required("dashboard.add_cluster", raise_exception=True)
 def import_form(request):
     return render(request, "dashboard/import.html", {"form": ImportForm()})
 

@@ -1,27 +1,25 @@
-"""Serves plotly.min.js from the installed plotly package: no CDN, and no copy in the repo
-that could drift from the Python package's version (the page must work air-gapped)."""
+"""Static files as WhiteNoise serves them, in both modes (daphne serves no static file itself).
 
-from pathlib import Path
+collectstatic (run by `runembedded` and `make web`) writes each file under a name that
+holds its content hash, plus .gz and .br copies; WhiteNoise picks the copy the browser
+accepts. A hashed name never changes content, so browsers may keep it for a year (the
+longest period HTTP/1.1 caches are told to honour, RFC 9111 §5.3) without asking again.
+"""
 
-import plotly
-from django.contrib.staticfiles.finders import BaseFinder
-from django.core.files.storage import FileSystemStorage
-
-PLOTLY_JS = "plotly.min.js"
-PACKAGE_DATA = Path(plotly.__file__).resolve().parent / "package_data"
+from whitenoise.middleware import WhiteNoiseMiddleware
+from whitenoise.storage import CompressedManifestStaticFilesStorage
 
 
-class PlotlyFinder(BaseFinder):
-    storage = FileSystemStorage(location=PACKAGE_DATA)
+class StaticFiles(WhiteNoiseMiddleware):
+    FOREVER = 365 * 24 * 60 * 60
 
-    def check(self, **kwargs):
-        return []
 
-    def find(self, path, find_all=False, **kwargs):
-        if path != PLOTLY_JS:
-            return [] if find_all else None
-        found = str(PACKAGE_DATA / PLOTLY_JS)
-        return [found] if find_all else found
+class StaticStorage(CompressedManifestStaticFilesStorage):
+    """Only hashed names are kept, and a hashed name's compressed copies, once written, are
+    right forever: so `make run` compresses only what changed since the last start (Brotli
+    over every file, the admin's included, costs about 15 s of CPU)."""
 
-    def list(self, ignore_patterns):
-        yield PLOTLY_JS, self.storage
+    keep_only_hashed_files = True
+
+    def compress_files(self, paths):
+        return super().compress_files([path for path in paths if not self.exists(path + ".gz")])

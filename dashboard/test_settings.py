@@ -25,3 +25,5 @@ REDIS_URL = ""
 CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.layers.ThreadSafeInMemoryChannelLayer"}}
 CELERY_BROKER_URL = "memory://"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
+# Pages render without a collectstatic run first; tests/test_web_static.py runs it itself.
+STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405

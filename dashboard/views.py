@@ -12,6 +12,7 @@ from django.contrib.auth.decorators import login_not_required, permission_requir
 from django.db import connection, transaction
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from crs.fields import read_json
@@ -49,35 +50,44 @@ def home(request):
     cluster = Cluster.objects.select_related("policy").filter(archived=False).first()
     if cluster is None:
         return render(request, "dashboard/no_cluster.html")
-    return _page(request, cluster, PolicyForm(instance=cluster.policy))
+    return _page(request, cluster)
 
 
 @permission_required("dashboard.view_cluster", raise_exception=True)
 def cluster(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
-    return _page(request, cluster, PolicyForm(instance=cluster.policy))
+    return _page(request, cluster)
 
 
-def _page(request, cluster, form, status=200):
+def _page(request, cluster):
+    """The live page. Its history comes from the API once the socket listens, not embedded here."""
+    # A refused save comes back here by redirect, with what was typed (see change_settings).
+    typed = request.session.pop(_typed_settings_key(cluster.pk), None)
     context = {
         "cluster": cluster,
         "clusters": Cluster.objects.filter(archived=False).only("name"),
-        "form": form,
-        "history": live.history(cluster),
+        "form": PolicyForm(typed, instance=cluster.policy) if typed else PolicyForm(instance=cluster.policy),
         "live_paused": _check(_probe_channel_layer) != "ok",
-        "can_decide": request.user.has_perm("dashboard.approve_migration"),
+        "can_decide": request.user.has_perm("dashboard.approve_migration") and not cluster.read_only,
         "can_configure": request.user.has_perm("dashboard.change_policy"),
     }
-    return render(request, "dashboard/cluster.html", context, status=status)
+    return render(request, "dashboard/cluster.html", context)
+
+
+def _typed_settings_key(pk) -> str:
+    return f"settings-typed-{pk}"
 
 
 @require_POST
 @permission_required("dashboard.change_policy", raise_exception=True)
 def change_settings(request, pk):
+    """Post/redirect/get both ways: a refused save is kept in the session and shown at the
+    form (#settings) with its errors, so a reload never re-submits and nothing typed is lost."""
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
     form = PolicyForm(request.POST, instance=cluster.policy)
     if not form.is_valid():
-        return _page(request, cluster, form, status=400)
+        request.session[_typed_settings_key(pk)] = {name: request.POST.get(name, "") for name in form.fields}
+        return redirect(reverse("dashboard:cluster", args=[pk]) + "#settings")
     form.save_by(request.user)
     messages.success(request, "Settings saved. They apply from the next round; the hold counter starts again.")
     return redirect("dashboard:cluster", pk)

@@ -1,30 +1,73 @@
-// The live page: draws the history embedded in the page, then applies the events the
-// server pushes over the WebSocket (see dashboard/live.py for their shape). No polling.
+// The live page: fetches the history once the WebSocket listens, then applies the events
+// the server pushes over it (see dashboard/live.py for their shape). No polling.
+// Times go through times.js: the browser's time zone, labelled, UTC in the tooltip.
 "use strict";
 
 const config = JSON.parse(document.getElementById("page-config").textContent);
 const migrations = new Map();  // id -> latest migration payload
 const MAX_POINTS = 5000;
+let chartRounds = [];  // what the chart shows, or will show once Plotly has loaded
+let plotly = null;
 
 // Fractions (0–1) arrive from the server; this is the page's one conversion to percent.
 const percent = (fraction) => fraction * 100;
 const pct = (fraction) => percent(fraction).toFixed(1) + " %";
 const el = (id) => document.getElementById(id);
 
+// Plotly draws a date string's wall clock as written, whatever its offset: hand it local wall time.
+function localWall(iso) {
+  const at = new Date(iso);
+  return new Date(at.getTime() - at.getTimezoneOffset() * 60000).toISOString().slice(0, 23).replace("T", " ");
+}
+
+// The engine's decision codes (kept in the API) in the admin's words.
+const DECISION_WORDS = {
+  "migrate": "Move recommended",
+  "below-threshold": "Balanced enough",
+  "holding": "Above the threshold, waiting for the hold duration",
+  "no-candidate": "Nothing can move",
+  "below-margin": "No move gains enough",
+  "motion-in-flight": "Waiting: a migration is running",
+  "disabled": "Balancing is off",
+};
+
 function csrfToken() {
   return document.querySelector("input[name=csrfmiddlewaretoken]").value;
 }
 
+function chartColours() {
+  const style = getComputedStyle(document.documentElement);
+  return {text: style.getPropertyValue("--text").trim(), line: style.getPropertyValue("--line").trim(),
+          bar: style.getPropertyValue("--bar").trim(), threshold: style.getPropertyValue("--threshold").trim()};
+}
+
+// Plotly (1.2 MB) loads once the status is on screen: its parse must not hold back the first paint.
+function withPlotly() {
+  plotly ??= new Promise((resolve) => {
+    const script = document.createElement("script");
+    script.src = config.plotly;
+    script.onload = resolve;
+    document.head.append(script);
+  });
+  return plotly;
+}
+
 function drawChart(rounds) {
-  const x = rounds.map((r) => r.at);
+  const colours = chartColours();
+  const x = rounds.map((r) => localWall(r.at));
   const traces = [
     {x: x, y: rounds.map((r) => percent(r.imbalance)), name: "imbalance", mode: "lines+markers",
-     line: {color: "#1f6feb"}, marker: {size: 4}},
-    {x: x.slice(), y: rounds.map((r) => percent(r.threshold)), name: "threshold", mode: "lines",
-     line: {color: "#d1242f", dash: "dash"}},
+     line: {color: colours.bar}, marker: {size: 4}},
+    {x: x.slice(), y: rounds.map((r) => percent(r.threshold)), name: "threshold",
+     mode: rounds.length > 1 ? "lines" : "lines+markers",  // a single point: a line has no length to show
+     line: {color: colours.threshold, dash: "dash", width: 2}},
   ];
-  const layout = {margin: {t: 10, r: 10, b: 40, l: 50}, height: 300, yaxis: {title: {text: "%"}, rangemode: "tozero"},
-                  legend: {orientation: "h"}};
+  const layout = {margin: {t: 30, r: 10, b: 40, l: 50}, height: 300, paper_bgcolor: "rgba(0,0,0,0)",
+                  plot_bgcolor: "rgba(0,0,0,0)", font: {color: colours.text},
+                  xaxis: {title: {text: `time (${ZONE})`}, gridcolor: colours.line, tickformat: "%H:%M:%S",
+                          hoverformat: "%Y-%m-%d %H:%M:%S"},
+                  yaxis: {title: {text: "%"}, rangemode: "tozero", gridcolor: colours.line},
+                  legend: {orientation: "h", x: 0, y: 1.02, yanchor: "bottom"}};
   Plotly.newPlot("chart", traces, layout, {displaylogo: false, responsive: true});
 }
 
@@ -34,9 +77,15 @@ function showRound(r) {
   el("hold").textContent = `${r.hold_count} of ${r.hold_duration} rounds above ${pct(r.threshold)}`;
   const open = [...migrations.values()].find((m) => ["suggested", "approved", "running"].includes(m.state));
   const waiting = r.decision === "migrate" && open ? ` (one migration at a time: #${open.id} is ${open.state})` : "";
-  el("decision").textContent = `${r.decision}: ${r.explanation.reason}${waiting}`;
+  const words = document.createElement("strong");
+  words.textContent = DECISION_WORDS[r.decision] || r.decision;
+  const reason = document.createElement("span");
+  reason.className = "reason";
+  reason.textContent = ` ${r.explanation.reason}${waiting}`;
+  el("decision").replaceChildren(words, reason);
   el("decision").dataset.decision = r.decision;
-  el("last-round").textContent = new Date(r.at).toLocaleTimeString();
+  stamp(el("last-round"), r.at);
+  stamp(el("last-collected"), r.at);  // a round runs on the snapshot collected just before it
   const body = el("nodes").tBodies[0];
   body.replaceChildren(...Object.entries(r.node_usage).map(([name, u]) => {
     const row = document.createElement("tr");
@@ -52,16 +101,24 @@ function bar(fraction) {
 }
 
 function addRound(r) {
-  Plotly.extendTraces("chart", {x: [[r.at], [r.at]], y: [[percent(r.imbalance)], [percent(r.threshold)]]}, [0, 1], MAX_POINTS);
+  if (el("chart").data) {
+    const at = localWall(r.at);
+    Plotly.extendTraces("chart", {x: [[at], [at]], y: [[percent(r.imbalance)], [percent(r.threshold)]]}, [0, 1], MAX_POINTS);
+  } else {
+    chartRounds.push(r);  // drawn with the rest when Plotly is ready
+  }
   showRound(r);
 }
 
 function showMigrations() {
   const all = [...migrations.values()].sort((a, b) => b.id - a.id);
   const pending = all.filter((m) => m.state === "suggested");
-  // Keep the items already shown: a push must not wipe a rejection reason being typed.
+  // Keep the items already shown: a push must not wipe a rejection reason being typed, nor
+  // a lost race's explanation (kept until the next page load).
   const shown = new Map([...el("recommendations").children].map((li) => [li.dataset.id, li]));
-  el("recommendations").replaceChildren(...pending.map((m) => shown.get(String(m.id)) || recommendationItem(m)));
+  const lost = [...shown.values()].filter((li) => li.dataset.keep);
+  const items = pending.map((m) => shown.get(String(m.id)) || recommendationItem(m));
+  el("recommendations").replaceChildren(...lost.filter((li) => !items.includes(li)), ...items);
   el("no-recommendations").hidden = pending.length > 0;
   el("migrations").tBodies[0].replaceChildren(...all.filter((m) => m.state !== "suggested").slice(0, 20).map(migrationRow));
 }
@@ -70,18 +127,29 @@ function recommendationItem(m) {
   const li = document.createElement("li");
   li.dataset.id = m.id;
   li.innerHTML = `<div class="math"></div>
-    <button class="approve">Approve</button>
-    <input class="reason" placeholder="reason (optional)" maxlength="500">
-    <button class="reject">Reject</button> <span class="error"></span>`;
+    <div class="actions">
+      <button class="approve" type="button">Approve</button>
+      <div class="reject-box">
+        <label for="reason-${m.id}">Reason to reject (required, kept in the audit trail)</label>
+        <input class="reason" id="reason-${m.id}" maxlength="500" required aria-describedby="error-${m.id}">
+        <button class="reject" type="button">Reject</button>
+      </div>
+    </div>
+    <p class="error" id="error-${m.id}" role="alert" hidden></p>`;
   li.querySelector(".math").textContent =
     `${m.guests.join(", ")}: ${m.source} → ${m.target} · imbalance ${pct(m.imbalance_before)} → ${pct(m.imbalance_after)}` +
     ` · gain ${pct(m.relative_gain)} vs margin ${pct(m.margin)} · ${m.method}`;
-  const approve = li.querySelector(".approve");
-  approve.onclick = () => decide(li, config.approve, m.id, {});
-  approve.hidden = config.read_only;  // a what-if cluster only shows what would be recommended
-  // A viewer sees what waits for a decision, without buttons the server would refuse.
-  li.querySelectorAll("button, input").forEach((e) => { e.hidden = e.hidden || !config.can_decide; });
-  li.querySelector(".reject").onclick = () => decide(li, config.reject, m.id, {reason: li.querySelector(".reason").value});
+  // A viewer, or anyone on a read-only what-if cluster, sees what waits without the buttons.
+  if (!config.can_decide) {
+    li.querySelector(".actions").remove();
+    return li;
+  }
+  li.querySelector(".approve").onclick = () => decide(li, config.approve, m.id, {});
+  li.querySelector(".reject").onclick = () => {
+    const reason = li.querySelector(".reason").value.trim();
+    if (!reason) return showError(li, "A reason is required: say why, for the audit trail.");
+    decide(li, config.reject, m.id, {reason: reason});
+  };
   return li;
 }
 
@@ -95,7 +163,13 @@ function migrationRow(m) {
                  m.automatic ? "automatic" : (m.decided_by || "")];
   cells.forEach((text) => { const td = document.createElement("td"); td.textContent = text; row.append(td); });
   row.cells[4].className = "state";
-  if (m.reason) row.title = m.reason;
+  if (m.reason) {
+    row.title = m.reason;
+    const why = document.createElement("span");  // shown, not only in a tooltip
+    why.className = "why";
+    why.textContent = m.reason;
+    row.cells[4].append(why);
+  }
   return row;
 }
 
@@ -104,15 +178,45 @@ function setMigration(m) {
   showMigrations();
 }
 
+function showError(li, text) {
+  const box = li.querySelector(".error");
+  box.textContent = text;
+  box.hidden = !text;
+  li.querySelector(".reason")?.setAttribute("aria-invalid", text ? "true" : "false");
+}
+
+// An API refusal as a sentence: {"error": "..."} or a form's {"errors": {field: [{message}]}}.
+function refusal(answer, status) {
+  if (answer.error) return answer.error;
+  const messages = Object.values(answer.errors || {}).flat().map((e) => e.message);
+  return messages.length ? messages.join("; ") : `the server refused (HTTP ${status})`;
+}
+
 async function decide(li, template, id, fields) {
   li.querySelectorAll("button").forEach((b) => { b.disabled = true; });
-  const response = await fetch(template.replace("/0/", `/${id}/`), {
-    method: "POST", headers: {"X-CSRFToken": csrfToken()}, body: new URLSearchParams(fields),
-    credentials: "same-origin"});
-  const answer = await response.json();
+  showError(li, "");
+  let response, answer;
+  try {
+    response = await fetch(template.replace("/0/", `/${id}/`), {
+      method: "POST", headers: {"X-CSRFToken": csrfToken()}, body: new URLSearchParams(fields),
+      credentials: "same-origin"});
+    answer = await response.json();
+  } catch (error) {
+    showError(li, `Not sent: the server cannot be reached (${error.message}). Try again.`);
+    li.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+    return;
+  }
+  if (response.status === 409) {
+    // Lost the race (another admin, a newer round, or expiry): keep the card and say why, in place.
+    li.classList.add("lost");
+    li.querySelector(".actions")?.remove();
+    showError(li, `Too late: ${answer.error}.`);
+    li.dataset.keep = "true";
+    return;
+  }
   if (answer.migration) setMigration(answer.migration);
   if (!response.ok) {
-    li.querySelector(".error").textContent = answer.error || JSON.stringify(answer.errors);
+    showError(li, response.status === 401 ? "You are signed out: log in again to decide." : refusal(answer, response.status));
     li.querySelectorAll("button").forEach((b) => { b.disabled = false; });
   }
 }
@@ -121,29 +225,38 @@ function showSource(source) {
   // The cluster could not be collected: say why, and that the figures are from before.
   const box = el("source-error");
   box.hidden = !source.error;
-  box.textContent = source.error ? `Source unreachable or refused since ${new Date(source.at).toLocaleTimeString()}: ${source.error}. Figures below are from the last good collection.` : "";
+  box.textContent = source.error ? `Source unreachable or refused since ${clock(source.at)}: ${source.error}. Figures below are from the last good collection.` : "";
 }
 
 function load(state) {
   showSource(state.source);
-  drawChart(state.rounds);
   if (state.rounds.length) showRound(state.rounds[state.rounds.length - 1]);
+  chartRounds = state.rounds;
+  withPlotly().then(() => drawChart(chartRounds));
   migrations.clear();
   state.migrations.forEach((m) => migrations.set(m.id, m));
   showMigrations();
 }
 
+function setLive(state, text) {
+  el("ws-state").dataset.state = state;
+  el("ws-state").textContent = text;
+}
+
 function connect(delay) {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   const socket = new WebSocket(`${scheme}://${location.host}/ws/clusters/${config.cluster}/`);
-  el("ws-state").textContent = "connecting";
+  setLive("connecting", "connecting");
   socket.onopen = async () => {
     // Whatever happened between rendering the page (or losing the socket) and now was
     // pushed to nobody: fetch the state once the socket listens, then pushes keep it current.
-    load(await (await fetch(config.api, {credentials: "same-origin"})).json());
+    // This is the page's only copy of the history: the HTML embeds none.
+    const response = await fetch(config.api, {credentials: "same-origin"});
+    if (!response.ok) return;  // signed out meanwhile: the socket's close says so
+    load(await response.json());
     delay = 1000;
     el("live-paused").hidden = true;
-    el("ws-state").textContent = "open";
+    setLive("open", "open");
   };
   socket.onmessage = (event) => {
     const data = JSON.parse(event.data);
@@ -152,17 +265,22 @@ function connect(delay) {
     else if (data.type === "source") showSource(data);
   };
   socket.onclose = (event) => {
-    if (event.code === 4401 || event.code === 4403) {  // logged out, or no role: reconnecting cannot help
-      el("ws-state").textContent = event.code === 4401 ? "logged out" : "not allowed";
+    if (event.code === 4401) {  // the session ended (logout in another tab, expiry): reconnecting cannot help
+      setLive("signed-out", "signed out");
+      el("signed-out").hidden = false;
+      document.querySelectorAll("#recommendations .actions").forEach((e) => e.remove());
+      return;
+    }
+    if (event.code === 4403) {
+      setLive("not-allowed", "not allowed");
       return;
     }
     // The server or its message broker is away: say so, keep what is shown, try again later.
     const wait = delay * (0.5 + Math.random());  // jitter: pages do not all come back in the same instant
-    el("ws-state").textContent = `paused, retrying in ${Math.round(wait / 1000)} s`;
+    setLive("paused", `paused, retrying in ${Math.round(wait / 1000)} s`);
     el("live-paused").hidden = false;
     setTimeout(() => connect(Math.min(delay * 2, 30000)), wait);
   };
 }
 
-load(JSON.parse(document.getElementById("history").textContent));
 connect(1000);

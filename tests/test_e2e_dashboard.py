@@ -92,6 +92,7 @@ def page(browser, server, request):
 
 
 def chart_points(page) -> int:
+    page.wait_for_function("document.getElementById('chart').data")  # Plotly loads after the status
     return page.evaluate("document.getElementById('chart').data[0].x.length")
 
 
@@ -112,6 +113,7 @@ def test_changed_setting_is_applied_at_the_next_round(page):
         "document.getElementById('threshold').textContent === '20.0 %'"
         " && document.getElementById('hold').textContent.includes(' of 1 rounds')"
     )
+    page.wait_for_function("document.getElementById('chart').data")
     assert page.evaluate("document.getElementById('chart').data[1].y.at(-1)") == 20
 
 

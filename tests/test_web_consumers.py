@@ -45,3 +45,18 @@ async def test_logged_in_page_receives_its_clusters_pushes(admin, cluster):
     assert (message["type"], message["imbalance"]) == ("round", 0.4)
     assert await communicator.receive_nothing(timeout=0.2)
     await communicator.disconnect()
+
+
+async def test_socket_closes_with_4401_when_its_session_ends(admin, cluster, monkeypatch):
+    from django.contrib.sessions.models import Session
+
+    from dashboard import consumers
+
+    monkeypatch.setattr(consumers, "SESSION_CHECK_SECONDS", 0.1)
+    cookie = await sync_to_async(session_cookie)(admin)
+    communicator = WebsocketCommunicator(application, f"/ws/clusters/{cluster.pk}/", headers=[ORIGIN, cookie])
+    connected, _ = await communicator.connect()
+    assert connected
+    assert await communicator.receive_nothing(timeout=0.3)  # still signed in: stays open
+    await sync_to_async(Session.objects.all().delete)()  # what logging out in another tab does
+    assert await communicator.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}

@@ -21,10 +21,15 @@ READS = [
     "dashboard:audit",
     "dashboard:export",
     "dashboard:plan",
-    "dashboard:import-form",
 ]
-# Writes, with the lowest role that may make them.
-WRITES = {"settings": "admin", "api-settings": "admin", "approve": "operator", "reject": "operator"}
+# Writes, with the lowest role that may make them (the import form with its import).
+WRITES = {
+    "settings": "admin",
+    "api-settings": "admin",
+    "approve": "operator",
+    "reject": "operator",
+    "import-form": "admin",
+}
 ROLES = ["viewer", "operator", "admin"]
 RANK = {role: rank for rank, role in enumerate(ROLES)}
 
@@ -39,6 +44,8 @@ def url(name: str, cluster, migration) -> str:
 
 def write(client, name: str, cluster, migration):
     target = url(f"dashboard:{name}", cluster, migration)
+    if name == "import-form":
+        return client.get(target)
     if name == "api-settings":
         return client.post(target, json.dumps({"threshold": 0.2}), content_type="application/json")
     if name == "settings":
@@ -73,7 +80,8 @@ def test_writes_need_the_role(client, users, suggested, name, lowest, role):
     if allowed:
         assert response.status_code in (200, 302), response.content
     else:
-        refused = 302 if (role == "anonymous" and name == "settings") else 401 if role == "anonymous" else 403
+        pages = ("settings", "import-form")  # pages send the anonymous to the login, the API answers 401
+        refused = 302 if (role == "anonymous" and name in pages) else 401 if role == "anonymous" else 403
         assert response.status_code == refused
         assert Policy.objects.get(cluster=suggested.cluster).threshold == 0.3
         assert Migration.objects.get(pk=suggested.pk).state == "suggested"
@@ -115,7 +123,7 @@ def _concrete_paths(resolver, prefix=""):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("name", WRITES)
+@pytest.mark.parametrize("name", [name for name in WRITES if name != "import-form"])
 def test_every_write_refuses_a_request_without_csrf_token(admin, suggested, name):
     client = Client(enforce_csrf_checks=True)
     client.force_login(admin)
@@ -127,11 +135,23 @@ def test_every_write_refuses_a_request_without_csrf_token(admin, suggested, name
 
 
 @pytest.mark.django_db
-def test_page_shows_a_viewer_no_decision_or_settings_controls(client, viewer, suggested):
-    client.force_login(viewer)
+@pytest.mark.parametrize("role", ["viewer", "operator"])
+def test_page_offers_no_control_the_role_cannot_use(client, users, suggested, role):
+    client.force_login(users[role])
     body = client.get("/").content.decode()
-    assert '"can_decide": false' in body
-    assert "<fieldset disabled>" in body and "Only an admin may change the settings." in body
+    assert f'"can_decide": {"false" if role == "viewer" else "true"}' in body
+    assert 'id="settings-form"' not in body and 'id="save-settings"' not in body
+    assert 'id="settings-values"' in body and "Only an admin may change the settings." in body
+    assert 'id="import-link"' not in body
+
+
+@pytest.mark.django_db
+def test_read_only_what_if_cluster_offers_no_decision(client, admin, suggested):
+    suggested.cluster.source_kind = "snapshot"  # an imported what-if cluster
+    suggested.cluster.save()
+    client.force_login(admin)
+    body = client.get(reverse("dashboard:cluster", args=[suggested.cluster.pk])).content.decode()
+    assert '"can_decide": false' in body and "what-if, read-only" in body
 
 
 @pytest.mark.django_db

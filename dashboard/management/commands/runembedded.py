@@ -39,6 +39,8 @@ class Command(BaseCommand):
             # `make web`, `make worker` and `make beat` instead.
             raise CommandError("REDIS_URL is set: runembedded is the single-process mode; use make web/worker/beat")
         call_command("migrate", interactive=False, verbosity=0)
+        # Before the ASGI application loads: WhiteNoise indexes STATIC_ROOT when it starts.
+        call_command("collectstatic", interactive=False, verbosity=0)
         call_command("demo", round_interval=round_interval, source_config=source_config, stdout=self.stdout)
 
         import daphne.server  # noqa: F401  (installs Twisted's asyncio reactor before anything else can)

@@ -1,0 +1,184 @@
+"""The pages as an admin, an operator or a viewer sees them: on a phone (390 × 844) and a desktop
+(1440 × 900), in the browser's time zone, with errors next to what caused them.
+
+Screenshots of every page at both widths are kept in tests/artifacts/ (CI keeps them).
+"""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import pytest
+from conftest import ROOT, free_port, start, stop, wait_for_port
+from test_e2e_dashboard import ARTIFACTS, PASSWORD, WAIT_MS, browser  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.e2e
+VIEWPORTS = {"phone": {"width": 390, "height": 844}, "desktop": {"width": 1440, "height": 900}}
+PAGES = {"live": "/", "audit": "/audit/", "plan": "/clusters/1/plan", "import": "/clusters/import"}
+VIEWER = "watcher"
+
+
+@pytest.fixture(scope="module")
+def server():
+    """runembedded with one-second rounds, and a viewer account besides its admin."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {
+            "DATABASE_URL": f"sqlite:///{tmp}/e2e.sqlite3",
+            "REDIS_URL": "",
+            "CRS_ADMIN_PASSWORD": PASSWORD,
+            "CRS_SECRET_KEY": "e2e-only",
+        }
+        args = ["manage.py", "runembedded", "--port", str(port), "--round-interval", "1"]
+        process = start(args, env, ARTIFACTS / "e2e-page-server.log")
+        try:
+            wait_for_port(port, process)
+            create_viewer = (
+                "from django.contrib.auth.models import Group, User;"
+                f"u = User.objects.create_user({VIEWER!r}, password={PASSWORD!r});"
+                "u.groups.add(Group.objects.get(name='viewer'))"
+            )
+            subprocess.run(
+                [sys.executable, "manage.py", "shell", "-c", create_viewer],
+                cwd=ROOT,
+                env={**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env},
+                check=True,
+            )
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            stop(process)
+
+
+def open_page(browser, server, viewport="desktop", user="admin", **context_options):
+    context = browser.new_context(viewport=VIEWPORTS[viewport], **context_options)
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.goto(server + "/")
+    page.fill("#id_username", user)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_function("document.getElementById('ws-state')?.textContent === 'open'")
+    return page
+
+
+def overflow(page) -> int:
+    """How many pixels the page is wider than the window (0: no sideways scroll)."""
+    return page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+
+def serious_violations(page) -> list[str]:
+    from axe_playwright_python.sync_playwright import Axe
+
+    violations = Axe().run(page).response["violations"]
+    return [
+        f"{v['id']}: {v['help']} at {[node['target'] for node in v['nodes']]}: {v['nodes'][0]['failureSummary']}"
+        for v in violations
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+def test_every_page_fits_the_width_and_passes_axe(browser, server, viewport):
+    context = browser.new_context(viewport=VIEWPORTS[viewport])
+    login = context.new_page()
+    login.goto(server + "/accounts/login/")
+    login.fill("#id_username", "admin")
+    login.fill("#id_password", "wrong")
+    login.click("button[type=submit]")
+    assert login.locator(".error").count() == 1  # the failed login said once
+    login.screenshot(path=str(ARTIFACTS / f"page-login-{viewport}.png"), full_page=True)
+    assert (overflow(login), serious_violations(login)) == (0, [])
+    context.close()
+
+    page = open_page(browser, server, viewport)
+    page.wait_for_function("document.getElementById('chart').data?.[0].x.length >= 3")
+    for name, path in PAGES.items():
+        if name != "live":
+            page.goto(server + path)
+        page.screenshot(path=str(ARTIFACTS / f"page-{name}-{viewport}.png"), full_page=True)
+        assert overflow(page) == 0, name
+        assert serious_violations(page) == [], name
+    assert page.errors == []
+    page.context.close()
+
+
+def test_times_are_in_the_browsers_zone_labelled_with_utc_in_the_tooltip(browser, server):
+    page = open_page(browser, server, timezone_id="America/New_York", locale="en-US")
+    page.wait_for_function("document.getElementById('last-round').dateTime && document.getElementById('chart').data")
+    last_round = page.locator("#last-round")
+    assert re.fullmatch(r"\d\d:\d\d:\d\d E[SD]T \(\d+ s ago\)", last_round.inner_text())
+    utc = re.fullmatch(r"\d{4}-\d\d-\d\d (\d\d):(\d\d):\d\d UTC", last_round.get_attribute("title"))
+    local = last_round.inner_text()[:5]
+    offset = (int(utc.group(1)) - int(local[:2])) % 24
+    assert offset in (4, 5) and utc.group(2) == local[3:5]  # New York is UTC-5 (UTC-4 in summer)
+    assert re.fullmatch(r".* E[SD]T \(\d+ s ago\)", page.inner_text("#last-collected"))
+    # The chart's axis is in the same zone: its last point is the last round's local time.
+    assert page.evaluate("document.getElementById('chart').data[0].x.at(-1)")[11:16] == local
+    assert page.evaluate("document.getElementById('chart').layout.xaxis.title.text") in ("time (EST)", "time (EDT)")
+    page.context.close()
+
+
+def test_invalid_save_shows_the_error_at_the_form_and_keeps_what_was_typed(browser, server):
+    page = open_page(browser, server, "phone")
+    page.fill("#id_threshold", "150")
+    page.fill("#id_hold_duration", "4")
+    page.click("#save-settings")
+    page.wait_for_selector("#settings-failed")
+    assert page.url.endswith("/clusters/1/#settings")  # not the POST target: a reload re-submits nothing
+    assert page.inner_text("[data-field=threshold]") == "threshold must be between 0 and 100 %"
+    assert page.input_value("#id_threshold") == "150" and page.input_value("#id_hold_duration") == "4"
+    # The message is on screen, at the form, not 2 000 px below the top.
+    assert page.locator("#settings-failed").is_visible()
+    box = page.locator("#settings-failed").bounding_box()
+    assert 0 <= box["y"] < VIEWPORTS["phone"]["height"]
+    page.screenshot(path=str(ARTIFACTS / "page-settings-error-phone.png"))
+    page.context.close()
+
+
+def test_reject_without_reason_is_refused_next_to_the_field(browser, server):
+    page = open_page(browser, server, "phone")
+    item = page.wait_for_selector("#recommendations li")
+    assert "required" in item.query_selector("label").inner_text()
+    item.query_selector(".reject").click()
+    error = item.query_selector(".error")
+    assert error.is_visible() and error.inner_text() == "A reason is required: say why, for the audit trail."
+    assert item.query_selector(".reason").get_attribute("aria-invalid") == "true"
+    page.screenshot(path=str(ARTIFACTS / "page-reject-error-phone.png"))
+    page.context.close()
+
+
+def test_viewer_is_offered_no_write_control(browser, server):
+    page = open_page(browser, server, "phone", user=VIEWER)
+    page.wait_for_selector("#recommendations li")
+    for control in ("button.approve", "button.reject", "input.reason", "#settings-form", "#import-link"):
+        assert page.locator(control).count() == 0, control
+    assert page.locator("#settings-values").is_visible()
+    page.screenshot(path=str(ARTIFACTS / "page-viewer-phone.png"), full_page=True)
+    page.context.close()
+
+
+def test_logging_out_in_another_tab_closes_the_socket(browser, server):
+    page = open_page(browser, server)
+    other = page.context.new_page()
+    other.goto(server + "/audit/")
+    other.click("header .logout button")
+    other.wait_for_url("**/accounts/login/")
+    page.wait_for_function("document.getElementById('ws-state').textContent === 'signed out'", timeout=30_000)
+    assert page.locator("#signed-out").is_visible()
+    page.screenshot(path=str(ARTIFACTS / "page-signed-out.png"))
+    page.context.close()
+
+
+def test_dark_mode_follows_the_system_setting(browser, server):
+    page = open_page(browser, server, "desktop", color_scheme="dark")
+    page.wait_for_function("document.getElementById('chart').data?.[0].x.length >= 2")
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(13, 17, 23)"  # the dark scheme's background, not the light #f6f8fa
+    page.screenshot(path=str(ARTIFACTS / "page-live-dark.png"), full_page=True)
+    assert serious_violations(page) == []  # contrast holds in the dark scheme too
+    page.context.close()

@@ -1,0 +1,44 @@
+"""Static files as both modes serve them: collectstatic's hashed, compressed copies through
+WhiteNoise, cached a year; and the page's Plotly is the small vendored bundle."""
+
+import re
+
+import pytest
+from django.core.management import call_command
+from django.templatetags.static import static
+from django.test import RequestFactory, override_settings
+
+from dashboard.staticfiles import StaticFiles
+
+YEAR = 365 * 24 * 3600
+MANIFEST = {"staticfiles": {"BACKEND": "dashboard.staticfiles.StaticStorage"}}
+
+
+@pytest.fixture
+def collected(tmp_path, settings):
+    with override_settings(STATIC_ROOT=tmp_path, STORAGES={**settings.STORAGES, **MANIFEST}):
+        call_command("collectstatic", interactive=False, verbosity=0)
+        yield tmp_path
+
+
+@pytest.mark.parametrize("encoding, suffix", [("br", ".br"), ("gzip", ".gz")])
+def test_plotly_is_served_hashed_compressed_and_cached_a_year(collected, encoding, suffix):
+    url = static("vendor/plotly-basic.min.js")
+    assert re.fullmatch(r"/static/vendor/plotly-basic\.min\.[0-9a-f]{12}\.js", url)
+    served = StaticFiles(lambda request: pytest.fail("not a static file?"))
+    response = served(RequestFactory().get(url, HTTP_ACCEPT_ENCODING=f"{encoding}, identity"))
+    body = b"".join(response.streaming_content)
+    assert response.status_code == 200 and response["Content-Encoding"] == encoding
+    assert response["Cache-Control"] == f"max-age={YEAR}, public, immutable"
+    on_disk = collected / url.removeprefix("/static/")
+    assert body == on_disk.with_name(on_disk.name + suffix).read_bytes()
+    assert len(body) < 500_000  # the basic bundle: 1.2 MB raw, the full one was 4.8 MB
+
+
+def test_vendored_plotly_is_the_basic_bundle_with_its_origin():
+    from django.contrib.staticfiles import finders
+
+    head = open(finders.find("vendor/plotly-basic.min.js"), encoding="utf-8").read(200)
+    readme = open(finders.find("vendor/README.md"), encoding="utf-8").read()
+    version = re.search(r"plotly\.js \(basic - minified\) v(\S+)", head).group(1)
+    assert f"plotly.js-basic-dist-min@{version}" in readme and "MIT" in readme
