@@ -395,3 +395,7 @@ class AuditEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise AuditTrailError("audit events are never deleted")
+
+
+# The operator's toolbelt keeps its models beside its code; imported here so Django finds them.
+from .tokens import ApiToken  # noqa: E402, F401

@@ -127,6 +127,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_celery_beat",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served from the installed package: no CDN
     "dashboard",
 ]
 
@@ -159,6 +162,31 @@ TEMPLATES = [
         },
     },
 ]
+
+# The REST API (dashboard/api.py): tokens or the session, the roles' permissions, errors naming the field.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "dashboard.tokens.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "dashboard.api_schema.Schema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "crs API",
+    "DESCRIPTION": "Clusters, rounds, recommendations, migrations, settings and the audit trail. "
+    "Fractions are 0–1; authenticate with `Authorization: Bearer <token>` or the page's session.",
+    "VERSION": "1",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SERVE_INCLUDE_SCHEMA": False,
+}
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 DATABASES = {"default": database_config(DATABASE_URL) if DATABASE_URL else sqlite_config(VAR_DIR / "crs.sqlite3")}

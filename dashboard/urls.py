@@ -21,6 +21,7 @@ app_patterns = [
 urlpatterns = [
     path("", include((app_patterns, "dashboard"))),
     path("healthz", views.healthz, name="healthz"),
+    path("api/", include("dashboard.api")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
 ]
