@@ -14,7 +14,6 @@ import json
 from django import forms
 from django.contrib.auth.decorators import login_not_required
 from django.http import StreamingHttpResponse
-from django.shortcuts import get_object_or_404
 from django.urls import include, path
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -23,6 +22,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.generics import get_object_or_404  # a malformed id is a 404 too, not a 500
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthenticated
 from rest_framework.response import Response
@@ -96,6 +96,7 @@ class ApiViewSet(viewsets.GenericViewSet):
     """The API answers for itself (401 as JSON), so the login-required middleware lets it through."""
 
     permission_classes = [RolePermission]
+    lookup_value_regex = "[^/]+"  # any id reaches the view, which answers 404 in JSON for a malformed one
     read_permission = "dashboard.view_cluster"
     write_permission = "dashboard.change_cluster"
 
