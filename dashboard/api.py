@@ -152,6 +152,7 @@ class RoundSerializer(serializers.ModelSerializer):
             "hold_count",
             "explanation",
             "node_usage",
+            "duration",
         ]
 
 

@@ -237,6 +237,7 @@ class Round(models.Model):
     hold_count = models.IntegerField()
     explanation = models.JSONField()
     node_usage = models.JSONField()  # {node: {"cpu": fraction, "memory": fraction, "load": fraction}}
+    duration = models.FloatField(null=True, blank=True)  # seconds the round took (engine and recording), for /metrics
 
     class Meta:
         indexes = [models.Index(fields=["cluster", "at"])]

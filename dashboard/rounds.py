@@ -31,8 +31,10 @@ def node_usage(snapshot: Snapshot, result: RoundResult) -> dict:
     }
 
 
-def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult) -> None:
-    """Persist one round and queue its pushes (and an automatic approval) for after commit."""
+def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: float | None = None) -> None:
+    """Persist one round and queue its pushes (and an automatic approval) for after commit.
+
+    `duration`: the seconds the engine took (parse and round), for /metrics."""
     from .tasks import execute  # tasks import this module
 
     policy = cluster.policy
@@ -47,6 +49,7 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult) -> None:
             hold_count=result.state.hold_count,
             explanation=result.explanation.to_dict(),
             node_usage=node_usage(snapshot, result),
+            duration=duration,
         )
         Cluster.objects.filter(pk=cluster.pk).update(hold_count=result.state.hold_count, last_round_at=now)
         cluster.rounds.filter(at__lt=now - timedelta(hours=settings.CRS_HISTORY_KEEP_HOURS)).delete()

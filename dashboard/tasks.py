@@ -65,6 +65,7 @@ def balancing_round(cluster_id: int) -> None:
         cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
         if cluster.snapshot is None or (cluster.last_round_at and cluster.collected_at <= cluster.last_round_at):
             return  # no snapshot yet, or a redelivered message: this snapshot has had its round
+        started = time.monotonic()
         snapshot = crs.snapshot.parse(cluster.snapshot)
         result = crs.balancer.run_round(
             snapshot,
@@ -73,7 +74,7 @@ def balancing_round(cluster_id: int) -> None:
             proxmox_gate=False,
             guards=cluster.guards(),
         )
-        rounds.record(cluster, snapshot, result)
+        rounds.record(cluster, snapshot, result, duration=time.monotonic() - started)
     finally:
         Cluster.objects.release_round(cluster_id)
     requeue_stalled(cluster_id)

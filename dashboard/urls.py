@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from . import audit, snapshots, views
+from . import audit, metrics, snapshots, views
 
 app_patterns = [
     path("", views.home, name="home"),
@@ -22,6 +22,7 @@ urlpatterns = [
     path("", include((app_patterns, "dashboard"))),
     path("healthz", views.healthz, name="healthz"),
     path("api/", include("dashboard.api")),
+    path("metrics", metrics.metrics, name="metrics"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
 ]
