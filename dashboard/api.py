@@ -34,6 +34,7 @@ import crs.model
 from .audit import AuditFilterForm
 from .forms import POLICY_FIELDS, PolicyForm, RejectForm
 from .models import AuditEvent, Cluster, Migration, Policy, Round
+from .notify import EVENTS, DeliveryFailed, NotificationDestination, deliver
 from .tokens import DEFAULT_LIFETIME, ApiToken
 from .views import approve_migration, decision_conflict, reject_migration
 
@@ -545,6 +546,42 @@ class TokenViewSet(ApiViewSet):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+class DestinationSerializer(serializers.ModelSerializer):
+    events = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(EVENTS)), help_text="; ".join(f"{k}: {v}" for k, v in EVENTS.items())
+    )
+
+    class Meta:
+        model = NotificationDestination
+        fields = ["id", "cluster", "name", "url", "events", "created_at"]
+
+
+class DestinationViewSet(ApiViewSet, viewsets.ModelViewSet):
+    """Where a cluster's notifications go (Apprise URLs) and which events each receives. Admins only:
+    a URL may hold a secret (a webhook token, a mail password)."""
+
+    serializer_class = DestinationSerializer
+    queryset = NotificationDestination.objects.all()
+    read_permission = write_permission = "dashboard.change_cluster"
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: inline_serializer("Sent", {"sent": serializers.BooleanField()}),
+            502: OpenApiResponse(description="The destination refused or was unreachable: `detail` says why."),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def test(self, request, pk=None):
+        """Send a test notification now (not queued), to see the destination work."""
+        destination = self.get_object()
+        try:
+            deliver(destination.url, f"{destination.cluster}: test notification", f"Sent by {request.user} from crs.")
+        except DeliveryFailed as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
+        return Response({"sent": True})
+
+
 router = SimpleRouter()
 router.register("clusters", ClusterViewSet, basename="cluster")
 router.register("rounds", RoundViewSet, basename="round")
@@ -552,6 +589,7 @@ router.register("migrations", MigrationViewSet, basename="migration")
 router.register("recommendations", RecommendationViewSet, basename="recommendation")
 router.register("audit", AuditViewSet, basename="audit")
 router.register("tokens", TokenViewSet, basename="token")
+router.register("notification-destinations", DestinationViewSet, basename="destination")
 
 # The schema and its docs describe and hold no data: readable without a login.
 urlpatterns = [

@@ -399,4 +399,5 @@ class AuditEvent(models.Model):
 
 
 # The operator's toolbelt keeps its models beside its code; imported here so Django finds them.
+from .notify import NotificationDestination  # noqa: E402, F401
 from .tokens import ApiToken  # noqa: E402, F401

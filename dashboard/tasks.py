@@ -19,7 +19,7 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import live, rounds
+from . import live, notify, rounds
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -48,7 +48,10 @@ def collect(cluster_id: int) -> None:
         # The stored snapshot and history stay as they were; the page and /healthz say why.
         log.warning("cluster %s: collect refused: %s", cluster_id, exc)
         now = timezone.now()
+        newly = Cluster.objects.filter(pk=cluster_id, source_error="").exists()
         Cluster.objects.filter(pk=cluster_id).update(source_error=str(exc), source_error_at=now)
+        if newly:
+            notify.source_unreachable(cluster_id, str(exc))
         live.push(cluster_id, live.source_payload(str(exc), now))
         return
     if recovered:

@@ -4,6 +4,7 @@ import ipaddress
 from datetime import timedelta
 
 import pytest
+from conftest import migration_fields
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -32,7 +33,7 @@ def test_a_scrape_reports_each_clusters_figures(client, suggested):
     Migration.objects.filter(pk=suggested.pk).update(
         state="done", started_at=started, finished_at=started + timedelta(seconds=20)
     )
-    Migration.objects.create(**{**_fields(suggested), "state": "suggested"})
+    Migration.objects.create(**{**migration_fields(suggested), "state": "suggested"})
     last = cluster.rounds.get()
 
     families = scrape(client)  # the test client comes from 127.0.0.1: loopback needs nothing more
@@ -47,24 +48,6 @@ def test_a_scrape_reports_each_clusters_figures(client, suggested):
     assert value(families, "crs_migration_duration_seconds_bucket", cluster="test", le="15") == 0
     assert value(families, "crs_migration_duration_seconds_bucket", cluster="test", le="30") == 1
     assert value(families, "crs_migration_duration_seconds_sum", cluster="test") == pytest.approx(20)
-
-
-def _fields(migration):
-    return {
-        f: getattr(migration, f)
-        for f in (
-            "cluster",
-            "leader",
-            "guests",
-            "source",
-            "target",
-            "imbalance_before",
-            "imbalance_after",
-            "relative_gain",
-            "margin",
-            "method",
-        )
-    }
 
 
 def test_a_failing_source_shows(client, cluster):
