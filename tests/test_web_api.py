@@ -193,3 +193,19 @@ def test_session_writes_need_csrf(admin, cluster):
         f"/api/v1/clusters/{cluster.pk}/settings/", {"method": "topsis"}, content_type="application/json"
     )
     assert response.status_code == 403 and "CSRF" in response.json()["detail"]
+
+
+def test_the_tokens_page_creates_shows_once_and_revokes(client, viewer, cluster):
+    client.force_login(viewer)
+    created = client.post("/tokens/", {"name": "grafana", "days": "30"})
+    assert created.status_code == 200 and "no-store" in created["Cache-Control"]
+    secret = created.context["secret"]
+    assert secret in created.content.decode()
+    token = ApiToken.objects.get(name="grafana")
+    assert timedelta(days=29) < token.expires_at - timezone.now() <= timedelta(days=30)
+    listed = client.get("/tokens/").content.decode()
+    assert "grafana" in listed and token.prefix in listed and secret not in listed
+    assert client.post("/tokens/", {"name": "", "days": "0"}).status_code == 400
+    client.post(f"/tokens/{token.pk}/revoke")
+    client.logout()
+    assert client.get("/api/v1/clusters/", HTTP_AUTHORIZATION=f"Bearer {secret}").status_code == 401
