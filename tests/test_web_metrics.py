@@ -64,3 +64,17 @@ def test_other_addresses_need_the_allow_list_or_the_token(client, cluster, setti
     assert "crs_imbalance" in scrape(client, REMOTE_ADDR="192.0.2.7", HTTP_AUTHORIZATION="Bearer s3cret")
     settings.CRS_METRICS_ALLOW = [ipaddress.ip_network("192.0.2.0/24")]
     assert "crs_imbalance" in scrape(client, REMOTE_ADDR="192.0.2.7")
+
+
+def test_the_sample_grafana_dashboard_asks_only_for_served_metrics(client, suggested):
+    import json
+    import re
+    from pathlib import Path
+
+    balancing_round.apply(args=[suggested.cluster_id])
+    served = {s.name for family in scrape(client).values() for s in family.samples}
+    dashboard = json.loads((Path(__file__).parent.parent / "docs" / "grafana-dashboard.json").read_text())
+    asked = {
+        name for panel in dashboard["panels"] for t in panel["targets"] for name in re.findall(r"crs_\w+", t["expr"])
+    }
+    assert asked and asked <= served, asked - served
