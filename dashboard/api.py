@@ -32,7 +32,7 @@ from rest_framework_dataclasses.serializers import DataclassSerializer
 import crs.model
 
 from .audit import AuditFilterForm
-from .forms import POLICY_FIELDS, PolicyForm, RejectForm
+from .forms import POLICY_FIELDS, PolicyForm, RejectForm, json_type_errors
 from .models import AuditEvent, Cluster, Migration, Policy, Round
 from .notify import EVENTS, DeliveryFailed, NotificationDestination, deliver
 from .tokens import DEFAULT_LIFETIME, ApiToken
@@ -166,12 +166,23 @@ class MigrationSerializer(serializers.ModelSerializer):
 
 
 class PolicySerializer(serializers.ModelSerializer):
-    """The settings, in their stored units. Saved through the settings form, which checks what the
-    model checks (ranges, automatic margin ≥ margin) and writes the audit trail, as the page does."""
+    """The settings, in their stored units; the schema comes from the model fields.
+
+    Input is checked as the JSON settings endpoint checks it (forms.json_type_errors: names and
+    JSON types), then saved through the settings form, which applies the model's rules with
+    its messages (ranges, allowed values, automatic margin ≥ margin) and writes the audit
+    trail, as the page does."""
 
     class Meta:
         model = Policy
         fields = POLICY_FIELDS
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            raise ValidationError({"non_field_errors": ["the body must be a JSON object of settings"]})
+        if errors := json_type_errors(data):
+            raise ValidationError({name: [e["message"] for e in errs] for name, errs in errors.items()})
+        return data
 
     def update(self, instance, validated_data):
         form = PolicyForm({**PolicyForm(instance=instance).initial, **validated_data}, instance=instance)
@@ -201,8 +212,17 @@ class RejectSerializer(serializers.Serializer):
         return form.cleaned_data
 
 
+class Username(serializers.SlugRelatedField):
+    """A user by username; one with a NUL byte (which PostgreSQL cannot even look up) is simply unknown."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data.replace("\x00", "\\x00"))
+        return super().to_internal_value(data)
+
+
 class TokenSerializer(serializers.ModelSerializer):
-    user = serializers.SlugRelatedField(
+    user = Username(
         slug_field="username",
         queryset=ApiToken._meta.get_field("user").related_model.objects.all(),
         required=False,

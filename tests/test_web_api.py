@@ -75,6 +75,8 @@ def test_only_admins_create_tokens_for_others(client, admin, operator):
     response = client.post("/api/v1/tokens/", {"name": "for op", "user": "operator"}, content_type="application/json")
     assert response.status_code == 201 and response.json()["user"] == "operator"
     assert ApiToken.objects.get(name="for op").user == operator
+    unknown = client.post("/api/v1/tokens/", {"name": "x", "user": "no\x00body"}, content_type="application/json")
+    assert unknown.status_code == 400 and list(unknown.json()) == ["user"]
 
 
 def test_a_token_carries_its_users_role(client, viewer, suggested):
@@ -123,7 +125,12 @@ def test_settings_read_and_change_with_the_models_validation(client, admin, oper
 
     auth = bearer(admin)
     bad = client.patch(url, {"mode": "fast"}, content_type="application/json", **auth)
-    assert bad.status_code == 400 and list(bad.json()) == ["mode"]
+    assert bad.status_code == 400 and list(bad.json()) == ["mode"] and "mode must be one of" in bad.json()["mode"][0]
+    typed = client.patch(url, {"hold_duration": "3", "colour": 1}, content_type="application/json", **auth)
+    assert typed.json() == {
+        "hold_duration": ["hold duration must be a number"],
+        "colour": [f"colour is not a setting; the settings are: {', '.join(current)}"],
+    }
     below = client.patch(
         url, {"margin": current["automatic_margin"] * 2}, content_type="application/json", **auth
     )  # the model's rule: automatic margin ≥ margin
