@@ -314,6 +314,7 @@ class Round(models.Model):
     hold_count = models.IntegerField()  # rounds of the hold served, as in the explanation
     explanation = models.JSONField()
     node_usage = models.JSONField()  # {node: {"cpu": fraction, "memory": fraction}}
+    duration = models.FloatField(null=True, blank=True)  # seconds the round took (engine and recording), for /metrics
 
     class Meta:
         indexes = [models.Index(fields=["cluster", "at"])]
@@ -471,3 +472,8 @@ class AuditEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise AuditTrailError("audit events are never deleted")
+
+
+# The operator's toolbelt keeps its models beside its code; imported here so Django finds them.
+from .notify import NotificationDestination  # noqa: E402, F401
+from .tokens import ApiToken  # noqa: E402, F401

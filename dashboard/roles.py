@@ -19,7 +19,13 @@ VIEW = [
     "dashboard.view_auditevent",
 ]
 DECIDE = ["dashboard.approve_migration"]
-CONFIGURE = ["dashboard.change_policy", "dashboard.add_cluster", "dashboard.change_cluster", "dashboard.delete_cluster"]
+CONFIGURE = [
+    "dashboard.change_policy",
+    "dashboard.manage_all_tokens",
+    "dashboard.add_cluster",
+    "dashboard.change_cluster",
+    "dashboard.delete_cluster",
+]
 ROLES = {"viewer": VIEW, "operator": VIEW + DECIDE, "admin": VIEW + DECIDE + CONFIGURE}
 
 

@@ -36,8 +36,10 @@ def node_usage(snapshot: Snapshot) -> dict:
     return {s.name: {"cpu": s.cpu_load, "memory": s.mem_load} for s in crs.usage.node_stats(snapshot, "dynamic")}
 
 
-def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult) -> Recorded:
-    """Persist one round in one transaction: its sample, the hold counter, expiries, the recommendation."""
+def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: float | None = None) -> Recorded:
+    """Persist one round in one transaction: its sample, the hold counter, expiries, the recommendation.
+
+    `duration`: the seconds the engine took (parse and round), for /metrics."""
     policy = cluster.policy
     now = timezone.now()
     with transaction.atomic():
@@ -50,6 +52,7 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult) -> Recorde
             hold_count=result.explanation.hold_count,
             explanation=result.explanation.to_dict(),
             node_usage=node_usage(snapshot),
+            duration=duration,
         )
         Cluster.objects.filter(pk=cluster.pk).update(hold_count=result.state.hold_count, last_round_at=now)
         cluster.rounds.filter(at__lt=now - timedelta(hours=settings.CRS_HISTORY_KEEP_HOURS)).delete()

@@ -7,6 +7,7 @@ Two modes, chosen by the environment (DESIGN.md "Two ways to run"):
   channel layer, PostgreSQL, separate web / worker / beat processes.
 """
 
+import ipaddress
 import os
 import secrets
 from pathlib import Path
@@ -38,6 +39,17 @@ def env_int(name: str, default: int) -> int:
 
 def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_networks(name: str, default: str) -> list:
+    """A comma-separated list of addresses or networks (CIDR), e.g. 10.0.0.0/8,192.0.2.7."""
+    networks = []
+    for item in env_list(name, default):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an address or network (CIDR): {exc}") from exc
+    return networks
 
 
 def database_config(url: str) -> dict:
@@ -127,6 +139,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_celery_beat",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served from the installed package: no CDN
     "dashboard",
 ]
 
@@ -162,6 +177,31 @@ TEMPLATES = [
         },
     },
 ]
+
+# The REST API (dashboard/api.py): tokens or the session, the roles' permissions, errors naming the field.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "dashboard.tokens.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "dashboard.api_schema.Schema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "crs API",
+    "DESCRIPTION": "Clusters, rounds, recommendations, migrations, settings and the audit trail. "
+    "Fractions are 0–1; authenticate with `Authorization: Bearer <token>` or the page's session.",
+    "VERSION": "1",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SERVE_AUTHENTICATION": [],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SERVE_INCLUDE_SCHEMA": False,
+}
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 DATABASES = {"default": database_config(DATABASE_URL) if DATABASE_URL else sqlite_config(VAR_DIR / "crs.sqlite3")}
@@ -222,6 +262,10 @@ CRS_ADMIN_PASSWORD = os.environ.get("CRS_ADMIN_PASSWORD", "")
 # Proxmox VE connection defaults (CRS_PVE_HOST, CRS_PVE_PORT, CRS_PVE_TOKEN, CRS_PVE_VERIFY_SSL), so the
 # API token can stay out of the database; a cluster's own source settings override them.
 CRS_PVE_DEFAULTS = crs.sources.proxmox.config_from_env(os.environ)
+
+# /metrics (dashboard/metrics.py): open to these networks (loopback by default) and to this bearer token.
+CRS_METRICS_ALLOW = env_networks("CRS_METRICS_ALLOW", "127.0.0.0/8,::1")
+CRS_METRICS_TOKEN = os.environ.get("CRS_METRICS_TOKEN", "")
 
 # How long round samples are kept for the trend chart, and how much of it a page load shows.
 CRS_HISTORY_KEEP_HOURS = 24

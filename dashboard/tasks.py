@@ -19,7 +19,7 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, live, rounds
+from . import expiry, live, notify, rounds
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -48,7 +48,10 @@ def collect(cluster_id: int) -> None:
         # The stored snapshot and history stay as they were; the page and /healthz say why.
         log.warning("cluster %s: collect refused: %s", cluster_id, exc)
         now = timezone.now()
+        newly = Cluster.objects.filter(pk=cluster_id, source_error="").exists()
         Cluster.objects.filter(pk=cluster_id).update(source_error=str(exc), source_error_at=now)
+        if newly:
+            notify.source_unreachable(cluster_id, str(exc))
         live.push(cluster_id, live.source_payload(str(exc), now))
         return
     if recovered:
@@ -65,6 +68,7 @@ def balancing_round(cluster_id: int) -> None:
         cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
         if cluster.snapshot is None or (cluster.last_round_at and cluster.collected_at <= cluster.last_round_at):
             return  # no snapshot yet, or a redelivered message: this snapshot has had its round
+        started = time.monotonic()
         snapshot = cluster.latest_snapshot()
         result = crs.balancer.run_round(
             snapshot,
@@ -72,7 +76,7 @@ def balancing_round(cluster_id: int) -> None:
             proxmox_gate=False,
             guards=cluster.guards(),
         )
-        recorded = rounds.record(cluster, snapshot, result)
+        recorded = rounds.record(cluster, snapshot, result, duration=time.monotonic() - started)
         transaction.on_commit(lambda: announce(cluster, recorded))
         if recorded.approved is not None:  # robust: with the broker down, later rounds queue it again
             transaction.on_commit(lambda: execute.delay(recorded.approved), robust=True)

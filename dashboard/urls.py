@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from . import audit, snapshots, views
+from . import audit, metrics, snapshots, tokens, views
 
 app_patterns = [
     path("", views.home, name="home"),
@@ -12,6 +12,8 @@ app_patterns = [
     path("api/migrations/<int:pk>/approve", views.approve, name="approve"),
     path("api/migrations/<int:pk>/reject", views.reject, name="reject"),
     path("audit/", audit.audit, name="audit"),
+    path("tokens/", tokens.tokens_page, name="tokens"),
+    path("tokens/<int:pk>/revoke", tokens.revoke_page, name="revoke-token"),
     path("clusters/<int:pk>/snapshot.json", snapshots.export, name="export"),
     path("clusters/<int:pk>/plan", snapshots.plan, name="plan"),
     path("clusters/import", snapshots.import_form, name="import-form"),
@@ -26,6 +28,8 @@ handler500 = "dashboard.errors.server_error"
 urlpatterns = [
     path("", include((app_patterns, "dashboard"))),
     path("healthz", views.healthz, name="healthz"),
+    path("api/", include("dashboard.api")),
+    path("metrics", metrics.metrics, name="metrics"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -128,16 +128,22 @@ def api_settings(request, pk):
 @require_POST
 @api("dashboard.approve_migration")
 def approve(request, pk):
-    migration = get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
+    approve_migration(get_object_or_404(Migration.objects.select_related("cluster"), pk=pk), request.user)
+    return _decided(pk, "approved")
+
+
+def approve_migration(migration: Migration, user) -> None:
+    """A person approves a pending migration (the page and the REST API alike); one that no
+    longer fits the cluster's latest snapshot expires instead, with the reason."""
+    pk = migration.pk
     with transaction.atomic():
         # A stale one expires, and the 409 says why.
-        if not expiry.stale(migration, request.user) and Migration.objects.transition(
-            pk, "suggested", "approved", request.user, decided_by=request.user
+        if not expiry.stale(migration, user) and Migration.objects.transition(
+            pk, "suggested", "approved", user, decided_by=user
         ):
             # robust: with the broker down the approval stands, and the next round queues it again
             transaction.on_commit(lambda: execute.delay(pk), robust=True)
         transaction.on_commit(lambda: live.push_migration(pk))
-    return _decided(pk, "approved")
 
 
 @require_POST
@@ -147,24 +153,31 @@ def reject(request, pk):
     form = RejectForm(request.POST)
     if not form.is_valid():
         return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
-    reason = form.cleaned_data["reason"]
-    with transaction.atomic():
-        Migration.objects.transition(pk, "suggested", "rejected", request.user, decided_by=request.user, reason=reason)
-        transaction.on_commit(lambda: live.push_migration(pk))
+    reject_migration(pk, request.user, form.cleaned_data["reason"])
     return _decided(pk, "rejected")
+
+
+def reject_migration(pk: int, user, reason: str) -> None:
+    with transaction.atomic():
+        Migration.objects.transition(pk, "suggested", "rejected", user, decided_by=user, reason=reason)
+        transaction.on_commit(lambda: live.push_migration(pk))
 
 
 def _decided(pk, wanted):
     """200 with the migration if it is now in the wanted state, 409 saying where it is otherwise."""
     migration = Migration.objects.select_related("decided_by").get(pk=pk)
     payload = live.migration_payload(migration)
+    if error := decision_conflict(migration, wanted):
+        return JsonResponse({"error": error, "migration": payload}, status=409)
+    return JsonResponse({"migration": payload})
+
+
+def decision_conflict(migration: Migration, wanted: str) -> str:
+    """Why a decision did not take (someone else decided first, or it expired); "" if it did."""
     if migration.state == wanted or (wanted == "approved" and migration.state in ("running", "done", "failed")):
-        return JsonResponse({"migration": payload})
+        return ""
     reason = f" ({migration.reason})" if migration.reason else ""
-    return JsonResponse(
-        {"error": f"migration {pk} is {migration.state}{reason}, not a pending recommendation", "migration": payload},
-        status=409,
-    )
+    return f"migration {migration.pk} is {migration.state}{reason}, not a pending recommendation"
 
 
 @require_GET

@@ -168,6 +168,12 @@ def suggested(collected):
     )
 
 
+def migration_fields(migration) -> dict:
+    """What makes a migration the same move (for a second one in another state)."""
+    names = ["cluster", "leader", "guests", "source", "target", "imbalance_before", "imbalance_after"]
+    return {name: getattr(migration, name) for name in names + ["relative_gain", "margin", "method"]}
+
+
 def fresh_database(url: str) -> None:
     """Drop and create the PostgreSQL database named in `url` (for the server subprocesses)."""
     import psycopg

@@ -1,0 +1,619 @@
+"""The REST API (/api/v1/): what the page shows and does, for scripts, with an OpenAPI 3 schema.
+
+Django REST framework with drf-spectacular. Authentication by the session (the page, with
+CSRF) or a per-user API token (tokens.py); either way the user's role (roles.py) decides,
+with the same permissions the page's views ask for. Serializers are ModelSerializers over
+the model fields, so the stored units (fractions, durations) are the API's units. Query
+filters are Django forms (the audit page's own, for the trail), so a bad filter is refused
+with the field named, and the schema's parameters are read off the same forms.
+"""
+
+import csv
+import json
+
+from django import forms
+from django.contrib.auth.decorators import login_not_required
+from django.http import StreamingHttpResponse
+from django.urls import include, path
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.generics import get_object_or_404  # a malformed id is a 404 too, not a 500
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
+from rest_framework_dataclasses.serializers import DataclassSerializer
+
+import crs.model
+
+from .audit import AuditFilterForm
+from .forms import POLICY_FIELDS, PolicyForm, RejectForm, json_type_errors
+from .models import AuditEvent, Cluster, Migration, Policy, Round
+from .notify import EVENTS, DeliveryFailed, NotificationDestination, deliver
+from .tokens import DEFAULT_LIFETIME, ApiToken
+from .views import approve_migration, decision_conflict, reject_migration
+
+# --- the schema's query parameters ----------------------------------------------------------------
+
+
+def form_parameters(form_class) -> list[OpenApiParameter]:
+    """The query parameters of a filter form, for the schema: the form stays the one definition."""
+    types = {
+        forms.ModelChoiceField: OpenApiTypes.INT,
+        forms.DateTimeField: OpenApiTypes.DATETIME,
+        forms.DateField: OpenApiTypes.DATE,
+    }
+    parameters = []
+    for name, field in form_class.base_fields.items():
+        kind = next((t for cls, t in types.items() if isinstance(field, cls)), OpenApiTypes.STR)
+        choices = None
+        if isinstance(field, forms.ChoiceField) and not isinstance(field, forms.ModelChoiceField):
+            choices = [value for value, _ in field.choices if value != ""]
+        parameters.append(
+            OpenApiParameter(name, kind, required=field.required, enum=choices, description=str(field.help_text or ""))
+        )
+    return parameters
+
+
+def errors_of(form) -> dict:
+    """A form's errors as the API gives them: field → messages (each naming the field)."""
+    return {f: [e["message"] for e in errs] for f, errs in form.errors.get_json_data().items()}
+
+
+def filtered(form_class, request) -> dict:
+    """The filter form's cleaned values, or a 400 naming each bad field."""
+    form = form_class(request.query_params)
+    if not form.is_valid():
+        raise ValidationError(errors_of(form))
+    return form.cleaned_data
+
+
+# --- access ---------------------------------------------------------------------------------------
+
+
+class RolePermission(BasePermission):
+    """Reads need the view's `read_permission`, changes its `write_permission` (roles.py's names)."""
+
+    def has_permission(self, request, view) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        wanted = view.read_permission if request.method in SAFE_METHODS else view.write_permission
+        self.message = f"your role lacks the permission {wanted}"
+        return request.user.has_perm(wanted)
+
+
+class Pages(PageNumberPagination):
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
+class ApiViewSet(viewsets.GenericViewSet):
+    """The API answers for itself (401 as JSON), so the login-required middleware lets it through."""
+
+    permission_classes = [RolePermission]
+    lookup_value_regex = "[^/]+"  # any id reaches the view, which answers 404 in JSON for a malformed one
+    read_permission = "dashboard.view_cluster"
+    write_permission = "dashboard.change_cluster"
+
+    @classmethod
+    def as_view(cls, *args, **kwargs):
+        view = super().as_view(*args, **kwargs)
+        view.login_required = False
+        return view
+
+
+# --- serializers ----------------------------------------------------------------------------------
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    read_only = serializers.BooleanField(help_text="An imported snapshot: nothing is ever migrated.")
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "id",
+            "name",
+            "source_kind",
+            "archived",
+            "read_only",
+            "collected_at",
+            "source_error",
+            "source_error_at",
+            "hold_count",
+            "last_round_at",
+        ]
+
+
+class NodeSerializer(DataclassSerializer):
+    class Meta:
+        dataclass = crs.model.Node
+
+
+class GuestSerializer(DataclassSerializer):
+    class Meta:
+        dataclass = crs.model.Guest
+
+
+class RoundSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Round
+        fields = [
+            "id",
+            "cluster",
+            "at",
+            "imbalance",
+            "threshold",
+            "decision",
+            "hold_count",
+            "explanation",
+            "node_usage",
+            "duration",
+        ]
+
+
+class MigrationSerializer(serializers.ModelSerializer):
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+
+    class Meta:
+        model = Migration
+        exclude = ["task_ids"]
+
+
+class PolicySerializer(serializers.ModelSerializer):
+    """The settings, in their stored units; the schema comes from the model fields.
+
+    Input is checked as the JSON settings endpoint checks it (forms.json_type_errors: names and
+    JSON types), then saved through the settings form, which applies the model's rules with
+    its messages (ranges, allowed values, automatic margin ≥ margin) and writes the audit
+    trail, as the page does."""
+
+    class Meta:
+        model = Policy
+        fields = POLICY_FIELDS
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            raise ValidationError({"non_field_errors": ["the body must be a JSON object of settings"]})
+        if errors := json_type_errors(data):
+            raise ValidationError({name: [e["message"] for e in errs] for name, errs in errors.items()})
+        return data
+
+    def update(self, instance, validated_data):
+        form = PolicyForm({**PolicyForm(instance=instance).initial, **validated_data}, instance=instance)
+        if not form.is_valid():
+            raise ValidationError(errors_of(form))
+        return form.save_by(self.context["request"].user)
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    actor = serializers.SerializerMethodField(help_text='The username, or "system" for rounds and workers.')
+
+    class Meta:
+        model = AuditEvent
+        fields = ["id", "at", "actor", "action", "cluster", "migration", "details"]
+
+    def get_actor(self, event) -> str:
+        return event.actor_name or "system"
+
+
+class RejectSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=500, help_text="Why, for the audit trail.")
+
+    def validate(self, attrs):
+        form = RejectForm(attrs)  # the page's rules and messages
+        if not form.is_valid():
+            raise ValidationError(errors_of(form))
+        return form.cleaned_data
+
+
+class Username(serializers.SlugRelatedField):
+    """A user by username; one with a NUL byte (which PostgreSQL cannot even look up) is simply unknown."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data.replace("\x00", "\\x00"))
+        return super().to_internal_value(data)
+
+
+class TokenSerializer(serializers.ModelSerializer):
+    user = Username(
+        slug_field="username",
+        queryset=ApiToken._meta.get_field("user").related_model.objects.all(),
+        required=False,
+        help_text="Whose token (admins only); yourself when omitted.",
+    )
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text=f"Default: in {DEFAULT_LIFETIME.days} days; null: never."
+    )
+    revoked = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "user", "prefix", "created_at", "expires_at", "last_used_at", "revoked", "revoked_at"]
+
+    def get_revoked(self, token) -> bool:
+        return token.revoked_at is not None
+
+    def validate_expires_at(self, value):
+        if value is not None and value <= timezone.now():
+            raise ValidationError("expires_at must be in the future")
+        return value
+
+
+class IssuedTokenSerializer(TokenSerializer):
+    token = serializers.CharField(read_only=True, help_text="The secret. Shown this once; store it now.")
+
+    class Meta(TokenSerializer.Meta):
+        fields = TokenSerializer.Meta.fields + ["token"]
+
+
+# --- filter forms (the audit trail's is audit.AuditFilterForm) --------------------------------------
+
+
+class RoundFilterForm(forms.Form):
+    cluster = forms.ModelChoiceField(
+        Cluster.objects.all(), required=False, error_messages={"invalid_choice": "cluster: no such cluster"}
+    )
+    since = forms.DateTimeField(
+        required=False, help_text="ISO 8601; from this time on.", error_messages={"invalid": "since must be ISO 8601"}
+    )
+    until = forms.DateTimeField(
+        required=False, help_text="ISO 8601; before this time.", error_messages={"invalid": "until must be ISO 8601"}
+    )
+
+    def clean(self):
+        data = super().clean()
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            raise forms.ValidationError({"until": "until must be on or after since"})
+        return data
+
+
+class MigrationFilterForm(forms.Form):
+    cluster = forms.ModelChoiceField(
+        Cluster.objects.all(), required=False, error_messages={"invalid_choice": "cluster: no such cluster"}
+    )
+    state = forms.ChoiceField(
+        choices=[("", "any")] + [(s, s) for s in Migration.STATES],
+        required=False,
+        error_messages={"invalid_choice": f"state must be one of: {', '.join(Migration.STATES)}"},
+    )
+
+
+def by_cluster(queryset, cluster):
+    return queryset.filter(cluster=cluster) if cluster else queryset
+
+
+# --- views ----------------------------------------------------------------------------------------
+
+
+class ClusterViewSet(ApiViewSet):
+    """Clusters, and the nodes and guests of their latest snapshot."""
+
+    queryset = Cluster.objects.all()
+    serializer_class = ClusterSerializer
+
+    def list(self, request):
+        return Response(self.get_serializer(self.get_queryset(), many=True).data)
+
+    def retrieve(self, request, pk=None):
+        return Response(self.get_serializer(self.get_object()).data)
+
+    def _snapshot(self):
+        snapshot = self.get_object().latest_snapshot()
+        if snapshot is None:
+            raise NotFound("this cluster has no snapshot yet (its first collection has not run)")
+        return snapshot
+
+    @extend_schema(responses=NodeSerializer(many=True))
+    @action(detail=True, pagination_class=None)
+    def nodes(self, request, pk=None):
+        return Response(NodeSerializer(self._snapshot().nodes, many=True).data)
+
+    @extend_schema(responses=GuestSerializer(many=True))
+    @action(detail=True, pagination_class=None)
+    def guests(self, request, pk=None):
+        return Response(GuestSerializer(self._snapshot().guests, many=True).data)
+
+    @extend_schema(methods=["GET"], responses=PolicySerializer)
+    @extend_schema(methods=["PATCH"], request=PolicySerializer, responses=PolicySerializer)
+    @action(
+        detail=True,
+        methods=["get", "patch"],
+        serializer_class=PolicySerializer,
+        write_permission="dashboard.change_policy",
+        url_path="settings",
+    )
+    def policy(self, request, pk=None):
+        """Read or change the settings; a change applies from the next round and restarts the hold."""
+        policy = self.get_object().policy
+        if request.method == "GET":
+            return Response(PolicySerializer(policy).data)
+        serializer = PolicySerializer(policy, data=request.data, partial=True, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        return Response(PolicySerializer(serializer.save()).data)
+
+    @extend_schema(
+        request=None,
+        responses=inline_serializer(
+            "ApprovedAll",
+            {
+                "approved": MigrationSerializer(many=True),
+                "refused": serializers.DictField(child=serializers.CharField()),
+            },
+        ),
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="recommendations/approve-all",
+        write_permission="dashboard.approve_migration",
+    )
+    def approve_all(self, request, pk=None):
+        """Approve every pending recommendation of the cluster; `refused` says why any did not take."""
+        approved, refused = [], {}
+        for migration in self.get_object().migrations.select_related("cluster").filter(state="suggested"):
+            approve_migration(migration, request.user)
+            migration.refresh_from_db()
+            if error := decision_conflict(migration, "approved"):
+                refused[str(migration.pk)] = error
+            else:
+                approved.append(migration)
+        return Response({"approved": MigrationSerializer(approved, many=True).data, "refused": refused})
+
+
+class RoundViewSet(ApiViewSet):
+    """Balancing rounds, newest first: the imbalance trend and each round's decision and explanation."""
+
+    serializer_class = RoundSerializer
+    pagination_class = Pages
+    read_permission = "dashboard.view_round"
+
+    def get_queryset(self):
+        return Round.objects.order_by("-at", "-pk")
+
+    @extend_schema(parameters=form_parameters(RoundFilterForm))
+    def list(self, request):
+        data = filtered(RoundFilterForm, request)
+        rounds = by_cluster(self.get_queryset(), data["cluster"])
+        if data["since"]:
+            rounds = rounds.filter(at__gte=data["since"])
+        if data["until"]:
+            rounds = rounds.filter(at__lt=data["until"])
+        page = self.paginate_queryset(rounds)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+class MigrationViewSet(ApiViewSet):
+    """Every migration, newest first, in any state."""
+
+    serializer_class = MigrationSerializer
+    pagination_class = Pages
+    read_permission = "dashboard.view_migration"
+    queryset = Migration.objects.select_related("decided_by")
+
+    @extend_schema(parameters=form_parameters(MigrationFilterForm))
+    def list(self, request):
+        data = filtered(MigrationFilterForm, request)
+        migrations = by_cluster(self.get_queryset(), data["cluster"])
+        if data["state"]:
+            migrations = migrations.filter(state=data["state"])
+        return self.get_paginated_response(self.get_serializer(self.paginate_queryset(migrations), many=True).data)
+
+    def retrieve(self, request, pk=None):
+        return Response(self.get_serializer(self.get_object()).data)
+
+
+class RecommendationFilterForm(forms.Form):
+    cluster = MigrationFilterForm.base_fields["cluster"]
+
+
+class RecommendationViewSet(ApiViewSet):
+    """Recommendations waiting for a person (migrations in state `suggested`): approve or reject them."""
+
+    serializer_class = MigrationSerializer
+    read_permission = "dashboard.view_migration"
+    write_permission = "dashboard.approve_migration"
+    queryset = Migration.objects.select_related("cluster", "decided_by").filter(state="suggested")
+
+    @extend_schema(parameters=form_parameters(RecommendationFilterForm))
+    def list(self, request):
+        data = filtered(RecommendationFilterForm, request)
+        return Response(self.get_serializer(by_cluster(self.get_queryset(), data["cluster"]), many=True).data)
+
+    def _decided(self, pk, wanted):
+        migration = Migration.objects.select_related("decided_by").get(pk=pk)
+        if error := decision_conflict(migration, wanted):
+            return Response(
+                {"detail": error, "migration": MigrationSerializer(migration).data}, status.HTTP_409_CONFLICT
+            )
+        return Response(MigrationSerializer(migration).data)
+
+    def _pending(self, pk):
+        """Any migration, so that a decision someone else made first answers 409 rather than 404."""
+        return get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: MigrationSerializer,
+            409: OpenApiResponse(description="Already decided, or expired: `detail` says why."),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        """Approve: it runs as soon as a slot is free. One that no longer fits the cluster expires (409)."""
+        migration = self._pending(pk)
+        approve_migration(migration, request.user)
+        return self._decided(migration.pk, "approved")
+
+    @extend_schema(
+        request=RejectSerializer,
+        responses={200: MigrationSerializer, 409: OpenApiResponse(description="Already decided.")},
+    )
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        """Reject with a reason; the same move is not recommended again for the rejection memory."""
+        migration = self._pending(pk)
+        serializer = RejectSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        reject_migration(migration.pk, request.user, serializer.validated_data["reason"])
+        return self._decided(migration.pk, "rejected")
+
+
+class AuditViewSet(ApiViewSet):
+    """The audit trail, newest first; filters as on the audit page; export as CSV or JSON (unpaged)."""
+
+    serializer_class = AuditEventSerializer
+    pagination_class = Pages
+    read_permission = "dashboard.view_auditevent"
+
+    def events(self, request):
+        form = AuditFilterForm(request.query_params)
+        if not form.is_valid():
+            raise ValidationError(errors_of(form))
+        return form.events()
+
+    @extend_schema(parameters=form_parameters(AuditFilterForm))
+    def list(self, request):
+        return self.get_paginated_response(
+            self.get_serializer(self.paginate_queryset(self.events(request)), many=True).data
+        )
+
+    @extend_schema(parameters=form_parameters(AuditFilterForm), responses={(200, "text/csv"): OpenApiTypes.STR})
+    @action(detail=False, url_path="export/csv", pagination_class=None)
+    def export_csv(self, request):
+        events = self.events(request)
+
+        def rows():
+            yield ["at", "actor", "action", "cluster", "migration", "details"]
+            for event in events.iterator():
+                data = AuditEventSerializer(event).data
+                yield [
+                    data["at"],
+                    data["actor"],
+                    data["action"],
+                    data["cluster"],
+                    data["migration"],
+                    json.dumps(data["details"]),
+                ]
+
+        writer = csv.writer(Echo())
+        response = StreamingHttpResponse((writer.writerow(row) for row in rows()), content_type="text/csv")
+        response["Content-Disposition"] = 'attachment; filename="audit.csv"'
+        return response
+
+    @extend_schema(parameters=form_parameters(AuditFilterForm), responses=AuditEventSerializer(many=True))
+    @action(detail=False, url_path="export/json", pagination_class=None)
+    def export_json(self, request):
+        response = Response(AuditEventSerializer(self.events(request), many=True).data)
+        response["Content-Disposition"] = 'attachment; filename="audit.json"'
+        return response
+
+
+class Echo:
+    """csv.writer's file: hands each row back to be streamed."""
+
+    def write(self, value):
+        return value
+
+
+class TokenViewSet(ApiViewSet):
+    """Your API tokens (admins: everyone's). The secret is shown once, in the answer to its creation.
+
+    Revoking keeps the row (name, when created and last used), so a leak can be traced."""
+
+    serializer_class = TokenSerializer
+    permission_classes = [IsAuthenticated]
+    queryset = ApiToken.objects.select_related("user")
+
+    def get_queryset(self):
+        tokens = super().get_queryset()
+        return (
+            tokens
+            if self.request.user.has_perm("dashboard.manage_all_tokens")
+            else tokens.filter(user=self.request.user)
+        )
+
+    def list(self, request):
+        return Response(self.get_serializer(self.get_queryset(), many=True).data)
+
+    def retrieve(self, request, pk=None):
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(request=TokenSerializer, responses={201: IssuedTokenSerializer})
+    def create(self, request):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        user = data.get("user", request.user)
+        if user != request.user and not request.user.has_perm("dashboard.manage_all_tokens"):
+            raise PermissionDenied("only admins create tokens for other users (permission dashboard.manage_all_tokens)")
+        expires_at = data["expires_at"] if "expires_at" in data else timezone.now() + DEFAULT_LIFETIME
+        token, secret = ApiToken.objects.issue(user, data["name"], expires_at)
+        token.token = secret
+        return Response(IssuedTokenSerializer(token).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        """Revoke: the token is refused from now on."""
+        ApiToken.objects.filter(pk=self.get_object().pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DestinationSerializer(serializers.ModelSerializer):
+    events = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(EVENTS)), help_text="; ".join(f"{k}: {v}" for k, v in EVENTS.items())
+    )
+
+    class Meta:
+        model = NotificationDestination
+        fields = ["id", "cluster", "name", "url", "events", "created_at"]
+
+
+class DestinationViewSet(ApiViewSet, viewsets.ModelViewSet):
+    """Where a cluster's notifications go (Apprise URLs) and which events each receives. Admins only:
+    a URL may hold a secret (a webhook token, a mail password)."""
+
+    serializer_class = DestinationSerializer
+    queryset = NotificationDestination.objects.all()
+    read_permission = write_permission = "dashboard.change_cluster"
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: inline_serializer("Sent", {"sent": serializers.BooleanField()}),
+            502: OpenApiResponse(description="The destination refused or was unreachable: `detail` says why."),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def test(self, request, pk=None):
+        """Send a test notification now (not queued), to see the destination work."""
+        destination = self.get_object()
+        try:
+            deliver(destination.url, f"{destination.cluster}: test notification", f"Sent by {request.user} from crs.")
+        except DeliveryFailed as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
+        return Response({"sent": True})
+
+
+router = SimpleRouter()
+router.register("clusters", ClusterViewSet, basename="cluster")
+router.register("rounds", RoundViewSet, basename="round")
+router.register("migrations", MigrationViewSet, basename="migration")
+router.register("recommendations", RecommendationViewSet, basename="recommendation")
+router.register("audit", AuditViewSet, basename="audit")
+router.register("tokens", TokenViewSet, basename="token")
+router.register("notification-destinations", DestinationViewSet, basename="destination")
+
+# The schema and its docs describe and hold no data: readable without a login.
+urlpatterns = [
+    path("v1/", include((router.urls, "api"))),
+    path("schema/", login_not_required(SpectacularAPIView.as_view()), name="api-schema"),
+    path("docs/", login_not_required(SpectacularSwaggerView.as_view(url_name="api-schema")), name="api-docs"),
+]

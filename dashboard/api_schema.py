@@ -1,0 +1,37 @@
+"""The API's OpenAPI schema class: drf-spectacular's, plus the error answers and the token scheme.
+
+Its own module because REST framework imports it by name from the settings, while the
+views (api.py) are still being imported.
+"""
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+
+ERRORS = {
+    "400": "Bad input: an object of field name → list of messages naming the field and what it accepts.",
+    "401": "No session and no valid token.",
+    "403": "The role lacks the permission named in `detail`.",
+    "404": "No such object (or page).",
+}
+ERROR_SCHEMA = {"type": "object", "additionalProperties": True, "description": "`detail`, or field → messages"}
+
+
+class Schema(AutoSchema):
+    """drf-spectacular's schema, with the error answers every operation may give."""
+
+    def _get_response_bodies(self, direction="response"):
+        responses = super()._get_response_bodies(direction)
+        json_error = {"application/json": {"schema": ERROR_SCHEMA}}
+        for code, description in ERRORS.items():
+            responses.setdefault(code, {"description": description, "content": json_error})
+        return responses
+
+
+class TokenScheme(OpenApiAuthenticationExtension):
+    """Tells the schema (and Swagger UI's Authorize button) how tokens are sent."""
+
+    target_class = "dashboard.tokens.TokenAuthentication"
+    name = "token"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "An API token (crs_…), see /api/v1/tokens/"}

@@ -1,0 +1,114 @@
+"""/metrics for Prometheus: each cluster's balancing figures, read from the database at scrape time.
+
+Read at scrape time rather than counted in process: rounds and migrations run in the
+workers, /metrics is served by the web, and in the distributed mode neither knows the
+other's memory. The database is the record, so every web process answers the same.
+Open to the allow-list (loopback by default) and to a bearer token (CRS_METRICS_ALLOW,
+CRS_METRICS_TOKEN); anyone else gets a 403.
+"""
+
+import hmac
+import ipaddress
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.db.models import Count
+from django.http import HttpResponse
+from django.views.decorators.http import require_GET
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from .models import Cluster, Migration
+
+# Migrations take seconds (a container) to many minutes (a VM with much memory).
+DURATION_BUCKETS = [5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600]
+
+
+class ClusterCollector:
+    """One sample per cluster (label `cluster`) for each figure the page shows."""
+
+    def collect(self):
+        def gauge(name, help_text, labels=("cluster",)):
+            return GaugeMetricFamily(name, help_text, labels=list(labels))
+
+        imbalance = gauge("crs_imbalance", "Imbalance of the last round (fraction, 0-1).")
+        threshold = gauge("crs_threshold", "Threshold the last round was held against (fraction, 0-1).")
+        hold = gauge("crs_hold_count", "Rounds in a row above the threshold so far.")
+        hold_needed = gauge("crs_hold_duration_rounds", "Rounds above the threshold needed before a recommendation.")
+        pending = gauge("crs_pending_recommendations", "Recommendations waiting for a person.")
+        states = gauge("crs_migrations", "Migrations by state.", ("cluster", "state"))
+        round_seconds = gauge("crs_round_duration_seconds", "How long the last round took (engine and recording).")
+        last_round = gauge("crs_last_round_timestamp_seconds", "When the last round ran (Unix time).")
+        source_up = gauge(
+            "crs_source_up", "1 if the last collection worked, 0 if the source refused or was unreachable."
+        )
+        source_error_at = gauge("crs_source_error_timestamp_seconds", "When the source last failed (Unix time).")
+        durations = HistogramMetricFamily(
+            "crs_migration_duration_seconds", "Duration of finished migrations (done or failed).", labels=["cluster"]
+        )
+
+        clusters = Cluster.objects.filter(archived=False).select_related("policy")
+        counts = {}
+        for row in Migration.objects.values("cluster_id", "state").annotate(n=Count("pk")):
+            counts.setdefault(row["cluster_id"], {})[row["state"]] = row["n"]
+        for cluster in clusters:
+            name = [cluster.name]
+            last = cluster.rounds.order_by("-at").first()
+            if last is not None:
+                imbalance.add_metric(name, last.imbalance)
+                threshold.add_metric(name, last.threshold)
+                last_round.add_metric(name, last.at.timestamp())
+                if last.duration is not None:
+                    round_seconds.add_metric(name, last.duration)
+            hold.add_metric(name, cluster.hold_count)
+            hold_needed.add_metric(name, cluster.policy.hold_duration)
+            by_state = counts.get(cluster.pk, {})
+            pending.add_metric(name, by_state.get("suggested", 0))
+            for state in Migration.STATES:
+                states.add_metric([cluster.name, state], by_state.get(state, 0))
+            source_up.add_metric(name, 0 if cluster.source_error else 1)
+            if cluster.source_error_at:
+                source_error_at.add_metric(name, cluster.source_error_at.timestamp())
+            durations.add_metric(name, *histogram(cluster))
+        yield from (imbalance, threshold, hold, hold_needed, pending, states, round_seconds, last_round)
+        yield from (source_up, source_error_at, durations)
+
+
+def histogram(cluster) -> tuple[list, float]:
+    """Cumulative buckets and the sum of the cluster's finished migrations' durations."""
+    finished = cluster.migrations.filter(state__in=["done", "failed"], started_at__isnull=False).exclude(
+        finished_at__isnull=True
+    )
+    seconds = [(end - start).total_seconds() for start, end in finished.values_list("started_at", "finished_at")]
+    buckets = [(str(le), sum(1 for s in seconds if s <= le)) for le in DURATION_BUCKETS]
+    return buckets + [("+Inf", len(seconds))], sum(seconds)
+
+
+REGISTRY = CollectorRegistry(auto_describe=False)
+REGISTRY.register(ClusterCollector())
+
+
+def allowed(request) -> bool:
+    """The allow-list (networks, loopback by default) or the bearer token, if one is configured."""
+    token = settings.CRS_METRICS_TOKEN
+    header = request.headers.get("Authorization", "")
+    if token and hmac.compare_digest(header.encode(), f"Bearer {token}".encode()):
+        return True
+    try:
+        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+    except ValueError:
+        return False
+    return any(address in network for network in settings.CRS_METRICS_ALLOW)
+
+
+@require_GET
+@login_not_required  # Prometheus has no session; the allow-list and the token guard it
+def metrics(request):
+    if not allowed(request):
+        return HttpResponse(
+            "metrics: allowed from CRS_METRICS_ALLOW networks, or with Authorization: Bearer CRS_METRICS_TOKEN\n",
+            status=403,
+            content_type="text/plain",
+        )
+    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,135 @@
+"""Notifications through Apprise: per cluster, destinations (Apprise URLs) and the events each receives.
+
+Apprise speaks to 100+ services with one URL syntax (json:// webhooks, mailto://, slack://,
+msteams://, matrix://, ntfy://, gotify://…), so this module only decides what to say and
+when. Sending is a Celery task queued after the deciding transaction commits, retried with
+backoff: a slow or broken destination never holds up a round or a worker's migration.
+"""
+
+import logging
+
+import apprise
+from celery import shared_task
+from django.core.exceptions import ValidationError
+from django.db import models, transaction
+from django.db.models.signals import post_save
+from django.dispatch import receiver
+from django.utils import timezone
+
+from .models import AuditEvent, Cluster, Migration
+
+log = logging.getLogger(__name__)
+
+EVENTS = {
+    "recommendation-waiting": "a new recommendation waits for a person (manual or partial automation)",
+    "migration-failed": "a migration failed",
+    "source-unreachable": "collecting from the cluster started failing",
+}
+
+
+def apprise_url(value: str) -> None:
+    """The URL as Apprise reads it; refused with the reason when Apprise cannot use it."""
+    if not apprise.Apprise().add(value):
+        raise ValidationError(
+            "url: Apprise does not recognise this URL (e.g. json://host:port/path, mailto://user:pass@host, "
+            "slack://…, ntfy://topic; see https://github.com/caronc/apprise/wiki)"
+        )
+
+
+def known_events(value) -> None:
+    if not isinstance(value, list) or any(event not in EVENTS for event in value):
+        raise ValidationError(f"events must be a list of: {', '.join(EVENTS)}")
+
+
+class NotificationDestination(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="notification_destinations")
+    name = models.CharField(max_length=100, help_text="Who or what receives it, e.g. 'ops chat'.")
+    url = models.TextField(
+        validators=[apprise_url], help_text="An Apprise URL; it may hold a secret, so only admins see it."
+    )
+    events = models.JSONField(default=list, validators=[known_events], help_text="Which events are sent here.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["cluster", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.cluster})"
+
+
+class DeliveryFailed(Exception):
+    """Apprise could not deliver; the message says why (from Apprise's own log)."""
+
+
+def deliver(url: str, title: str, body: str) -> None:
+    """Send one notification now, or raise DeliveryFailed with Apprise's reason."""
+    sender = apprise.Apprise()
+    if not sender.add(url):
+        raise DeliveryFailed("Apprise does not recognise this URL")
+    with apprise.LogCapture(level=logging.WARNING) as output:
+        if not sender.notify(title=title, body=body):
+            raise DeliveryFailed(output.getvalue().strip() or "Apprise could not deliver the notification")
+
+
+@shared_task(
+    ignore_result=True,
+    autoretry_for=(DeliveryFailed,),
+    retry_backoff=5,  # 5 s, 10 s, 20 s, … (with jitter), at most 10 minutes apart
+    retry_backoff_max=600,
+    retry_jitter=True,
+    max_retries=8,
+)
+def send(destination_id: int, title: str, body: str) -> None:
+    destination = NotificationDestination.objects.filter(pk=destination_id).first()
+    if destination is None:
+        return  # removed since the event
+    deliver(destination.url, title, body)
+
+
+def announce(cluster_id: int, event: str, title: str, body: str) -> None:
+    """Queue the event for every destination of the cluster that wants it, once the transaction commits."""
+
+    def queue():
+        destinations = NotificationDestination.objects.filter(cluster_id=cluster_id)
+        for pk, events in destinations.values_list("pk", "events"):
+            if event in events:
+                # robust: with the broker down the event is logged and lost, the round goes on
+                send.delay(pk, title, body)
+
+    transaction.on_commit(queue, robust=True)
+
+
+@receiver(post_save, sender=AuditEvent)
+def notify_of_event(sender, instance: AuditEvent, created: bool, raw: bool = False, **kwargs) -> None:
+    """The audit trail already records every decision; the ones people want to hear about are sent on."""
+    if not created or raw or instance.migration_id is None:
+        return
+    if instance.action == "failed":
+        migration = Migration.objects.select_related("cluster").get(pk=instance.migration_id)
+        announce(
+            migration.cluster_id,
+            "migration-failed",
+            f"{migration.cluster}: migration of {migration.leader} failed",
+            f"{migration.leader} {migration.source} → {migration.target}: {migration.reason or 'no reason given'}",
+        )
+    elif instance.action == "suggested":
+        transaction.on_commit(lambda: _recommendation_waiting(instance.migration_id), robust=True)
+
+
+def _recommendation_waiting(migration_id: int) -> None:
+    """After the round committed: a recommendation the round approved itself waits for nobody."""
+    migration = Migration.objects.select_related("cluster").filter(pk=migration_id, state="suggested").first()
+    if migration is not None:
+        announce(
+            migration.cluster_id,
+            "recommendation-waiting",
+            f"{migration.cluster}: a recommendation waits for approval",
+            f"Move {migration.leader} {migration.source} → {migration.target}: imbalance "
+            f"{migration.imbalance_before:.1%} → {migration.imbalance_after:.1%} "
+            f"(gain {migration.relative_gain:.1%}, margin {migration.margin:.1%}).",
+        )
+
+
+def source_unreachable(cluster_id: int, error: str) -> None:
+    cluster = Cluster.objects.get(pk=cluster_id)
+    announce(cluster_id, "source-unreachable", f"{cluster}: the source is unreachable", error)

@@ -1,0 +1,218 @@
+"""The REST API (/api/v1/): tokens, roles, recommendations, settings, audit export, the schema."""
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from dashboard.models import AuditEvent, Migration
+from dashboard.tokens import ApiToken
+
+pytestmark = pytest.mark.django_db
+
+
+def bearer(user, name="script", expires_at=None):
+    _, secret = ApiToken.objects.issue(user, name, expires_at)
+    return {"HTTP_AUTHORIZATION": f"Bearer {secret}"}
+
+
+def test_schema_and_docs_are_readable_without_login(client):
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert schema.status_code == 200
+    paths = schema.json()["paths"]
+    assert "/api/v1/recommendations/{id}/approve/" in paths and "/api/v1/audit/export/csv/" in paths
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 200
+    body = docs.content.decode()
+    assert "swagger-ui" in body and "cdn" not in body.lower()  # served from drf-spectacular-sidecar
+
+
+def test_no_login_is_a_json_401(client, cluster):
+    response = client.get("/api/v1/clusters/")
+    assert response.status_code == 401
+    assert response.json()["detail"]
+
+
+def test_a_token_is_shown_once_and_stored_hashed(client, operator):
+    client.force_login(operator)
+    created = client.post("/api/v1/tokens/", {"name": "backup script"}, content_type="application/json")
+    assert created.status_code == 201, created.content
+    secret = created.json()["token"]
+    assert secret.startswith("crs_") and created.json()["prefix"] == secret[:12]
+    token = ApiToken.objects.get(name="backup script")
+    assert secret not in (token.digest, token.prefix) and len(token.digest) == 64
+    assert token.expires_at > timezone.now() + timedelta(days=89)  # expires by default
+    listed = client.get("/api/v1/tokens/").json()
+    assert listed[0]["name"] == "backup script" and "token" not in listed[0]
+
+    client.logout()
+    assert client.get("/api/v1/migrations/", HTTP_AUTHORIZATION=f"Bearer {secret}").status_code == 200
+    token.refresh_from_db()
+    assert token.last_used_at is not None
+
+
+def test_revoked_and_expired_tokens_are_refused(client, viewer, cluster):
+    revoked = bearer(viewer, "old")
+    assert client.get("/api/v1/clusters/", **revoked).status_code == 200
+    client.force_login(viewer)
+    pk = ApiToken.objects.get(name="old").pk
+    assert client.delete(f"/api/v1/tokens/{pk}/").status_code == 204
+    client.logout()
+    response = client.get("/api/v1/clusters/", **revoked)
+    assert response.status_code == 401 and "revoked" in response.json()["detail"]
+
+    expired = bearer(viewer, "expired", timezone.now() - timedelta(seconds=1))
+    assert client.get("/api/v1/clusters/", **expired).status_code == 401
+
+
+def test_only_admins_create_tokens_for_others(client, admin, operator):
+    client.force_login(operator)
+    response = client.post("/api/v1/tokens/", {"name": "x", "user": "admin"}, content_type="application/json")
+    assert response.status_code == 403
+    client.force_login(admin)
+    response = client.post("/api/v1/tokens/", {"name": "for op", "user": "operator"}, content_type="application/json")
+    assert response.status_code == 201 and response.json()["user"] == "operator"
+    assert ApiToken.objects.get(name="for op").user == operator
+    unknown = client.post("/api/v1/tokens/", {"name": "x", "user": "no\x00body"}, content_type="application/json")
+    assert unknown.status_code == 400 and list(unknown.json()) == ["user"]
+
+
+def test_a_token_carries_its_users_role(client, viewer, suggested):
+    response = client.post(f"/api/v1/recommendations/{suggested.pk}/approve/", **bearer(viewer))
+    assert response.status_code == 403
+    assert "dashboard.approve_migration" in response.json()["detail"]
+    assert Migration.objects.get(pk=suggested.pk).state == "suggested"
+
+
+def test_recommendations_list_and_approve(client, operator, suggested):
+    auth = bearer(operator)
+    listed = client.get(f"/api/v1/recommendations/?cluster={suggested.cluster_id}", **auth).json()
+    assert [r["id"] for r in listed] == [suggested.pk]
+    assert listed[0]["source"] == "node01" and listed[0]["imbalance_before"] == 0.5
+    response = client.post(f"/api/v1/recommendations/{suggested.pk}/approve/", **auth)
+    assert response.status_code == 200, response.content
+    assert response.json()["state"] == "approved" and response.json()["decided_by"] == "operator"
+    late = client.post(f"/api/v1/recommendations/{suggested.pk}/reject/", {"reason": "x"}, **auth)
+    assert late.status_code == 409 and "is approved" in late.json()["detail"]
+    assert client.get("/api/v1/recommendations/", **auth).json() == []
+    assert AuditEvent.objects.filter(action="approved", actor=operator, migration=suggested).exists()
+
+
+def test_reject_needs_a_reason_and_names_the_field(client, operator, suggested):
+    auth = bearer(operator)
+    url = f"/api/v1/recommendations/{suggested.pk}/reject/"
+    missing = client.post(url, {}, content_type="application/json", **auth)
+    assert missing.status_code == 400 and "reason" in missing.json()
+    response = client.post(url, {"reason": "backup window"}, content_type="application/json", **auth)
+    assert response.status_code == 200 and response.json()["state"] == "rejected"
+    assert response.json()["reason"] == "backup window"
+
+
+def test_approve_all_approves_every_pending_recommendation(client, operator, suggested):
+    response = client.post(f"/api/v1/clusters/{suggested.cluster_id}/recommendations/approve-all/", **bearer(operator))
+    assert response.status_code == 200
+    assert [m["id"] for m in response.json()["approved"]] == [suggested.pk] and response.json()["refused"] == {}
+
+
+def test_settings_read_and_change_with_the_models_validation(client, admin, operator, cluster):
+    url = f"/api/v1/clusters/{cluster.pk}/settings/"
+    current = client.get(url, **bearer(operator)).json()
+    assert current["threshold"] == cluster.policy.threshold and current["automation"] == "manual"
+    refused = client.patch(url, {"threshold": 30}, content_type="application/json", **bearer(operator))
+    assert refused.status_code == 403
+
+    auth = bearer(admin)
+    bad = client.patch(url, {"mode": "fast"}, content_type="application/json", **auth)
+    assert bad.status_code == 400 and list(bad.json()) == ["mode"] and "mode must be one of" in bad.json()["mode"][0]
+    typed = client.patch(url, {"hold_duration": "3", "colour": 1}, content_type="application/json", **auth)
+    assert typed.json() == {
+        "hold_duration": ["hold duration must be a number"],
+        "colour": [f"colour is not a setting; the settings are: {', '.join(current)}"],
+    }
+    below = client.patch(
+        url, {"margin": current["automatic_margin"] * 2}, content_type="application/json", **auth
+    )  # the model's rule: automatic margin ≥ margin
+    assert below.status_code == 400 and "automatic margin" in str(below.json())
+    good = client.patch(url, {"method": "topsis"}, content_type="application/json", **auth)
+    assert good.status_code == 200 and good.json()["method"] == "topsis"
+    event = AuditEvent.objects.get(action="settings-changed")
+    assert event.actor == admin and event.details["changes"] == {"method": ["bruteforce", "topsis"]}
+
+
+def test_nodes_and_guests_come_from_the_latest_snapshot(client, viewer, collected, cluster):
+    auth = bearer(viewer)
+    nodes = client.get(f"/api/v1/clusters/{collected.pk}/nodes/", **auth).json()
+    assert [n["name"] for n in nodes] == [n["name"] for n in collected.snapshot["nodes"]]
+    guests = client.get(f"/api/v1/clusters/{collected.pk}/guests/", **auth).json()
+    assert {g["sid"] for g in guests} == {g["sid"] for g in collected.snapshot["guests"]}
+
+
+def test_rounds_are_paged_and_filtered_by_time(client, viewer, cluster):
+    from dashboard.models import Round
+
+    now = timezone.now()
+    for minutes in range(5):
+        Round.objects.create(
+            cluster=cluster,
+            at=now - timedelta(minutes=minutes),
+            imbalance=0.3,
+            threshold=0.3,
+            decision="holding",
+            hold_count=1,
+            explanation={},
+            node_usage={},
+        )
+    auth = bearer(viewer)
+    since = (now - timedelta(minutes=2, seconds=30)).isoformat()
+    page = client.get("/api/v1/rounds/", {"since": since, "page_size": 2}, **auth).json()
+    assert page["count"] == 3 and len(page["results"]) == 2 and page["next"]
+    bad = client.get("/api/v1/rounds/", {"since": "yesterday"}, **auth)
+    assert bad.status_code == 400 and "since" in bad.json()
+
+
+def test_audit_trail_exports_csv_and_json_with_filters(client, viewer, operator, suggested):
+    client.force_login(operator)
+    client.post(
+        f"/api/v1/recommendations/{suggested.pk}/reject/", {"reason": "not now"}, content_type="application/json"
+    )
+    client.logout()
+    auth = bearer(viewer)
+    rows = list(
+        csv.reader(io.StringIO(b"".join(client.get("/api/v1/audit/export/csv/", **auth).streaming_content).decode()))
+    )
+    assert rows[0] == ["at", "actor", "action", "cluster", "migration", "details"]
+    assert [r[1:3] for r in rows[1:]] == [["operator", "rejected"]]
+    exported = client.get("/api/v1/audit/export/json/", {"action": "rejected"}, **auth).json()
+    assert exported[0]["details"]["reason"] == "not now"
+    assert client.get("/api/v1/audit/", {"actor": "system"}, **auth).json()["count"] == 0
+    bad = client.get("/api/v1/audit/", {"action": "exploded"}, **auth)
+    assert bad.status_code == 400 and "action must be one of" in bad.json()["action"][0]
+
+
+def test_session_writes_need_csrf(admin, cluster):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin)
+    response = client.patch(
+        f"/api/v1/clusters/{cluster.pk}/settings/", {"method": "topsis"}, content_type="application/json"
+    )
+    assert response.status_code == 403 and "CSRF" in response.json()["detail"]
+
+
+def test_the_tokens_page_creates_shows_once_and_revokes(client, viewer, cluster):
+    client.force_login(viewer)
+    created = client.post("/tokens/", {"name": "grafana", "days": "30"})
+    assert created.status_code == 200 and "no-store" in created["Cache-Control"]
+    secret = created.context["secret"]
+    assert secret in created.content.decode()
+    token = ApiToken.objects.get(name="grafana")
+    assert timedelta(days=29) < token.expires_at - timezone.now() <= timedelta(days=30)
+    listed = client.get("/tokens/").content.decode()
+    assert "grafana" in listed and token.prefix in listed and secret not in listed
+    assert client.post("/tokens/", {"name": "", "days": "0"}).status_code == 400
+    client.post(f"/tokens/{token.pk}/revoke")
+    client.logout()
+    assert client.get("/api/v1/clusters/", HTTP_AUTHORIZATION=f"Bearer {secret}").status_code == 401

@@ -1,0 +1,80 @@
+"""/metrics: a scrape parsed by prometheus_client's own parser; who may scrape."""
+
+import ipaddress
+from datetime import timedelta
+
+import pytest
+from conftest import migration_fields
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from dashboard.models import Migration
+from dashboard.tasks import balancing_round
+
+pytestmark = pytest.mark.django_db
+
+
+def scrape(client, **extra) -> dict:
+    response = client.get("/metrics", **extra)
+    assert response.status_code == 200, response.content
+    return {family.name: family for family in text_string_to_metric_families(response.content.decode())}
+
+
+def value(families, name, **labels):
+    """The sample `name` with these labels (histograms' _bucket and _sum samples too)."""
+    samples = [s for family in families.values() for s in family.samples if s.name == name]
+    return next(s.value for s in samples if all(s.labels.get(k) == v for k, v in labels.items()))
+
+
+def test_a_scrape_reports_each_clusters_figures(client, suggested):
+    cluster = suggested.cluster
+    balancing_round.apply(args=[cluster.pk])
+    started = timezone.now() - timedelta(seconds=40)
+    Migration.objects.filter(pk=suggested.pk).update(
+        state="done", started_at=started, finished_at=started + timedelta(seconds=20)
+    )
+    Migration.objects.create(**{**migration_fields(suggested), "state": "suggested"})
+    last = cluster.rounds.get()
+
+    families = scrape(client)  # the test client comes from 127.0.0.1: loopback needs nothing more
+    assert value(families, "crs_imbalance", cluster="test") == pytest.approx(last.imbalance)
+    assert value(families, "crs_threshold", cluster="test") == pytest.approx(last.threshold)
+    assert value(families, "crs_last_round_timestamp_seconds", cluster="test") == pytest.approx(last.at.timestamp())
+    assert 0 < value(families, "crs_round_duration_seconds", cluster="test") < 60
+    assert value(families, "crs_hold_duration_rounds", cluster="test") == cluster.policy.hold_duration
+    assert value(families, "crs_pending_recommendations", cluster="test") == 1
+    assert value(families, "crs_migrations", cluster="test", state="done") == 1
+    assert value(families, "crs_source_up", cluster="test") == 1
+    assert value(families, "crs_migration_duration_seconds_bucket", cluster="test", le="15") == 0
+    assert value(families, "crs_migration_duration_seconds_bucket", cluster="test", le="30") == 1
+    assert value(families, "crs_migration_duration_seconds_sum", cluster="test") == pytest.approx(20)
+
+
+def test_a_failing_source_shows(client, cluster):
+    cluster.source_error = "connection refused"
+    cluster.source_error_at = timezone.now()
+    cluster.save()
+    assert value(scrape(client), "crs_source_up", cluster="test") == 0
+
+
+def test_other_addresses_need_the_allow_list_or_the_token(client, cluster, settings):
+    settings.CRS_METRICS_TOKEN = "s3cret"
+    assert client.get("/metrics", REMOTE_ADDR="192.0.2.7").status_code == 403
+    assert client.get("/metrics", REMOTE_ADDR="192.0.2.7", HTTP_AUTHORIZATION="Bearer wrong").status_code == 403
+    assert "crs_imbalance" in scrape(client, REMOTE_ADDR="192.0.2.7", HTTP_AUTHORIZATION="Bearer s3cret")
+    settings.CRS_METRICS_ALLOW = [ipaddress.ip_network("192.0.2.0/24")]
+    assert "crs_imbalance" in scrape(client, REMOTE_ADDR="192.0.2.7")
+
+
+def test_the_sample_grafana_dashboard_asks_only_for_served_metrics(client, suggested):
+    import json
+    import re
+    from pathlib import Path
+
+    balancing_round.apply(args=[suggested.cluster_id])
+    served = {s.name for family in scrape(client).values() for s in family.samples}
+    dashboard = json.loads((Path(__file__).parent.parent / "docs" / "grafana-dashboard.json").read_text())
+    asked = {
+        name for panel in dashboard["panels"] for t in panel["targets"] for name in re.findall(r"crs_\w+", t["expr"])
+    }
+    assert asked and asked <= served, asked - served
