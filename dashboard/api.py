@@ -32,7 +32,7 @@ from rest_framework_dataclasses.serializers import DataclassSerializer
 import crs.model
 
 from .audit import AuditFilterForm
-from .forms import POLICY_FIELDS, PolicyForm, RejectForm, json_type_errors
+from .forms import POLICY_FIELDS, PolicyApiForm, RejectForm, json_type_errors
 from .models import AuditEvent, Cluster, Migration, Policy, Round
 from .notify import EVENTS, DeliveryFailed, NotificationDestination, deliver
 from .tokens import DEFAULT_LIFETIME, ApiToken
@@ -185,7 +185,7 @@ class PolicySerializer(serializers.ModelSerializer):
         return data
 
     def update(self, instance, validated_data):
-        form = PolicyForm({**PolicyForm(instance=instance).initial, **validated_data}, instance=instance)
+        form = PolicyApiForm({**PolicyApiForm.values(instance), **validated_data}, instance=instance)
         if not form.is_valid():
             raise ValidationError(errors_of(form))
         return form.save_by(self.context["request"].user)
