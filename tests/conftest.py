@@ -23,6 +23,8 @@ WEB = ["daphne", "-b", "0.0.0.0", "-p", "8000", "dashboard.asgi:application"]
 WORKER = ["celery", "-A", "dashboard", "worker", "-l", "info"]
 # The worker runs restarted when it stops, as `make worker` and the compose restart policy do.
 SUPERVISE = [str(ROOT / "scripts" / "supervise")]
+# `make web` collects the static files (hashed, compressed) before daphne starts.
+COLLECTSTATIC = ["manage.py", "collectstatic", "--noinput", "-v", "0"]
 BEAT = [
     "celery",
     "-A",
@@ -217,7 +219,7 @@ def distributed_stack(database_url: str, redis_url: str, password: str, name: st
         "CRS_ADMIN_PASSWORD": password,
         "CRS_SECRET_KEY": f"{name}-test",
     }
-    for setup in (["manage.py", "migrate", "--noinput"], ["manage.py", "demo", "--round-interval", "1"]):
+    for setup in (["manage.py", "migrate", "--noinput"], COLLECTSTATIC, ["manage.py", "demo", "--round-interval", "1"]):
         assert start(setup, env, ARTIFACTS / f"{name}-setup.log").wait(120) == 0
     web = [str(VENV_BIN / WEB[0]), "-b", "127.0.0.1", "-p", str(port), *WEB[5:]]
     processes = [start(web, env, ARTIFACTS / f"{name}-web.log")] + [

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import (
     ARTIFACTS,
+    COLLECTSTATIC,
     FAST_SIMULATOR,
     SUPERVISE,
     free_port,
@@ -42,6 +43,7 @@ def stack(db, redis_server, admin):
     # The test's key, so the servers accept the session this test logs in with (the test
     # settings hash passwords with MD5, which production settings would not verify).
     env = {"DATABASE_URL": shared_database_url(), "REDIS_URL": redis_server.url, "CRS_SECRET_KEY": settings.SECRET_KEY}
+    assert start(COLLECTSTATIC, env, ARTIFACTS / "outage-setup.log").wait(120) == 0
     port = free_port()
     processes = [
         start(
