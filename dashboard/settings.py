@@ -9,6 +9,7 @@ Two modes, chosen by the environment (DESIGN.md "Two ways to run"):
 
 import os
 import secrets
+import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -54,12 +55,33 @@ def database_config(url: str) -> dict:
             "PASSWORD": unquote(parts.password or ""),
             "HOST": parts.hostname or "",
             "PORT": str(parts.port or ""),
-            "CONN_MAX_AGE": 60,
+            # A bounded pool per process (README "Sizing the database pool"): under ASGI every
+            # request thread used to keep a connection of its own, and a burst exhausted the
+            # server's max_connections for every process. The pool needs CONN_MAX_AGE=0; a
+            # connection is checked before it is handed out, so one broken by a database
+            # restart is replaced instead of failing a request.
+            "CONN_MAX_AGE": 0,
             "CONN_HEALTH_CHECKS": True,
+            # pg_stat_activity names the process (crs-daphne, crs-celery) each connection serves.
+            "OPTIONS": {"pool": database_pool(), "application_name": f"crs-{Path(sys.argv[0]).name}"[:63]},
         }
     if parts.scheme == "sqlite":
         return sqlite_config(Path(unquote(parts.path)))
     raise ImproperlyConfigured(f"DATABASE_URL={url!r}: use postgres://... or sqlite:///path")
+
+
+def database_pool() -> dict:
+    """psycopg_pool options: at most CRS_DB_POOL_SIZE connections in this process; a request
+    that finds them all busy waits up to CRS_DB_POOL_TIMEOUT seconds for one."""
+    size = env_int("CRS_DB_POOL_SIZE", 10)
+    if size < 1:
+        raise ImproperlyConfigured(f"CRS_DB_POOL_SIZE={size}: use a whole number of 1 or more")
+    return {
+        "min_size": 1,
+        "max_size": size,
+        "max_idle": 60,  # connections beyond min_size go back to the server after a burst
+        "timeout": env_int("CRS_DB_POOL_TIMEOUT", 10),
+    }
 
 
 def sqlite_config(path: Path) -> dict:
@@ -182,13 +204,27 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:home"
 LOGOUT_REDIRECT_URL = "login"
 
+# Longer than channels-redis's blocking read (5 s) so that an idle read never times out.
+REDIS_SOCKET_TIMEOUT = 30
 if REDIS_URL:
     CHANNEL_LAYERS = {
         # redis-py's async pool refuses (not queues) past max_connections, 100 by default; every
         # page's join is a command, and after a web restart all pages reconnect at once.
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "max_connections": 2000}]},
+            # socket_timeout: redis-py 8 gives every socket 5 s, exactly channels-redis's blocking
+            # read (brpop_timeout, 5 s); each idle read then raced the timeout and the consumer's
+            # socket closed with 1011 every 10-19 s. A silent dead server is still noticed.
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "max_connections": 2000,
+                        "socket_timeout": REDIS_SOCKET_TIMEOUT,
+                        "socket_keepalive": True,
+                    }
+                ]
+            },
         }
     }
     CELERY_BROKER_URL = REDIS_URL

@@ -47,3 +47,9 @@ def test_distributed_mode_refuses_to_start_without_a_secret_key():
 def test_a_malformed_switch_names_the_variable():
     result = manage("check", **{**PRODUCTION, "CRS_HTTPS": "yes please"})
     assert "CRS_HTTPS='yes please': use true or false" in result.stderr
+
+
+def test_a_pool_size_below_one_names_the_variable():
+    result = manage("check", **{**PRODUCTION, "CRS_DB_POOL_SIZE": "0"})
+    assert result.returncode != 0
+    assert "CRS_DB_POOL_SIZE=0: use a whole number of 1 or more" in result.stderr
