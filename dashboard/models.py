@@ -308,6 +308,9 @@ class Migration(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When a follower last polled it (tasks.follow); a running migration not polled for a while
+    # lost its follower to an outage and is followed again (tasks.reconcile).
+    followed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = MigrationManager()
 

@@ -11,6 +11,7 @@ app_patterns = [
     path("api/clusters/<int:pk>/settings", views.api_settings, name="api-settings"),
     path("api/migrations/<int:pk>/approve", views.approve, name="approve"),
     path("api/migrations/<int:pk>/reject", views.reject, name="reject"),
+    path("api/migrations/<int:pk>/fail", views.mark_failed, name="mark-failed"),
     path("audit/", audit.audit, name="audit"),
     path("clusters/<int:pk>/snapshot.json", snapshots.export, name="export"),
     path("clusters/<int:pk>/plan", snapshots.plan, name="plan"),

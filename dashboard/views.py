@@ -141,6 +141,25 @@ def reject(request, pk):
     return _decided(pk, "rejected")
 
 
+@require_POST
+@api("dashboard.approve_migration")
+def mark_failed(request, pk):
+    """An operator settles a running migration by hand: its follower is lost and the adapter cannot
+    say, or the operator knows better. Audited with the operator as actor; a no-op unless running."""
+    get_object_or_404(Migration, pk=pk)
+    reason = f"marked failed by {request.user.get_username()}; the adapter's task was not stopped"
+    with transaction.atomic():
+        marked = Migration.objects.transition(pk, "running", "failed", request.user, reason=reason)
+        if marked:
+            transaction.on_commit(lambda: live.push_migration(pk))
+    migration = Migration.objects.select_related("decided_by").get(pk=pk)
+    payload = live.migration_payload(migration)
+    if marked:
+        return JsonResponse({"migration": payload})
+    error = f"migration {pk} is {migration.state}, not running"
+    return JsonResponse({"error": error, "migration": payload}, status=409)
+
+
 def _decided(pk, wanted):
     """200 with the migration if it is now in the wanted state, 409 saying where it is otherwise."""
     migration = Migration.objects.select_related("decided_by").get(pk=pk)
