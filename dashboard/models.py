@@ -354,7 +354,7 @@ class AuditEvent(models.Model):
     Append-only: an auditor must be able to trust that what is listed is what happened.
     Clusters and migrations with events cannot be deleted (PROTECT), and a user who is
     deleted leaves their username in `actor_name`. `cluster` is None only for the deletion
-    of a cluster that had no events, which names it in `details`.
+    of a cluster that had no events, which names it in `details`, and for a login lockout.
     """
 
     ACTIONS = [
@@ -370,6 +370,7 @@ class AuditEvent(models.Model):
         "cluster-created",
         "cluster-changed",
         "cluster-deleted",
+        "login-locked-out",
     ]
 
     at = models.DateTimeField(default=timezone.now, db_index=True)

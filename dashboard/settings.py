@@ -10,6 +10,7 @@ Two modes, chosen by the environment (DESIGN.md "Two ways to run"):
 import os
 import secrets
 import sys
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -149,6 +150,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_celery_beat",
+    "axes",
     "dashboard",
 ]
 
@@ -163,7 +165,19 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it answers a locked-out login with the lockout page
 ]
+
+# Login throttling (django-axes), on the login page and /admin/login/ alike: after
+# CRS_LOGIN_FAILURE_LIMIT failed logins for one username, or from one address, that username
+# or address is refused for CRS_LOGIN_LOCKOUT_MINUTES (429, registration/locked_out.html), and
+# the audit trail records "login-locked-out". `manage.py axes_reset` lifts every lockout.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("CRS_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("CRS_LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own, not the pair
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 
 ROOT_URLCONF = "dashboard.urls"
 ASGI_APPLICATION = "dashboard.asgi.application"
