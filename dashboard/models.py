@@ -51,6 +51,13 @@ class ClusterManager(models.Manager):
     def release_round(self, pk: int) -> None:
         self.filter(pk=pk).update(round_lease_until=None)
 
+    def queue_round(self, pk: int, interval: timedelta) -> bool:
+        """True if the caller may queue the cluster's round: none is queued. The mark lapses after
+        one round interval, as the queued message does (it expires), so a lost one blocks nothing."""
+        now = timezone.now()
+        free = models.Q(round_queued_until__isnull=True) | models.Q(round_queued_until__lt=now)
+        return self.filter(free, pk=pk).update(round_queued_until=now + interval) == 1
+
 
 class Cluster(models.Model):
     name = models.CharField(max_length=100, unique=True)
@@ -69,6 +76,8 @@ class Cluster(models.Model):
     hold_count = models.PositiveIntegerField(default=0, editable=False)
     last_round_at = models.DateTimeField(null=True, blank=True, editable=False)
     round_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # A round is queued and not yet started (ClusterManager.queue_round): never two in the queue.
+    round_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = ClusterManager()
 

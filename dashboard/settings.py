@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 import crs.sources.proxmox
 
@@ -255,6 +256,13 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # exceed the longest task (an adapter call) and countdown (a second), yet keep a migration
 # from waiting long for its follower.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CRS_TASK_VISIBILITY_TIMEOUT", 300)}
+# Two queues, both consumed by every worker unless told otherwise (`-Q`): the live clusters'
+# ("celery") and the read-only what-if clusters' collects and rounds ("whatif", tasks.task_queue),
+# taken in turn, so a heavy imported snapshot cannot delay the live rounds.
+CELERY_TASK_QUEUES = [Queue("celery"), Queue("whatif")]
+# One message at a time per worker process: a process busy with a long round does not sit on
+# other clusters' messages meanwhile (fairness between clusters and queues).
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"

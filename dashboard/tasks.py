@@ -31,6 +31,7 @@ STALLED_APPROVAL = timedelta(seconds=30)
 # A running migration not polled for this long lost its follower (its message was dropped by a
 # broker or database outage, or its worker was killed): rounds and a starting worker follow it again.
 UNFOLLOWED = timedelta(seconds=10)
+WHATIF_QUEUE = "whatif"  # read-only what-if clusters' collects and rounds (settings.CELERY_TASK_QUEUES)
 
 
 @shared_task(ignore_result=True)
@@ -57,12 +58,27 @@ def collect(cluster_id: int) -> None:
         return
     if recovered:
         live.push(cluster_id, live.source_payload("", None))
-    balancing_round.delay(cluster_id)
+    queue_round(cluster)
+
+
+def queue_round(cluster: Cluster) -> None:
+    """Queue the cluster's round unless one is queued already. It expires after one round
+    interval (the next collect queues a fresher one); a what-if cluster's goes to its own
+    queue, so a heavy imported snapshot cannot delay the live clusters' rounds."""
+    interval = timedelta(seconds=cluster.policy.round_interval)
+    if Cluster.objects.queue_round(cluster.pk, interval):
+        balancing_round.apply_async((cluster.pk,), queue=task_queue(cluster), expires=interval.total_seconds())
+
+
+def task_queue(cluster: Cluster) -> str:
+    """The Celery queue of a cluster's collects and rounds (the worker consumes both)."""
+    return WHATIF_QUEUE if cluster.read_only else "celery"
 
 
 @shared_task(ignore_result=True)
 def balancing_round(cluster_id: int) -> None:
     """Runs after each collect. It decides nothing itself; crs.balancer does."""
+    Cluster.objects.filter(pk=cluster_id).update(round_queued_until=None)  # the next collect may queue one
     if not Cluster.objects.claim_round(cluster_id):
         return  # this cluster's round is already running on another worker
     try:
