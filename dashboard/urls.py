@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from . import audit, snapshots, views
@@ -22,6 +23,11 @@ app_patterns = [
 urlpatterns = [
     path("", include((app_patterns, "dashboard"))),
     path("healthz", views.healthz, name="healthz"),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # Log in and out, change one's password; no password reset: it needs mail, which the product
+    # does not send (an admin sets a new password in /admin/).
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("admin/", admin.site.urls),
 ]

@@ -117,6 +117,8 @@ def _settings(policy) -> dict:
 @api("dashboard.approve_migration")
 def approve(request, pk):
     migration = get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
+    if refusal := _not_migratable(migration.cluster):
+        return JsonResponse({"error": refusal, "migration": live.migration_payload(migration)}, status=409)
     with transaction.atomic():
         if reason := migration.stale_reason(migration.cluster.latest_snapshot()):
             Migration.objects.transition(pk, "suggested", "expired", request.user, reason=reason)
@@ -125,6 +127,15 @@ def approve(request, pk):
             transaction.on_commit(lambda: execute.delay(pk), robust=True)
         transaction.on_commit(lambda: live.push_migration(pk))
     return _decided(pk, "approved")
+
+
+def _not_migratable(cluster) -> str:
+    """Why nothing of this cluster can be migrated, or ""."""
+    if cluster.read_only:
+        return f"cluster {cluster.name} is a read-only what-if cluster: nothing is migrated there"
+    if cluster.archived:
+        return f"cluster {cluster.name} is archived: it runs no rounds and no migrations"
+    return ""
 
 
 @require_POST
@@ -136,9 +147,12 @@ def reject(request, pk):
         return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
     reason = form.cleaned_data["reason"]
     with transaction.atomic():
-        Migration.objects.transition(pk, "suggested", "rejected", request.user, decided_by=request.user, reason=reason)
+        rejected = Migration.objects.transition(
+            pk, "suggested", "rejected", request.user, decided_by=request.user, reason=reason
+        )
         transaction.on_commit(lambda: live.push_migration(pk))
-    return _decided(pk, "rejected")
+    # Only the reject that was recorded answers 200: a concurrent loser's reason was not kept.
+    return _decided(pk, "rejected") if rejected else _refused(pk)
 
 
 @require_POST
@@ -166,6 +180,13 @@ def _decided(pk, wanted):
     payload = live.migration_payload(migration)
     if migration.state == wanted or (wanted == "approved" and migration.state in ("running", "done", "failed")):
         return JsonResponse({"migration": payload})
+    return _refused(pk, migration)
+
+
+def _refused(pk, migration=None):
+    """409 saying where the migration is, for a decision that was not (or no longer) taken."""
+    migration = migration or Migration.objects.select_related("decided_by").get(pk=pk)
+    payload = live.migration_payload(migration)
     reason = f" ({migration.reason})" if migration.reason else ""
     return JsonResponse(
         {"error": f"migration {pk} is {migration.state}{reason}, not suggested", "migration": payload}, status=409
@@ -182,7 +203,8 @@ def healthz(request):
     clusters = list(Cluster.objects.only("name", "last_round_at", "source_error")) if checks["database"] == "ok" else []
     rounds = {c.name: c.last_round_at.isoformat() if c.last_round_at else None for c in clusters}
     # Monitoring polls anonymously: it learns that a source fails; people logged in learn why.
-    detail = request.user.is_authenticated
+    # (Without the database the session cannot be read: the answer stays JSON, a 503.)
+    detail = checks["database"] == "ok" and request.user.is_authenticated
     sources = {
         c.name: ("ok" if not c.source_error else f"error: {c.source_error}" if detail else "error") for c in clusters
     }
