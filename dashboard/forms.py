@@ -57,6 +57,8 @@ class PolicyForm(forms.ModelForm):
     def save_by(self, actor) -> Policy:
         """Save the settings and audit what changed, in one transaction."""
         changes = {name: [self.initial.get(name), self.cleaned_data[name]] for name in self.changed_data}
+        if not changes:
+            return self.instance  # nothing changed: no event, and the hold counter goes on
         with transaction.atomic():
             policy = self.save()
             AuditEvent.objects.create(

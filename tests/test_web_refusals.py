@@ -52,3 +52,16 @@ def test_healthz_is_a_json_503_when_the_database_is_down(client, admin, monkeypa
 def test_password_reset_is_not_offered_without_mail(client):
     assert client.get("/accounts/password_reset/").status_code == 404
     assert "password_reset" not in client.get("/accounts/login/").content.decode()
+
+
+def test_an_unchanged_settings_save_records_nothing_and_keeps_the_hold(admin_client, cluster):
+    from conftest import policy_form
+
+    Cluster.objects.filter(pk=cluster.pk).update(hold_count=2)
+    response = admin_client.post(reverse("dashboard:settings", args=[cluster.pk]), policy_form())
+    assert response.status_code == 302
+    assert not AuditEvent.objects.filter(action="settings-changed").exists()
+    assert Cluster.objects.get(pk=cluster.pk).hold_count == 2
+    admin_client.post(reverse("dashboard:settings", args=[cluster.pk]), policy_form(threshold=20))
+    assert AuditEvent.objects.get(action="settings-changed").details["changes"] == {"threshold": [30.0, 20.0]}
+    assert Cluster.objects.get(pk=cluster.pk).hold_count == 0
