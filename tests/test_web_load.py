@@ -45,7 +45,7 @@ def test_a_burst_of_200_viewers_gets_no_5xx_and_the_pool_bounds_connections(redi
             "u.groups.add(Group.objects.get(name='viewer'))"
         )
         env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "CRS_SECRET_KEY": "load-test"}
-        assert start(["manage.py", "shell", "-c", make_viewer], env, ARTIFACTS / "load-setup.log").wait(60) == 0
+        assert start(["manage.py", "shell", "-c", make_viewer], env, ARTIFACTS / "load-setup.log").wait(120) == 0
         cookie = login(base, "viewer", "viewer-password")
         url = f"{base}/api/clusters/1/"
 
