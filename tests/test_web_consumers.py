@@ -45,3 +45,17 @@ async def test_logged_in_page_receives_its_clusters_pushes(admin, cluster):
     assert (message["type"], message["imbalance"]) == ("round", 0.4)
     assert await communicator.receive_nothing(timeout=0.2)
     await communicator.disconnect()
+
+
+async def test_a_join_that_fails_while_redis_restarts_closes_with_try_again_later(admin, cluster, monkeypatch):
+    from channels.layers import get_channel_layer
+
+    async def down(*args):
+        raise ConnectionError("Error connecting to Redis")
+
+    monkeypatch.setattr(get_channel_layer(), "group_add", down)
+    cookie = await sync_to_async(session_cookie)(admin)
+    communicator = WebsocketCommunicator(application, f"/ws/clusters/{cluster.pk}/", headers=[ORIGIN, cookie])
+    connected, _ = await communicator.connect()
+    assert connected  # not a 500: the page reads the code and reconnects
+    assert await communicator.receive_output() == {"type": "websocket.close", "code": 1013}
