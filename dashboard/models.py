@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models, transaction
 from django.utils import timezone
 
@@ -59,8 +59,15 @@ class ClusterManager(models.Manager):
         return self.filter(free, pk=pk).update(round_queued_until=now + interval) == 1
 
 
+# A name goes into file names and headers (the snapshot download): no line breaks or other
+# control characters.
+printable_name = RegexValidator(
+    r"\A[^\x00-\x1f\x7f]+\Z", "name must not contain line breaks, tabs or other control characters"
+)
+
+
 class Cluster(models.Model):
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=100, unique=True, validators=[printable_name])
     source_kind = models.CharField(max_length=20, choices=SOURCE_CHOICES, default="simulator")
     source_config = models.JSONField(default=dict, blank=True, help_text="Options for the source adapter.")
     # What the adapter asked us to keep between calls (the simulator's clock and placements).

@@ -65,3 +65,15 @@ def test_an_unchanged_settings_save_records_nothing_and_keeps_the_hold(admin_cli
     admin_client.post(reverse("dashboard:settings", args=[cluster.pk]), policy_form(threshold=20))
     assert AuditEvent.objects.get(action="settings-changed").details["changes"] == {"threshold": [30.0, 20.0]}
     assert Cluster.objects.get(pk=cluster.pk).hold_count == 0
+
+
+def test_a_cluster_name_with_a_line_break_is_refused_in_the_admin(client, django_user_model):
+    superuser = django_user_model.objects.create_superuser("root", "root@example.com", "pw")
+    client.force_login(superuser)
+    response = client.post(
+        "/admin/dashboard/cluster/add/",
+        {"name": "lab\r\nX-Injected: 1", "source_kind": "simulator", "source_config": "{}"},
+    )
+    assert response.status_code == 200
+    assert "name must not contain line breaks, tabs or other control characters" in response.content.decode()
+    assert not Cluster.objects.filter(name__startswith="lab").exists()
