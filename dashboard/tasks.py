@@ -246,7 +246,7 @@ def refollow_unfollowed(cluster_id: int | None = None) -> None:
 def reconcile() -> None:
     """On worker start (celery.py): what an outage or a killed worker left unfollowed."""
     refollow_unfollowed()
-    for cluster_id in Migration.objects.filter(state="approved").values_list("cluster_id", flat=True).distinct():
+    for cluster_id in Migration.objects.filter(state="approved").values_list("cluster_id", flat=True).order_by().distinct():
         requeue_stalled(cluster_id)
 
 
