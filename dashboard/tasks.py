@@ -246,7 +246,8 @@ def refollow_unfollowed(cluster_id: int | None = None) -> None:
 def reconcile() -> None:
     """On worker start (celery.py): what an outage or a killed worker left unfollowed."""
     refollow_unfollowed()
-    for cluster_id in Migration.objects.filter(state="approved").values_list("cluster_id", flat=True).order_by().distinct():
+    waiting = Migration.objects.filter(state="approved").order_by().values_list("cluster_id", flat=True)
+    for cluster_id in waiting.distinct():
         requeue_stalled(cluster_id)
 
 
