@@ -142,3 +142,14 @@ def test_a_migration_running_across_a_redis_outage_settles_within_60_s(redis_ser
     assert settled <= 60
     with (ARTIFACTS / "reconcile-figures.txt").open("a") as figures:
         figures.write(f"Redis down 15 s under a running migration: settled (done) {settled:.1f} s after it returned\n")
+
+
+@pytest.mark.django_db
+def test_a_starting_worker_reconciles_every_cluster(suggested, monkeypatch):
+    migration = running_without_follower(suggested, monkeypatch)
+    Migration.objects.filter(pk=migration.pk).update(started_at=timezone.now() - timedelta(seconds=20))
+    queued = []
+    monkeypatch.setattr(tasks.follow, "delay", lambda pk: queued.append(("follow", pk)))
+    monkeypatch.setattr(tasks.execute, "delay", lambda pk: queued.append(("execute", pk)))
+    tasks.reconcile.apply()
+    assert queued == [("follow", migration.pk)]
