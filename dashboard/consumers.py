@@ -19,9 +19,9 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
         try:
             await self.channel_layer.group_add(group, self.channel_name)
         except Exception:  # the layer (Redis) is down or restarting: a failed join, not a server error
-            # 1013 "try again later": the page says live updates are paused and reconnects.
-            await self.accept()
-            await self.close(code=1013)
+            # Refuse the handshake (403) rather than accept and close: an accepted socket would
+            # flash "open" on the page. The page says live updates are paused and reconnects.
+            await self.close()
             return
         self.group = group
         await self.accept()
