@@ -358,9 +358,9 @@ class ClusterViewSet(ApiViewSet):
         """Approve every pending recommendation of the cluster; `refused` says why any did not take."""
         approved, refused = [], {}
         for migration in self.get_object().migrations.select_related("cluster").filter(state="suggested"):
-            approve_migration(migration, request.user)
+            refusal = approve_migration(migration, request.user)
             migration.refresh_from_db()
-            if error := decision_conflict(migration, "approved"):
+            if error := refusal or decision_conflict(migration, "approved"):
                 refused[str(migration.pk)] = error
             else:
                 approved.append(migration)
@@ -426,9 +426,9 @@ class RecommendationViewSet(ApiViewSet):
         data = filtered(RecommendationFilterForm, request)
         return Response(self.get_serializer(by_cluster(self.get_queryset(), data["cluster"]), many=True).data)
 
-    def _decided(self, pk, wanted):
+    def _decided(self, pk, wanted, recorded=True, refusal=""):
         migration = Migration.objects.select_related("decided_by").get(pk=pk)
-        if error := decision_conflict(migration, wanted):
+        if error := refusal or decision_conflict(migration, wanted, recorded):
             return Response(
                 {"detail": error, "migration": MigrationSerializer(migration).data}, status.HTTP_409_CONFLICT
             )
@@ -449,8 +449,7 @@ class RecommendationViewSet(ApiViewSet):
     def approve(self, request, pk=None):
         """Approve: it runs as soon as a slot is free. One that no longer fits the cluster expires (409)."""
         migration = self._pending(pk)
-        approve_migration(migration, request.user)
-        return self._decided(migration.pk, "approved")
+        return self._decided(migration.pk, "approved", refusal=approve_migration(migration, request.user))
 
     @extend_schema(
         request=RejectSerializer,
@@ -462,8 +461,8 @@ class RecommendationViewSet(ApiViewSet):
         migration = self._pending(pk)
         serializer = RejectSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        reject_migration(migration.pk, request.user, serializer.validated_data["reason"])
-        return self._decided(migration.pk, "rejected")
+        recorded = reject_migration(migration.pk, request.user, serializer.validated_data["reason"])
+        return self._decided(migration.pk, "rejected", recorded)
 
 
 class AuditViewSet(ApiViewSet):

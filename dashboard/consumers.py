@@ -25,8 +25,15 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
             await self.accept()
             await self.close(code=4401 if not user.is_authenticated else 4403)
             return
-        self.group = live.group_name(self.scope["url_route"]["kwargs"]["cluster_id"])
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        group = live.group_name(self.scope["url_route"]["kwargs"]["cluster_id"])
+        try:
+            await self.channel_layer.group_add(group, self.channel_name)
+        except Exception:  # the layer (Redis) is down or restarting: a failed join, not a server error
+            # Refuse the handshake (403) rather than accept and close: an accepted socket would
+            # flash "open" on the page. The page says live updates are paused and reconnects.
+            await self.close()
+            return
+        self.group = group
         await self.accept()
         self.watch = asyncio.create_task(self.watch_session())
 

@@ -206,6 +206,8 @@ class PolicyForm(forms.ModelForm):
             name: [_in_units(api[name], self.initial.get(name)), _in_units(api[name], self.cleaned_data[name])]
             for name in self.changed_data
         }
+        if not changes:
+            return self.instance  # nothing changed: no event, and the hold counter goes on
         with transaction.atomic():
             policy = self.save()
             AuditEvent.objects.create(

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models, transaction
 from django.utils import timezone
 
@@ -59,9 +59,23 @@ class ClusterManager(models.Manager):
     def release_round(self, pk: int) -> None:
         self.filter(pk=pk).update(round_lease_until=None)
 
+    def queue_round(self, pk: int, interval: timedelta) -> bool:
+        """True if the caller may queue the cluster's round: none is queued. The mark lapses after
+        one round interval, as the queued message does (it expires), so a lost one blocks nothing."""
+        now = timezone.now()
+        free = models.Q(round_queued_until__isnull=True) | models.Q(round_queued_until__lt=now)
+        return self.filter(free, pk=pk).update(round_queued_until=now + interval) == 1
+
+
+# A name goes into file names and headers (the snapshot download): no line breaks or other
+# control characters.
+printable_name = RegexValidator(
+    r"\A[^\x00-\x1f\x7f]+\Z", "name must not contain line breaks, tabs or other control characters"
+)
+
 
 class Cluster(models.Model):
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=100, unique=True, validators=[printable_name])
     source_kind = models.CharField(max_length=20, choices=SOURCE_CHOICES, default="simulator")
     source_config = models.JSONField(default=dict, blank=True, help_text="Options for the source adapter.")
     # What the adapter asked us to keep between calls (the simulator's clock and placements).
@@ -77,6 +91,8 @@ class Cluster(models.Model):
     hold_count = models.PositiveIntegerField(default=0, editable=False)
     last_round_at = models.DateTimeField(null=True, blank=True, editable=False)
     round_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # A round is queued and not yet started (ClusterManager.queue_round): never two in the queue.
+    round_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = ClusterManager()
 
@@ -385,6 +401,9 @@ class Migration(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # When a follower last polled it (tasks.follow); a running migration not polled for a while
+    # lost its follower to an outage and is followed again (tasks.reconcile).
+    followed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = MigrationManager()
 
@@ -428,7 +447,7 @@ class AuditEvent(models.Model):
     Append-only: an auditor must be able to trust that what is listed is what happened.
     Clusters and migrations with events cannot be deleted (PROTECT), and a user who is
     deleted leaves their username in `actor_name`. `cluster` is None only for the deletion
-    of a cluster that had no events, which names it in `details`.
+    of a cluster that had no events, which names it in `details`, and for a login lockout.
     """
 
     ACTIONS = [
@@ -444,6 +463,7 @@ class AuditEvent(models.Model):
         "cluster-created",
         "cluster-changed",
         "cluster-deleted",
+        "login-locked-out",
     ]
 
     at = models.DateTimeField(default=timezone.now, db_index=True)

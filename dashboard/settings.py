@@ -10,10 +10,14 @@ Two modes, chosen by the environment (DESIGN.md "Two ways to run"):
 import ipaddress
 import os
 import secrets
+import sys
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
+from kombu import Queue
 
 import crs.sources.proxmox
 
@@ -66,12 +70,33 @@ def database_config(url: str) -> dict:
             "PASSWORD": unquote(parts.password or ""),
             "HOST": parts.hostname or "",
             "PORT": str(parts.port or ""),
-            "CONN_MAX_AGE": 60,
+            # A bounded pool per process (README "Sizing the database pool"): under ASGI every
+            # request thread used to keep a connection of its own, and a burst exhausted the
+            # server's max_connections for every process. The pool needs CONN_MAX_AGE=0; a
+            # connection is checked before it is handed out, so one broken by a database
+            # restart is replaced instead of failing a request.
+            "CONN_MAX_AGE": 0,
             "CONN_HEALTH_CHECKS": True,
+            # pg_stat_activity names the process (crs-daphne, crs-celery) each connection serves.
+            "OPTIONS": {"pool": database_pool(), "application_name": f"crs-{Path(sys.argv[0]).name}"[:63]},
         }
     if parts.scheme == "sqlite":
         return sqlite_config(Path(unquote(parts.path)))
     raise ImproperlyConfigured(f"DATABASE_URL={url!r}: use postgres://... or sqlite:///path")
+
+
+def database_pool() -> dict:
+    """psycopg_pool options: at most CRS_DB_POOL_SIZE connections in this process; a request
+    that finds them all busy waits up to CRS_DB_POOL_TIMEOUT seconds for one."""
+    size = env_int("CRS_DB_POOL_SIZE", 10)
+    if size < 1:
+        raise ImproperlyConfigured(f"CRS_DB_POOL_SIZE={size}: use a whole number of 1 or more")
+    return {
+        "min_size": 1,
+        "max_size": size,
+        "max_idle": 60,  # connections beyond min_size go back to the server after a burst
+        "timeout": env_int("CRS_DB_POOL_TIMEOUT", 10),
+    }
 
 
 def sqlite_config(path: Path) -> dict:
@@ -123,8 +148,19 @@ HTTPS = env_bool("CRS_HTTPS", False)
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
 SECURE_SSL_REDIRECT = env_bool("CRS_SSL_REDIRECT", HTTPS)
 SECURE_HSTS_SECONDS = env_int("CRS_HSTS_SECONDS", 31536000 if HTTPS else 0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("CRS_HSTS_INCLUDE_SUBDOMAINS", False)
-SECURE_HSTS_PRELOAD = env_bool("CRS_HSTS_PRELOAD", False)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("CRS_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("CRS_HSTS_PRELOAD", HTTPS)
+# What the operator turned off on purpose over HTTPS (a proxy that redirects, subdomains still
+# on plain HTTP) is not a deployment warning: `check --deploy` stays clean for what is left.
+SILENCED_SYSTEM_CHECKS = [
+    check
+    for check, name in (
+        ("security.W008", "CRS_SSL_REDIRECT"),
+        ("security.W005", "CRS_HSTS_INCLUDE_SUBDOMAINS"),
+        ("security.W021", "CRS_HSTS_PRELOAD"),
+    )
+    if HTTPS and os.environ.get(name, "").strip() and not env_bool(name, True)
+]
 if env_bool("CRS_BEHIND_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # load balancers probe over plain HTTP
@@ -142,6 +178,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI's files, served from the installed package: no CDN
+    "axes",
     "dashboard",
 ]
 
@@ -149,6 +186,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files before sessions and login: compressed, hashed, cached (dashboard/staticfiles.py).
     "dashboard.staticfiles.StaticFiles",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -158,7 +196,34 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it answers a locked-out login with the lockout page
 ]
+
+# Login throttling (django-axes), on the login page and /admin/login/ alike: after
+# CRS_LOGIN_FAILURE_LIMIT failed logins for one username, or from one address, that username
+# or address is refused for CRS_LOGIN_LOCKOUT_MINUTES (429, registration/locked_out.html), and
+# the audit trail records "login-locked-out". `manage.py axes_reset` lifts every lockout.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("CRS_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("CRS_LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own, not the pair
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+
+# Content-Security-Policy: the pages run only the scripts served from here (dashboard.js,
+# Plotly from its installed package), talk only to this origin (API and WebSocket), and may
+# not be framed. Styles may be inline: Plotly writes its chart styles into <style> elements.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF, CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
 
 ROOT_URLCONF = "dashboard.urls"
 CSRF_FAILURE_VIEW = "dashboard.errors.csrf_failure"  # JSON under /api/
@@ -225,13 +290,27 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:home"
 LOGOUT_REDIRECT_URL = "login"
 
+# Longer than channels-redis's blocking read (5 s) so that an idle read never times out.
+REDIS_SOCKET_TIMEOUT = 30
 if REDIS_URL:
     CHANNEL_LAYERS = {
         # redis-py's async pool refuses (not queues) past max_connections, 100 by default; every
         # page's join is a command, and after a web restart all pages reconnect at once.
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "max_connections": 2000}]},
+            # socket_timeout: redis-py 8 gives every socket 5 s, exactly channels-redis's blocking
+            # read (brpop_timeout, 5 s); each idle read then raced the timeout and the consumer's
+            # socket closed with 1011 every 10-19 s. A silent dead server is still noticed.
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "max_connections": 2000,
+                        "socket_timeout": REDIS_SOCKET_TIMEOUT,
+                        "socket_keepalive": True,
+                    }
+                ]
+            },
         }
     }
     CELERY_BROKER_URL = REDIS_URL
@@ -248,6 +327,13 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # exceed the longest task (an adapter call) and countdown (a second), yet keep a migration
 # from waiting long for its follower.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CRS_TASK_VISIBILITY_TIMEOUT", 300)}
+# Two queues, both consumed by every worker unless told otherwise (`-Q`): the live clusters'
+# ("celery") and the read-only what-if clusters' collects and rounds ("whatif", tasks.task_queue),
+# taken in turn, so a heavy imported snapshot cannot delay the live rounds.
+CELERY_TASK_QUEUES = [Queue("celery"), Queue("whatif")]
+# One message at a time per worker process: a process busy with a long round does not sit on
+# other clusters' messages meanwhile (fairness between clusters and queues).
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"

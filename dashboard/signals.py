@@ -12,6 +12,7 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from .models import Cluster, Policy
 from .roles import ensure_roles
+from .tasks import task_queue
 
 
 def schedule_name(cluster_id: int) -> str:
@@ -40,6 +41,9 @@ def apply_settings(sender, instance: Policy, raw: bool = False, **kwargs) -> Non
             "task": "dashboard.tasks.collect",
             "args": json.dumps([instance.cluster_id]),
             "enabled": not Cluster.objects.filter(pk=instance.cluster_id, archived=True).exists(),
+            # a collect still queued after one interval is dropped: the next one is fresher
+            "expire_seconds": instance.round_interval,
+            "queue": task_queue(instance.cluster),
         },
     )
 

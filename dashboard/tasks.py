@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 import crs.balancer
@@ -27,6 +28,10 @@ log = logging.getLogger(__name__)
 FOLLOW_SECONDS = 1.0  # how often a running migration's progress is polled and pushed
 # An approved migration not started after this long lost its message; rounds queue it again.
 STALLED_APPROVAL = timedelta(seconds=30)
+# A running migration not polled for this long lost its follower (its message was dropped by a
+# broker or database outage, or its worker was killed): rounds and a starting worker follow it again.
+UNFOLLOWED = timedelta(seconds=10)
+WHATIF_QUEUE = "whatif"  # read-only what-if clusters' collects and rounds (settings.CELERY_TASK_QUEUES)
 
 
 @shared_task(ignore_result=True)
@@ -56,12 +61,27 @@ def collect(cluster_id: int) -> None:
         return
     if recovered:
         live.push(cluster_id, live.source_payload("", None))
-    balancing_round.delay(cluster_id)
+    queue_round(cluster)
+
+
+def queue_round(cluster: Cluster) -> None:
+    """Queue the cluster's round unless one is queued already. It expires after one round
+    interval (the next collect queues a fresher one); a what-if cluster's goes to its own
+    queue, so a heavy imported snapshot cannot delay the live clusters' rounds."""
+    interval = timedelta(seconds=cluster.policy.round_interval)
+    if Cluster.objects.queue_round(cluster.pk, interval):
+        balancing_round.apply_async((cluster.pk,), queue=task_queue(cluster), expires=interval.total_seconds())
+
+
+def task_queue(cluster: Cluster) -> str:
+    """The Celery queue of a cluster's collects and rounds (the worker consumes both)."""
+    return WHATIF_QUEUE if cluster.read_only else "celery"
 
 
 @shared_task(ignore_result=True)
 def balancing_round(cluster_id: int) -> None:
     """Runs after each collect. It decides nothing itself; crs.balancer does."""
+    Cluster.objects.filter(pk=cluster_id).update(round_queued_until=None)  # the next collect may queue one
     if not Cluster.objects.claim_round(cluster_id):
         return  # this cluster's round is already running on another worker
     try:
@@ -83,6 +103,7 @@ def balancing_round(cluster_id: int) -> None:
     finally:
         Cluster.objects.release_round(cluster_id)
     requeue_stalled(cluster_id)
+    refollow_unfollowed(cluster_id)
 
 
 def announce(cluster: Cluster, recorded: rounds.Recorded) -> None:
@@ -176,6 +197,8 @@ def follow(migration_id: int) -> None:
     if not migration.task_ids:
         settle_unstarted(migration_id)
         return
+    if not claim_follow(migration_id):
+        return  # another follower (one queued again by reconcile) polled it just now: one chain goes on
     try:
         with opened_source(migration.cluster_id) as (_, source):
             now = time.time()
@@ -202,6 +225,40 @@ def requeue_stalled(cluster_id: int) -> None:
         "pk", flat=True
     ):
         execute.delay(pk)
+
+
+def claim_follow(migration_id: int) -> bool:
+    """True if this caller polls the running migration now: nobody did in the last half
+    FOLLOW_SECONDS. One conditional UPDATE, so of two followers of one migration one stops."""
+    now = timezone.now()
+    recently = Q(followed_at__gt=now - timedelta(seconds=FOLLOW_SECONDS / 2))
+    return Migration.objects.filter(pk=migration_id, state="running").exclude(recently).update(followed_at=now) == 1
+
+
+def refollow_unfollowed(cluster_id: int | None = None) -> None:
+    """Follow again the running migrations nobody polled for UNFOLLOWED (of one cluster, or all):
+    the adapter is asked for its task's state, so one that ended during an outage is settled.
+
+    Stamping followed_at first (conditionally) keeps two rounds from queueing it twice."""
+    now = timezone.now()
+    stale = Q(followed_at__lt=now - UNFOLLOWED) | Q(followed_at__isnull=True, started_at__lt=now - UNFOLLOWED)
+    running = Migration.objects.filter(stale, state="running")
+    if cluster_id is not None:
+        running = running.filter(cluster_id=cluster_id)
+    for pk in running.values_list("pk", flat=True):
+        # stamped back by one poll interval: the follower queued here may claim it at once
+        if Migration.objects.filter(stale, pk=pk).update(followed_at=now - timedelta(seconds=FOLLOW_SECONDS)):
+            log.warning("migration %s: not followed for %s s; following it again", pk, UNFOLLOWED.seconds)
+            follow.delay(pk)
+
+
+@shared_task(ignore_result=True)
+def reconcile() -> None:
+    """On worker start (celery.py): what an outage or a killed worker left unfollowed."""
+    refollow_unfollowed()
+    waiting = Migration.objects.filter(state="approved").order_by().values_list("cluster_id", flat=True)
+    for cluster_id in waiting.distinct():
+        requeue_stalled(cluster_id)
 
 
 def resume_unfinished() -> None:

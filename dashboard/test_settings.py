@@ -1,8 +1,15 @@
-"""Settings for pytest: the real ones, with the services CI provides (or SQLite and in-memory).
+"""Settings for pytest: the production module (dashboard.settings), with only what tests must change.
 
-CRS_TEST_DATABASE_URL selects the test database server (pytest-django creates and drops
-its own `test_...` database there); tests that need Redis read CRS_TEST_REDIS_URL
-themselves. Celery and Channels stay in-process unless a test says otherwise.
+What changes, and why:
+* DATABASES — the test server CRS_TEST_DATABASE_URL (PostgreSQL, pooled as in production), or
+  SQLite without it: pytest-django creates and drops its own `test_...` database there, and a
+  test must never touch the operator's DATABASE_URL.
+* REDIS_URL, CHANNEL_LAYERS, CELERY_BROKER_URL — in-process (in-memory layer, `memory://`
+  broker): tests run tasks and pushes in the test process; a test that needs Redis reads
+  CRS_TEST_REDIS_URL and starts its own servers (which then run the production settings).
+* PASSWORD_HASHERS — MD5: a login costs ~0.4 s with the production hasher, and tests log in often.
+* AXES_ENABLED — off: Django's test client logs in without a request, which django-axes
+  refuses; the throttling tests switch it on (tests/test_web_login_throttle.py).
 """
 
 import os
@@ -19,11 +26,10 @@ DATABASES = {
     if CRS_TEST_DATABASE_URL
     else sqlite_config(VAR_DIR / "test.sqlite3")
 }
-# Worker threads must not keep connections open, or PostgreSQL refuses to drop the test database.
-DATABASES["default"]["CONN_MAX_AGE"] = 0
 REDIS_URL = ""
 CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.layers.ThreadSafeInMemoryChannelLayer"}}
 CELERY_BROKER_URL = "memory://"
+AXES_ENABLED = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
 # Pages render without a collectstatic run first; tests/test_web_static.py runs it itself.
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from . import audit, metrics, snapshots, tokens, views
@@ -11,6 +12,7 @@ app_patterns = [
     path("api/clusters/<int:pk>/settings", views.api_settings, name="api-settings"),
     path("api/migrations/<int:pk>/approve", views.approve, name="approve"),
     path("api/migrations/<int:pk>/reject", views.reject, name="reject"),
+    path("api/migrations/<int:pk>/fail", views.mark_failed, name="mark-failed"),
     path("audit/", audit.audit, name="audit"),
     path("tokens/", tokens.tokens_page, name="tokens"),
     path("tokens/<int:pk>/revoke", tokens.revoke_page, name="revoke-token"),
@@ -30,6 +32,11 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("api/", include("dashboard.api")),
     path("metrics", metrics.metrics, name="metrics"),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # Log in and out, change one's password; no password reset: it needs mail, which the product
+    # does not send (an admin sets a new password in /admin/).
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("admin/", admin.site.urls),
 ]

@@ -128,13 +128,18 @@ def api_settings(request, pk):
 @require_POST
 @api("dashboard.approve_migration")
 def approve(request, pk):
-    approve_migration(get_object_or_404(Migration.objects.select_related("cluster"), pk=pk), request.user)
+    migration = get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
+    if refusal := approve_migration(migration, request.user):
+        return JsonResponse({"error": refusal, "migration": live.migration_payload(migration)}, status=409)
     return _decided(pk, "approved")
 
 
-def approve_migration(migration: Migration, user) -> None:
+def approve_migration(migration: Migration, user) -> str:
     """A person approves a pending migration (the page and the REST API alike); one that no
-    longer fits the cluster's latest snapshot expires instead, with the reason."""
+    longer fits the cluster's latest snapshot expires instead, with the reason. Returns why
+    nothing of its cluster can be migrated at all, or "" when the approval was tried."""
+    if refusal := _not_migratable(migration.cluster):
+        return refusal
     pk = migration.pk
     with transaction.atomic():
         # A stale one expires, and the 409 says why.
@@ -144,6 +149,16 @@ def approve_migration(migration: Migration, user) -> None:
             # robust: with the broker down the approval stands, and the next round queues it again
             transaction.on_commit(lambda: execute.delay(pk), robust=True)
         transaction.on_commit(lambda: live.push_migration(pk))
+    return ""
+
+
+def _not_migratable(cluster) -> str:
+    """Why nothing of this cluster can be migrated, or ""."""
+    if cluster.read_only:
+        return f"cluster {cluster.name} is a read-only what-if cluster: nothing is migrated there"
+    if cluster.archived:
+        return f"cluster {cluster.name} is archived: it runs no rounds and no migrations"
+    return ""
 
 
 @require_POST
@@ -153,27 +168,50 @@ def reject(request, pk):
     form = RejectForm(request.POST)
     if not form.is_valid():
         return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
-    reject_migration(pk, request.user, form.cleaned_data["reason"])
-    return _decided(pk, "rejected")
+    recorded = reject_migration(pk, request.user, form.cleaned_data["reason"])
+    return _decided(pk, "rejected", recorded)
 
 
-def reject_migration(pk: int, user, reason: str) -> None:
+def reject_migration(pk: int, user, reason: str) -> bool:
+    """Reject with a reason; False when another decision came first (this reason is not kept)."""
     with transaction.atomic():
-        Migration.objects.transition(pk, "suggested", "rejected", user, decided_by=user, reason=reason)
+        rejected = Migration.objects.transition(pk, "suggested", "rejected", user, decided_by=user, reason=reason)
         transaction.on_commit(lambda: live.push_migration(pk))
+    return rejected
 
 
-def _decided(pk, wanted):
-    """200 with the migration if it is now in the wanted state, 409 saying where it is otherwise."""
+@require_POST
+@api("dashboard.approve_migration")
+def mark_failed(request, pk):
+    """An operator settles a running migration by hand: its follower is lost and the adapter cannot
+    say, or the operator knows better. Audited with the operator as actor; a no-op unless running."""
+    get_object_or_404(Migration, pk=pk)
+    reason = f"marked failed by {request.user.get_username()}; the adapter's task was not stopped"
+    with transaction.atomic():
+        marked = Migration.objects.transition(pk, "running", "failed", request.user, reason=reason)
+        if marked:
+            transaction.on_commit(lambda: live.push_migration(pk))
     migration = Migration.objects.select_related("decided_by").get(pk=pk)
     payload = live.migration_payload(migration)
-    if error := decision_conflict(migration, wanted):
+    if marked:
+        return JsonResponse({"migration": payload})
+    error = f"migration {pk} is {migration.state}, not running"
+    return JsonResponse({"error": error, "migration": payload}, status=409)
+
+
+def _decided(pk, wanted, recorded: bool = True):
+    """200 with the migration if this decision took, 409 saying where it is otherwise."""
+    migration = Migration.objects.select_related("decided_by").get(pk=pk)
+    payload = live.migration_payload(migration)
+    if error := decision_conflict(migration, wanted, recorded):
         return JsonResponse({"error": error, "migration": payload}, status=409)
     return JsonResponse({"migration": payload})
 
 
-def decision_conflict(migration: Migration, wanted: str) -> str:
+def decision_conflict(migration: Migration, wanted: str, recorded: bool = True) -> str:
     """Why a decision did not take (someone else decided first, or it expired); "" if it did."""
+    if not recorded and migration.state == wanted:
+        return f"migration {migration.pk} was {wanted} by someone else first: this decision was not recorded"
     if migration.state == wanted or (wanted == "approved" and migration.state in ("running", "done", "failed")):
         return ""
     reason = f" ({migration.reason})" if migration.reason else ""
@@ -190,7 +228,8 @@ def healthz(request):
     clusters = list(Cluster.objects.only("name", "last_round_at", "source_error")) if checks["database"] == "ok" else []
     rounds = {c.name: c.last_round_at.isoformat() if c.last_round_at else None for c in clusters}
     # Monitoring polls anonymously: it learns that a source fails; people logged in learn why.
-    detail = request.user.is_authenticated
+    # (Without the database the session cannot be read: the answer stays JSON, a 503.)
+    detail = checks["database"] == "ok" and request.user.is_authenticated
     sources = {
         c.name: ("ok" if not c.source_error else f"error: {c.source_error}" if detail else "error") for c in clusters
     }

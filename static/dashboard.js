@@ -163,6 +163,10 @@ function migrationRow(m) {
                  m.automatic ? "automatic" : (m.decided_by || "")];
   cells.forEach((text) => { const td = document.createElement("td"); td.textContent = text; row.append(td); });
   row.cells[4].className = "state";
+  if (m.state === "running" && config.can_decide) {  // a migration stuck after an outage
+    row.cells[4].insertAdjacentHTML("beforeend", ' <button class="mark-failed">Mark failed</button> <span class="error"></span>');
+    row.querySelector(".mark-failed").onclick = () => decide(row, config.mark_failed, m.id, {});
+  }
   if (m.reason) {
     row.title = m.reason;
     const why = document.createElement("span");  // shown, not only in a tooltip

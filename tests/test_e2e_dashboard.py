@@ -6,6 +6,7 @@ setup do not mix in one process, so these tests touch no database themselves.
 
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -80,15 +81,28 @@ def page(browser, server, request):
     page.set_default_timeout(WAIT_MS)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    # the page runs under its Content-Security-Policy: anything it blocks is an error here
+    page.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
     page.goto(server + "/")
     page.fill("#id_username", "admin")
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
-    page.wait_for_function("document.getElementById('ws-state')?.textContent === 'open'")
+    wait_until(page, "document.getElementById('ws-state')?.textContent === 'open'")
     yield page
     page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
     context.close()
     assert errors == []
+
+
+def wait_until(page, expression: str, timeout: float = WAIT_MS):
+    """The expression's value once truthy, polled from here: Playwright's wait_for_function
+    compiles its predicate with eval inside the page, which the page's CSP forbids."""
+    deadline = time.monotonic() + timeout / 1000
+    while not (value := page.evaluate(expression)):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not true after {timeout / 1000:.0f} s: {expression}")
+        page.wait_for_timeout(100)
+    return value
 
 
 def chart_points(page) -> int:
@@ -98,7 +112,7 @@ def chart_points(page) -> int:
 
 def test_chart_grows_from_live_pushes(page):
     before = chart_points(page)
-    page.wait_for_function(f"document.getElementById('chart').data[0].x.length >= {before + 3}")
+    wait_until(page, f"document.getElementById('chart').data[0].x.length >= {before + 3}")
     assert page.locator("#nodes tbody tr").count() == 12
     assert "rounds above" in page.inner_text("#hold")
 
@@ -108,10 +122,11 @@ def test_changed_setting_is_applied_at_the_next_round(page):
     page.fill("#id_hold_duration", "1")
     page.click("#save-settings")
     page.wait_for_selector("text=Settings saved")
-    page.wait_for_function("document.getElementById('ws-state')?.textContent === 'open'")
-    page.wait_for_function(
+    wait_until(page, "document.getElementById('ws-state')?.textContent === 'open'")
+    wait_until(
+        page,
         "document.getElementById('threshold').textContent === '20.0 %'"
-        " && document.getElementById('hold').textContent.includes(' of 1 rounds')"
+        " && document.getElementById('hold').textContent.includes(' of 1 rounds')",
     )
     page.wait_for_function("document.getElementById('chart').data")
     assert page.evaluate("document.getElementById('chart').data[1].y.at(-1)") == 20
@@ -137,10 +152,10 @@ def decide(page, button: str, reason: str = "") -> str:
             item.query_selector(button).click(timeout=2000)
         except (Error, AttributeError):
             continue  # superseded and gone from the list before the click
-        state = page.wait_for_function(
-            f"document.querySelector('#migrations tr[data-id=\"{migration_id}\"]')?.className", timeout=WAIT_MS
+        state = wait_until(
+            page, f"document.querySelector('#migrations tr[data-id=\"{migration_id}\"]')?.className", WAIT_MS
         )
-        if state.json_value() != "state-expired":
+        if state != "state-expired":
             return migration_id
     pytest.fail("ten recommendations in a row expired before the click")
 

@@ -28,6 +28,7 @@ def test_fifty_concurrent_approvals_start_one_migration(operator, suggested, mon
     def click():
         client = Client()
         client.force_login(operator)
+        connection.close()  # back to the pool (10 connections), not held while all 50 wait here
         barrier.wait()
         try:
             statuses.append(client.post(reverse("dashboard:approve", args=[suggested.pk])).status_code)

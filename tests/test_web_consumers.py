@@ -60,3 +60,16 @@ async def test_socket_closes_with_4401_when_its_session_ends(admin, cluster, mon
     assert await communicator.receive_nothing(timeout=0.3)  # still signed in: stays open
     await sync_to_async(Session.objects.all().delete)()  # what logging out in another tab does
     assert await communicator.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}
+
+
+async def test_a_join_that_fails_while_redis_restarts_refuses_the_handshake(admin, cluster, monkeypatch):
+    from channels.layers import get_channel_layer
+
+    async def down(*args):
+        raise ConnectionError("Error connecting to Redis")
+
+    monkeypatch.setattr(get_channel_layer(), "group_add", down)
+    cookie = await sync_to_async(session_cookie)(admin)
+    communicator = WebsocketCommunicator(application, f"/ws/clusters/{cluster.pk}/", headers=[ORIGIN, cookie])
+    connected, _ = await communicator.connect()
+    assert not connected  # refused, not a 500 and not a socket that opens and closes: the page reconnects

@@ -63,8 +63,17 @@ class Client:
             if opcode == 0x8:
                 code = struct.unpack(">H", payload[:2])[0] if len(payload) >= 2 else None
                 raise ConnectionError(f"closed by the server with code {code}")
+            if opcode == 0x9:  # ping: answer as a browser does, or the server drops the socket
+                await self.send_frame(0xA, payload)
             if opcode == 0x1:
                 return json.loads(payload)
+
+    async def send_frame(self, opcode: int, payload: bytes) -> None:
+        """One final frame, masked as a client's must be (short payloads only: pongs)."""
+        mask = os.urandom(4)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self.writer.write(bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked)
+        await self.writer.drain()
 
     def close(self) -> None:
         self.writer.close()
