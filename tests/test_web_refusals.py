@@ -33,7 +33,9 @@ def test_a_reject_that_was_not_recorded_answers_409(client, operator, suggested)
     assert client.post(url, {"reason": "first"}).status_code == 200
     late = client.post(url, {"reason": "second"})  # as the loser of two concurrent rejects
     assert late.status_code == 409
-    assert late.json()["error"] == f"migration {suggested.pk} is rejected (first), not suggested"
+    assert late.json()["error"] == (
+        f"migration {suggested.pk} was rejected by someone else first: this decision was not recorded"
+    )
     assert AuditEvent.objects.get(action="rejected").details["reason"] == "first"
 
 
@@ -63,7 +65,7 @@ def test_an_unchanged_settings_save_records_nothing_and_keeps_the_hold(admin_cli
     assert not AuditEvent.objects.filter(action="settings-changed").exists()
     assert Cluster.objects.get(pk=cluster.pk).hold_count == 2
     admin_client.post(reverse("dashboard:settings", args=[cluster.pk]), policy_form(threshold=20))
-    assert AuditEvent.objects.get(action="settings-changed").details["changes"] == {"threshold": [30.0, 20.0]}
+    assert AuditEvent.objects.get(action="settings-changed").details["changes"] == {"threshold": [0.3, 0.2]}
     assert Cluster.objects.get(pk=cluster.pk).hold_count == 0
 
 
