@@ -36,6 +36,7 @@ test: $(STAMP)
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -m "not e2e" -q

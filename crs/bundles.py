@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import Guards, Snapshot
+from .model import Guards, Guest, Snapshot
 from .rules import CompiledRules, node_affinity, resource_affinity
 from .usage import demand, usable_nodes
 
@@ -79,7 +79,9 @@ def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str, guards:
     return [out[k] for k in sorted(out)]
 
 
-def _targets(rules: CompiledRules, sid: str, node: str, guests: dict, online: list[str]) -> tuple[str, ...] | None:
+def _targets(
+    rules: CompiledRules, sid: str, node: str, guests: dict[str, Guest], online: list[str]
+) -> tuple[str, ...] | None:
     """The leader's preferred nodes, minus its negative partners' nodes and its own."""
     if sid not in rules.node_affinity and sid not in rules.negative:
         return None if len(online) > 1 else ()  # unconstrained: spelled out only when needed

@@ -11,8 +11,10 @@ import dataclasses
 import json
 import sys
 import time
+from typing import Any, cast
 
 from . import balancer, capacity, export, n1, options, placement, replay, snapshot
+from .decision import RoundResult
 from .errors import CrsError
 from .model import METHODS, MODES, OBJECTIVES, SCALES, Settings, Snapshot
 from .sources import trace
@@ -27,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _parser(argv).parse_args(argv)
     try:
-        return args.handler(args)
+        return cast(int, args.handler(args))
     except CrsError as exc:  # refused input, or an unreachable or refused source
         print(f"crs: {exc}", file=sys.stderr)
         return 2
@@ -81,7 +83,7 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plan_table(snap: Snapshot, result, with_steps: bool) -> str:
+def _plan_table(snap: Snapshot, result: RoundResult, with_steps: bool) -> str:
     s = snap.settings
     lines = [
         f"cluster {snap.cluster or '-'}: mode {s.mode}, method {s.method}, scale {s.imbalance_scale}",
@@ -233,7 +235,7 @@ def _replay_settings(args: argparse.Namespace) -> Settings:
     return snapshot.parse_settings(given, "settings")
 
 
-def _replay_source(args: argparse.Namespace) -> dict:
+def _replay_source(args: argparse.Namespace) -> dict[str, Any]:
     if args.samples_per_round <= 0:
         raise ConfigError(f"--samples-per-round: {args.samples_per_round!r} must be > 0")
     config = {
@@ -253,7 +255,7 @@ def _rounds_for(args: argparse.Namespace, samples: int) -> int:
     return int(round(hours * 3600 / trace.SAMPLE_SECONDS / args.samples_per_round))
 
 
-def _replay_table(result: replay.Replay, out: dict, trace_name: str) -> str:
+def _replay_table(result: replay.Replay, out: dict[str, Any], trace_name: str) -> str:
     s = result.settings
     q = out["imbalance"]
     m = out["migrations"]

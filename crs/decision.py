@@ -7,7 +7,7 @@ not act; every `RoundResult` therefore carries an `Explanation` the page can sho
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 Decision = Literal[
     "migrate",  # the plan's total gain clears the margin: suggest its moves
@@ -44,7 +44,7 @@ class Move:
     pressure_before: float | None = None  # the guest's stall share (CPU, or memory pseudo-pressure)
     relief: float | None = None  # the stall share expected to end
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = {
             "leader": self.leader,
             "guests": list(self.guests),
@@ -69,7 +69,7 @@ class Step:
     alternatives: tuple[str, ...]  # next-best targets for the same guests, best first
     after: int | None  # index of the step it was computed behind; None = on the snapshot as it is
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             **self.move.to_dict(),
             "imbalance_before": self.imbalance_before,
@@ -102,7 +102,7 @@ class Explanation:
     relative_gain: float | None = None  # the plan's total gain, compared to the margin
     target_imbalance: float | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
@@ -118,7 +118,7 @@ class RoundResult:
     moves: tuple[Move, ...] = field(default=())  # `crs plan --steps`' greedy sequence only
     plan: tuple[Step, ...] = field(default=())  # the round's plan; `move` is its first step
 
-    def to_plan_dict(self, steps: bool = False) -> dict:
+    def to_plan_dict(self, steps: bool = False) -> dict[str, Any]:
         """The crs-plan/1 JSON form (reference/snapshot-format.md)."""
         out = {
             "format": "crs-plan/1",

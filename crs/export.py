@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from . import snapshot as contract
 from .sources import KINDS, open_source
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _config(value: str) -> dict:
+def _config(value: str) -> dict[str, Any]:
     if value.startswith("@"):
         try:
             value = Path(value[1:]).read_text()

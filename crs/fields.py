@@ -102,7 +102,7 @@ _TWENTY_DIGITS = b"0" * 20
 def _read_exactly(raw: bytes, error: type[Exception], where: str) -> Any:
     """Python's own decoder: integers stay exact, and a key given twice is refused by name."""
 
-    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict:
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
@@ -122,7 +122,7 @@ class Fields:
     def __init__(self, error: type[Exception]) -> None:
         self.error = error
 
-    def refuse_unknown(self, raw: Any, allowed: set[str] | frozenset[str], where: str) -> dict:
+    def refuse_unknown(self, raw: Any, allowed: set[str] | frozenset[str], where: str) -> dict[str, Any]:
         """`raw` as a dict, provided it names only `allowed` keys: a typo must not fall back to a default."""
         if not isinstance(raw, dict):
             raise self.error(f"{where}: expected an object, got {shown(raw)}")
@@ -133,7 +133,7 @@ class Fields:
 
     def number(
         self,
-        raw: dict,
+        raw: dict[str, Any],
         key: str,
         where: str,
         default: Any = MISSING,
@@ -154,12 +154,19 @@ class Fields:
         return number
 
     def optional_number(
-        self, raw: dict, key: str, where: str, *, low: float | None = None, high: float | None = None
+        self, raw: dict[str, Any], key: str, where: str, *, low: float | None = None, high: float | None = None
     ) -> float | None:
         return None if raw.get(key) is None else self.number(raw, key, where, low=low, high=high)
 
     def integer(
-        self, raw: dict, key: str, where: str, default: Any = MISSING, *, low: int = 0, high: int = LARGEST_INTEGER
+        self,
+        raw: dict[str, Any],
+        key: str,
+        where: str,
+        default: Any = MISSING,
+        *,
+        low: int = 0,
+        high: int = LARGEST_INTEGER,
     ) -> int:
         value = self._get(raw, key, where, default)
         whole = int(value) if isinstance(value, float) and math.isfinite(value) and value.is_integer() else value
@@ -167,7 +174,7 @@ class Fields:
             raise self.error(f"{where}.{key}: {shown(value)} is not a whole number {low}..{high}")
         return whole
 
-    def text(self, raw: dict, key: str, where: str, default: Any = MISSING) -> str:
+    def text(self, raw: dict[str, Any], key: str, where: str, default: Any = MISSING) -> str:
         value = self._get(raw, key, where, default)
         if not isinstance(value, str) or not value.strip():
             raise self.error(f"{where}.{key}: {shown(value)} is not a non-empty string")
@@ -175,13 +182,15 @@ class Fields:
             raise self.error(f"{where}.{key}: {shown(value)} contains a NUL character")
         return value
 
-    def boolean(self, raw: dict, key: str, where: str, default: Any = MISSING) -> bool:
+    def boolean(self, raw: dict[str, Any], key: str, where: str, default: Any = MISSING) -> bool:
         value = self._get(raw, key, where, default)
         if not isinstance(value, bool):
             raise self.error(f"{where}.{key}: {shown(value)} is not true or false")
         return value
 
-    def choice(self, raw: dict, key: str, where: str, allowed: tuple[str, ...], default: Any = MISSING) -> Any:
+    def choice(
+        self, raw: dict[str, Any], key: str, where: str, allowed: tuple[str, ...], default: Any = MISSING
+    ) -> Any:
         value = raw.get(key, default)
         if value is MISSING:
             raise self.error(f"{where}.{key}: missing; allowed: {', '.join(allowed)}")
@@ -189,7 +198,7 @@ class Fields:
             raise self.error(f"{where}.{key}: {shown(value)} is not one of {', '.join(allowed)}")
         return value
 
-    def _get(self, raw: dict, key: str, where: str, default: Any) -> Any:
+    def _get(self, raw: dict[str, Any], key: str, where: str, default: Any) -> Any:
         value = raw.get(key, default)
         if value is MISSING:
             raise self.error(f"{where}.{key}: missing")

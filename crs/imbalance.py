@@ -75,7 +75,7 @@ class MoveEvaluator:
         new_s = src_load - self.shift
         s1_row = (self.sum_d - old_s + new_s)[:, None]
         s2_row = (self.sum_d2 - old_s * old_s + new_s * new_s)[:, None]
-        out = self.twice_d + delta
+        out: np.ndarray = self.twice_d + delta
         out *= delta
         out += s2_row
         out *= n

@@ -265,7 +265,9 @@ def _topsis_criteria(
         yield rows, c, criteria
 
 
-def _folded_criteria(base: np.ndarray, src, src_util, tgt, tgt_util) -> tuple[np.ndarray, np.ndarray]:
+def _folded_criteria(
+    base: np.ndarray, src: np.ndarray, src_util: np.ndarray, tgt: np.ndarray, tgt_util: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """`placement.criteria_after`, in slices that keep its K × N work matrix bounded."""
     step = max(1, CHUNK_CELLS // base.size)
     parts = [
@@ -275,7 +277,9 @@ def _folded_criteria(base: np.ndarray, src, src_util, tgt, tgt_util) -> tuple[np
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def _incremental_criteria(base: np.ndarray, src, src_util, tgt, tgt_util) -> tuple[np.ndarray, np.ndarray]:
+def _incremental_criteria(
+    base: np.ndarray, src: np.ndarray, src_util: np.ndarray, tgt: np.ndarray, tgt_util: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The same criteria in O(1) per move (sum of squares adjusted at two nodes, max from
     the top three): used past EXACT_TOPSIS_CELLS, where it may differ from the fold in the
     last bits, which only matters between candidates that tie to ~1e-15."""

@@ -11,6 +11,7 @@ node; they are named, not placed.
 
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import asdict, dataclass, replace
 
@@ -172,14 +173,14 @@ def _severity(loss: NodeLoss) -> tuple[int, float]:
 # -- `python -m crs n1 SNAPSHOT [--json]` (registered in crs.cli) -----------------------------
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("snapshot", help="crs-snapshot/1 JSON file")
     parser.add_argument("--json", action="store_true", help="print every loss as JSON")
     parser.add_argument("--cpu-overcommit", type=float, default=Limits().cpu_overcommit, help="cores per CPU thread")
     parser.add_argument("--memory-reserve", type=float, default=0.0, help="bytes kept free on every node")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     report = n1(load_file(args.snapshot), Limits(args.memory_reserve, args.cpu_overcommit))
     if args.json:
         body = {"survives": report.survives, "verdict": report.verdict, "losses": [asdict(x) for x in report.losses]}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -54,13 +55,14 @@ class Replay:
     migrations: tuple[Migration, ...]
 
 
-def replay(source_config: dict, settings: Settings, rounds: int, cooldown_s: float = 0.0) -> Replay:
+def replay(source_config: dict[str, Any], settings: Settings, rounds: int, cooldown_s: float = 0.0) -> Replay:
     """Run `rounds` balancing rounds on a fresh simulator built from `source_config`; a guest
     rests `cooldown_s` of trace time after its migration ended, as in the product."""
     cluster = Simulator(parse_config(source_config))
     interval = cluster.config.round_interval_s
     trace_per_caller_s = SAMPLE_SECONDS / cluster.config.seconds_per_sample
-    state, running = RoundState(), {}
+    state = RoundState()
+    running: dict[str, Migration] = {}
     series: list[tuple[float, float, str, dict[str, float]]] = []
     migrations: list[Migration] = []
     for r in range(rounds):
@@ -113,7 +115,7 @@ def ping_pongs(
     return pairs
 
 
-def summary(result: Replay) -> dict:
+def summary(result: Replay) -> dict[str, Any]:
     """The numbers an admin compares between two policies; rates are per day of trace time."""
     values = np.array(result.imbalance) if result.imbalance else np.zeros(1)
     settled = np.array([v for t, v in zip(result.trace_s, result.imbalance) if t >= SETTLING_S])

@@ -61,7 +61,9 @@ def _implicit_negative(groups: list[frozenset[str]], explicit: list[set[str]]) -
     return pairs
 
 
-def _as_positive(rules: list[NodeAffinityRule], cluster_nodes: list[str], dropped: list) -> list[NodeAffinityRule]:
+def _as_positive(
+    rules: list[NodeAffinityRule], cluster_nodes: list[str], dropped: list[tuple[str, str]]
+) -> list[NodeAffinityRule]:
     """Negative node affinity ("keep off these nodes") is the positive rule over the other
     nodes, as newer Proxmox rewrites it; one that forbids every node is dropped."""
     out = []
@@ -92,9 +94,9 @@ def _infeasible(
         errors.setdefault(rule_id, []).append(why)
 
     users: dict[str, list[str]] = {}
-    for rule in node_rules:
-        for sid in rule.resources:
-            users.setdefault(sid, []).append(rule.id)
+    for node_rule in node_rules:
+        for sid in node_rule.resources:
+            users.setdefault(sid, []).append(node_rule.id)
     for sid, rule_ids in users.items():
         if len(rule_ids) > 1:
             for rule_id in rule_ids:
@@ -198,7 +200,7 @@ def resource_affinity(
             continue
         nodes = counted_nodes(guest, usable)
         if guest.moving and guest.target in nodes:
-            nodes = (guest.target,)  # type: ignore[assignment]
+            nodes = (guest.target,)
         for node in nodes:
             together[node] = together.get(node, 0) + 1
     separate: set[str] = set()

@@ -313,7 +313,7 @@ def _refuse_duplicates(values: list[str], path: str, key: str) -> None:
         seen.add(value)
 
 
-def _parse_list(data: dict, key: str, parse_item: Any) -> list:
+def _parse_list(data: dict[str, Any], key: str, parse_item: Any) -> list[Any]:
     raw = data.get(key, [])
     if not isinstance(raw, list):
         raise SnapshotError(f"{key}: expected a list, got {shown(raw)}")
@@ -331,7 +331,7 @@ def _known_node(value: Any, path: str, nodes: set[str]) -> str:
 # -- serialization -----------------------------------------------------------------
 
 
-def to_dict(snapshot: Snapshot) -> dict:
+def to_dict(snapshot: Snapshot) -> dict[str, Any]:
     """The crs-snapshot/1 form of a snapshot; `parse(to_dict(s)) == s`."""
     s = snapshot.settings
     return {
@@ -351,12 +351,12 @@ _OPTIONAL_KEYS = frozenset(
 )
 
 
-def _node_dict(node: Node) -> dict:
+def _node_dict(node: Node) -> dict[str, Any]:
     out = {k: _json_value(getattr(node, k)) for k in Node.__dataclass_fields__ if _says_something(node, k)}
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _guest_dict(guest: Guest) -> dict:
+def _guest_dict(guest: Guest) -> dict[str, Any]:
     return {k: _json_value(getattr(guest, k)) for k in Guest.__dataclass_fields__ if _says_something(guest, k)}
 
 
@@ -372,7 +372,7 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def _rule_dict(rule: Rule) -> dict:
+def _rule_dict(rule: Rule) -> dict[str, Any]:
     if isinstance(rule, NodeAffinityRule):
         return {
             "id": rule.id,

@@ -10,7 +10,9 @@ still count as load, and nodes that are offline or in maintenance carry nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, overload
+
+import numpy as np
 
 from .model import STATES_ON_CURRENT_NODE, STATES_ON_TARGET_NODE, Guest, Snapshot
 
@@ -40,7 +42,11 @@ class NodeStats:
         return load(self.cpu, self.maxcpu, self.mem, self.maxmem)
 
 
-def load(cpu, maxcpu, mem, maxmem):  # floats or NumPy arrays alike
+@overload
+def load(cpu: float, maxcpu: float, mem: float, maxmem: float) -> float: ...
+@overload
+def load(cpu: np.ndarray, maxcpu: np.ndarray, mem: np.ndarray, maxmem: np.ndarray) -> np.ndarray: ...
+def load(cpu: Any, maxcpu: Any, mem: Any, maxmem: Any) -> Any:  # floats or NumPy arrays alike
     """Proxmox's node load: the plain mean of CPU and memory utilisation, in this operation
     order everywhere (the scalar round and the vectorized scoring agree bit for bit)."""
     return (cpu / maxcpu + mem / maxmem) / 2.0

@@ -6,6 +6,8 @@ simulated cluster, a Proxmox VE cluster and a read-only snapshot file alike.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .base import Source, SourceError, TaskStatus
 from .config import ConfigError
 
@@ -14,7 +16,7 @@ __all__ = ["KINDS", "ConfigError", "Source", "SourceError", "TaskStatus", "open_
 KINDS = ("simulator", "proxmox", "snapshot")
 
 
-def open_source(kind: str, config: dict, state: dict | None = None) -> Source:
+def open_source(kind: str, config: dict[str, Any], state: dict[str, Any] | None = None) -> Source:
     """The adapter of one cluster, resumed from its persisted `state()` when given.
 
     Adapters are imported here, on use, so that the command line does not load an

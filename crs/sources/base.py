@@ -8,7 +8,7 @@ from its persisted `state()`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from ..errors import SourceError
 from ..model import Snapshot
@@ -35,5 +35,5 @@ class Source(Protocol):
     def task_status(self, task_id: str, now: float) -> TaskStatus:
         """Where a migration started by `migrate` stands at `now`."""
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         """JSON-able state to persist between calls (empty for stateless adapters)."""

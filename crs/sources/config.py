@@ -7,7 +7,7 @@ refused too, with the list of allowed ones.
 
 from __future__ import annotations
 
-from ..errors import ConfigError
+from ..errors import ConfigError as ConfigError  # re-exported: the adapters raise cfg.ConfigError
 from ..fields import Fields
 
 _fields = Fields(ConfigError)

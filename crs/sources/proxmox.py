@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import requests
 from proxmoxer import ProxmoxAPI, ResourceException
@@ -59,7 +59,7 @@ class ProxmoxConfig:
     guests: str = "all"  # "all" guests may be moved, or only "ha" resources (Proxmox's own CRS)
 
 
-def parse_config(config: dict) -> ProxmoxConfig:
+def parse_config(config: dict[str, Any]) -> ProxmoxConfig:
     """Either `token` as PVE shows it ("user@realm!name=secret") or user, token_name and token_value."""
     config = cfg.refuse_unknown(config, KEYS, WHERE)
     if "token" in config:
@@ -87,7 +87,7 @@ def parse_config(config: dict) -> ProxmoxConfig:
     )
 
 
-def config_from_env(environ: Mapping[str, str]) -> dict:
+def config_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     """Connection settings from CRS_PVE_HOST, CRS_PVE_PORT, CRS_PVE_TOKEN and CRS_PVE_VERIFY_SSL.
 
     The edges (the command line, Django's settings) pass their environment in and
@@ -112,13 +112,13 @@ def config_from_env(environ: Mapping[str, str]) -> dict:
 class Proxmox:
     """The `Source` for a Proxmox VE cluster. Its state is the migrations it started."""
 
-    def __init__(self, config: ProxmoxConfig, state: dict | None = None):
+    def __init__(self, config: ProxmoxConfig, state: dict[str, Any] | None = None):
         self.config = config
         tasks = (state or {}).get("tasks", {})
         if not isinstance(tasks, dict):
             raise cfg.ConfigError(f"{WHERE} state.tasks: expected an object of tasks")
-        self._tasks: dict[str, dict] = copy.deepcopy(tasks)
-        self._checked: dict[str, dict] = copy.deepcopy((state or {}).get("preconditions", {}))
+        self._tasks: dict[str, dict[str, Any]] = copy.deepcopy(tasks)
+        self._checked: dict[str, dict[str, Any]] = copy.deepcopy((state or {}).get("preconditions", {}))
         self._api = ProxmoxAPI(
             config.host,
             port=config.port,
@@ -145,10 +145,10 @@ class Proxmox:
             details=self._pressure(online, now) | self._preconditions(resources, online, now),
         )
 
-    def _pressure(self, online: list[str], now: float) -> dict[str, dict]:
+    def _pressure(self, online: list[str], now: float) -> dict[str, dict[str, Any]]:
         """Guests' pressure from each node's guest lists, nodes' from their RRD over the last
         PRESSURE_PERIOD_S (the only place Proxmox VE 9 keeps node PSI); nothing on PVE 8."""
-        out: dict[str, dict] = {}
+        out: dict[str, dict[str, Any]] = {}
         for node in online:
             for kind, prefix in (("qemu", "vm"), ("lxc", "ct")):
                 for e in self._get(f"nodes/{node}/{kind}", optional=True) or []:
@@ -160,7 +160,9 @@ class Proxmox:
                 out[node] = {"pressure": p}
         return out
 
-    def _preconditions(self, resources: list[dict], online: list[str], now: float) -> dict[str, dict]:
+    def _preconditions(
+        self, resources: list[dict[str, Any]], online: list[str], now: float
+    ) -> dict[str, dict[str, Any]]:
         """Where each running VM may migrate, from Proxmox's own precondition check. It changes
         only with storage or hardware, so each answer is kept PRECONDITIONS_TTL_S and at most
         PRECONDITIONS_PER_ROUND are asked per collection (a 1000-guest cluster fills in over rounds)."""
@@ -202,7 +204,7 @@ class Proxmox:
             raise SourceError(f"migrate: {sid} is not a guest of this cluster")
         running = entry.get("status") == "running"
         options = {"online": int(running)} if kind == "vm" else ({"restart": 1} if running else {})
-        upid = self._call(
+        upid: str = self._call(
             f"migrate {sid} to {target}",
             lambda: self._api(f"nodes/{entry['node']}/{pve_type}/{vmid}/migrate").post(target=target, **options),
         )
@@ -225,10 +227,10 @@ class Proxmox:
         self._finish(task)
         return TaskStatus("done", 1.0)
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         return {"tasks": copy.deepcopy(self._tasks), "preconditions": copy.deepcopy(self._checked)}
 
-    def _after_ha_request(self, task_id: str, task: dict, info: dict, now: float) -> TaskStatus:
+    def _after_ha_request(self, task_id: str, task: dict[str, Any], info: dict[str, Any], now: float) -> TaskStatus:
         """The HA manager accepted the request; find the migration its LRM started, or keep waiting."""
         source = task.get("source", info["node"])
         found = self._get(f"nodes/{source}/tasks", vmid=int(info["id"]), since=info["starttime"], source="all")
@@ -244,7 +246,7 @@ class Proxmox:
             return TaskStatus("failed", 0.0, f"the HA manager started no migration within {HA_PICKUP_S:.0f} s")
         return TaskStatus("running", 0.0)
 
-    def _progress(self, task: dict, node: str, upid: str) -> float:
+    def _progress(self, task: dict[str, Any], node: str, upid: str) -> float:
         """From the task log's "transferred X of Y" lines, read incrementally; 0 until there is one."""
         lines = self._get(f"nodes/{node}/tasks/{upid}/log", start=task.get("log_lines", 0), limit=500)
         task["log_lines"] = task.get("log_lines", 0) + len(lines)
@@ -252,9 +254,9 @@ class Proxmox:
             if m := TRANSFER.search(str(line.get("t", ""))):
                 total = float(m[3]) * UNITS[m[4]]
                 task["progress"] = min(0.99, float(m[1]) * UNITS[m[2]] / total) if total else 0.0
-        return task.get("progress", 0.0)
+        return cast(float, task.get("progress", 0.0))
 
-    def _finish(self, task: dict) -> None:
+    def _finish(self, task: dict[str, Any]) -> None:
         task["finished"] = True
         finished = [k for k, t in self._tasks.items() if t.get("finished")]
         for key in finished[:-FINISHED_TASKS_KEPT]:
@@ -295,8 +297,8 @@ class Proxmox:
             raise SourceError(f"{what}: cannot reach {where} ({type(exc).__name__})") from None
 
 
-def _decode(upid: str) -> dict:
+def _decode(upid: str) -> dict[str, Any]:
     try:
-        return Tasks.decode_upid(upid)
+        return cast(dict[str, Any], Tasks.decode_upid(upid))
     except (AssertionError, ValueError):
         raise SourceError(f"task {upid!r}: not a Proxmox UPID") from None

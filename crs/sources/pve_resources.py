@@ -27,21 +27,21 @@ DEFAULT_CORES, DEFAULT_MEMORY = 1.0, 512.0 * 2**20  # what Proxmox assumes for a
 class HaView:
     """What the HA manager says, where the cluster has one (all empty otherwise)."""
 
-    resources: dict[str, dict] = field(default_factory=dict)  # sid → /cluster/ha/resources entry
-    services: dict[str, dict] = field(default_factory=dict)  # sid → manager_status service_status entry
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)  # sid → /cluster/ha/resources entry
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)  # sid → manager_status service_status entry
     node_status: dict[str, str] = field(default_factory=dict)  # node → online, maintenance, …
-    rules: tuple[dict, ...] = ()  # /cluster/ha/rules entries (PVE 9)
+    rules: tuple[dict[str, Any], ...] = ()  # /cluster/ha/rules entries (PVE 9)
 
 
 def to_snapshot(
-    resources: list[dict],
+    resources: list[dict[str, Any]],
     ha: HaView,
     moving: dict[str, str],
     *,
     cluster: str,
     taken_at: str,
     manage: str = "all",
-    details: dict[str, dict] | None = None,
+    details: dict[str, dict[str, Any]] | None = None,
 ) -> Snapshot:
     """The snapshot of one `/cluster/resources` answer.
 
@@ -77,7 +77,7 @@ def to_snapshot(
         raise SourceError(f"cluster/resources refused: {exc}") from exc
 
 
-def _nodes(resources: list[dict], ha: HaView) -> tuple[list[dict], set[str]]:
+def _nodes(resources: list[dict[str, Any]], ha: HaView) -> tuple[list[dict[str, Any]], set[str]]:
     """Nodes with their sizes, and the names of offline nodes that report none.
 
     An offline node often lacks maxcpu/maxmem; guessing them would show a false load,
@@ -105,7 +105,9 @@ def _nodes(resources: list[dict], ha: HaView) -> tuple[list[dict], set[str]]:
     return nodes, unsized
 
 
-def _guest(e: dict, nodes: set[str], unsized: set[str], ha: HaView, moving: dict[str, str], manage: str) -> dict | None:
+def _guest(
+    e: dict[str, Any], nodes: set[str], unsized: set[str], ha: HaView, moving: dict[str, str], manage: str
+) -> dict[str, Any] | None:
     where = f"cluster/resources {e.get('id', e.get('type'))}"
     if e.get("template") in (1, "1"):  # an int on the wire, a boolean in the schema
         return None  # a template is a source for clones, not a running guest
@@ -134,7 +136,7 @@ def _guest(e: dict, nodes: set[str], unsized: set[str], ha: HaView, moving: dict
 
 
 def _state(
-    sid: str, e: dict, running: bool, ha: HaView, moving: dict[str, str], nodes: set[str]
+    sid: str, e: dict[str, Any], running: bool, ha: HaView, moving: dict[str, str], nodes: set[str]
 ) -> tuple[str, str | None]:
     """The HA state where HA manages the guest, else started/stopped; moving guests get their target."""
     hastate = e.get("hastate")
@@ -149,7 +151,7 @@ def _state(
     return state, None
 
 
-def _rules(raw: tuple[dict, ...], sids: set[str], nodes: list[str]) -> list[dict]:
+def _rules(raw: tuple[dict[str, Any], ...], sids: set[str], nodes: list[str]) -> list[dict[str, Any]]:
     """PVE 9 HA rules in the snapshot's terms; disabled rules and absent guests are left out."""
     out = []
     for r in raw:
@@ -178,7 +180,7 @@ def _rules(raw: tuple[dict, ...], sids: set[str], nodes: list[str]) -> list[dict
     return [r for r in out if r["type"] != "node-affinity" or r["nodes"]]
 
 
-def _rule_nodes(rule: dict, nodes: list[str]) -> list[dict]:
+def _rule_nodes(rule: dict[str, Any], nodes: list[str]) -> list[dict[str, Any]]:
     listed = {}
     for item in _split(rule.get("nodes", "")):
         name, _, priority = item.partition(":")
@@ -194,7 +196,7 @@ def _split(value: Any) -> list[str]:
     return [s.strip() for s in items if s.strip()]
 
 
-def number(entry: dict, key: str, where: str, default: Any = _MISSING) -> float:
+def number(entry: dict[str, Any], key: str, where: str, default: Any = _MISSING) -> float:
     """A finite, non-negative number; PVE sends some as strings ("0.00")."""
     value = entry.get(key, default)
     if value is _MISSING:
@@ -211,7 +213,7 @@ def number(entry: dict, key: str, where: str, default: Any = _MISSING) -> float:
     return float(value)
 
 
-def _text(entry: dict, key: str, where: str) -> str:
+def _text(entry: dict[str, Any], key: str, where: str) -> str:
     value = entry.get(key)
     if not isinstance(value, str) or not value:
         raise SourceError(f"{where}.{key}: {value!r} is not a name")
@@ -229,14 +231,14 @@ PSI_FIELDS = {
 }
 
 
-def pressure(entry: dict, where: str) -> dict | None:
+def pressure(entry: dict[str, Any], where: str) -> dict[str, Any] | None:
     """The snapshot's `pressure` (fractions) of a guest list entry or status; None on Proxmox VE 8,
     which has no such fields. Containers send the percentages as strings; nodes lack cpufull."""
     present = {k: number(entry, f, where) / 100 for k, f in PSI_FIELDS.items() if entry.get(f) is not None}
     return {k: min(v, 1.0) for k, v in present.items()} or None
 
 
-def rrd_pressure(rows: list[dict], since: float, where: str) -> dict | None:
+def rrd_pressure(rows: list[dict[str, Any]], since: float, where: str) -> dict[str, Any] | None:
     """A node's pressure as the mean of its 1-minute RRD rows from `since` on (node PSI exists
     only there); None when no row in the period has any."""
     recent = [r for r in rows if isinstance(r, dict) and number(r, "time", where, 0.0) >= since]
@@ -247,7 +249,7 @@ def rrd_pressure(rows: list[dict], since: float, where: str) -> dict | None:
     return {k: sum(p.get(k, 0.0) for p in samples) / len(samples) for k in keys}
 
 
-def preconditions(answer: dict, where: str) -> dict:
+def preconditions(answer: dict[str, Any], where: str) -> dict[str, Any]:
     """`GET …/qemu/{vmid}/migrate` → where the guest may go, why not elsewhere, and whether it
     could be recovered on another node (local disks and passed-through devices tie it)."""
     if not isinstance(answer, dict):

@@ -15,6 +15,7 @@ import copy
 import math
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any, cast
 
 import numpy as np
 
@@ -65,7 +66,7 @@ class SimulatorConfig:
     fail_rate: float  # share of migrations that fail half-way
 
 
-def parse_config(config: dict) -> SimulatorConfig:
+def parse_config(config: dict[str, Any]) -> SimulatorConfig:
     """Defaults give the demo cluster; every key is optional."""
     config = cfg.refuse_unknown(config, KEYS, WHERE)
     count = cfg.integer(config, "nodes", WHERE, 12, low=2, high=500)
@@ -127,7 +128,7 @@ def initial_placement(trace: traces.Trace, nodes: tuple[Node, ...], hot_nodes: i
 class Simulator:
     """The `Source` for a simulated cluster; see the module docstring."""
 
-    def __init__(self, config: SimulatorConfig, state: dict | None = None):
+    def __init__(self, config: SimulatorConfig, state: dict[str, Any] | None = None):
         self.config = config
         self.trace = traces.load(config.trace)
         self._names = {n.name for n in config.nodes}
@@ -193,7 +194,7 @@ class Simulator:
         progress = min(1.0, (now - task["started_at"]) / span) * (0.5 if task["fails"] else 1.0)
         return TaskStatus(task["state"], progress, task["reason"])
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         return copy.deepcopy(self._state)
 
     def _sids(self) -> list[str]:
@@ -203,7 +204,7 @@ class Simulator:
         """The trace sample shown at `now`; the trace day loops, as days do."""
         if self._state["started_at"] is None:
             self._state["started_at"] = now
-        elapsed = max(0.0, now - self._state["started_at"])
+        elapsed: float = max(0.0, now - self._state["started_at"])
         return (self.config.start_sample + math.floor(elapsed / self.config.seconds_per_sample)) % self.trace.samples
 
     def _guest(self, i: int, sid: str, sample: int, target: str | None) -> Guest:
@@ -244,7 +245,7 @@ def _with_usage(nodes: tuple[Node, ...], guests: tuple[Guest, ...]) -> tuple[Nod
     cpu = {n.name: 0.0 for n in nodes}
     mem = {n.name: 0.0 for n in nodes}
     for g in guests:
-        for name in {g.node, g.target} - {None}:
+        for name in cast(set[str], {g.node, g.target} - {None}):
             cpu[name] += g.cpu_usage
             mem[name] += g.mem_usage_bytes
     return tuple(
@@ -268,7 +269,7 @@ def _stall(node: Node) -> Pressure:
     return Pressure(cpu_some=cpu, memory_some=memory)
 
 
-def _checked_state(state: object, sids: set[str], nodes: set[str]) -> dict:
+def _checked_state(state: object, sids: set[str], nodes: set[str]) -> dict[str, Any]:
     """A persisted state that still fits the config; a changed trace or node count needs a reset."""
     where = f"{WHERE} state"
     if not isinstance(state, dict) or not {"started_at", "next_task", "tasks", "placement"} <= set(state):

@@ -7,6 +7,8 @@ pretending to carry them out.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import snapshot as contract
 from ..errors import CrsError
 from ..model import Snapshot
@@ -32,11 +34,11 @@ class SnapshotFile:
     def task_status(self, task_id: str, now: float) -> TaskStatus:
         raise SourceError(f"task {task_id!r}: {READ_ONLY}, it runs no tasks")
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         return {}
 
 
-def open_snapshot(config: dict) -> SnapshotFile:
+def open_snapshot(config: dict[str, Any]) -> SnapshotFile:
     """From `path` (a file on the server) or `snapshot` (the decoded JSON, e.g. an upload)."""
     config = cfg.refuse_unknown(config, {"path", "snapshot"}, WHERE)
     if ("path" in config) == ("snapshot" in config):

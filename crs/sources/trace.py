@@ -23,6 +23,7 @@ import functools
 import gzip
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -52,7 +53,7 @@ class Trace:
 
     @property
     def samples(self) -> int:
-        return self.cpu_usage.shape[1]
+        return int(self.cpu_usage.shape[1])
 
 
 def resolve(name: str | Path) -> Path:
@@ -78,7 +79,7 @@ def load(directory: str | Path = DEFAULT_TRACE) -> Trace:
     )
 
 
-def _open(path: Path):
+def _open(path: Path) -> TextIO:
     return gzip.open(path, "rt", newline="") if path.suffix == ".gz" else path.open(newline="")
 
 
