@@ -14,9 +14,10 @@ from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+import crs.model
 from crs.fields import read_json
 
-from . import expiry, live
+from . import live, plans
 from .forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
 from .models import Cluster, Migration
 from .tasks import execute
@@ -83,6 +84,20 @@ def change_settings(request, pk):
     return redirect("dashboard:cluster", pk)
 
 
+@require_POST
+@permission_required("dashboard.change_policy", raise_exception=True)
+def switch_preset(request, pk):
+    """One click switches a cluster between Proxmox's behaviour and the product's; audited."""
+    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
+    preset = request.POST.get("preset", "")
+    if preset not in crs.model.PRESETS:
+        allowed = " or ".join(crs.model.PRESETS)
+        return JsonResponse({"errors": {"preset": [f"preset must be {allowed}, not {preset!r}"]}}, status=400)
+    cluster.policy.switch_preset(preset, request.user)
+    messages.success(request, f"Preset {preset}: its settings apply from the next round.")
+    return redirect("dashboard:cluster", pk)
+
+
 @require_GET
 @api("dashboard.view_cluster")
 def api_cluster(request, pk):
@@ -91,7 +106,7 @@ def api_cluster(request, pk):
         {
             "id": cluster.pk,
             "name": cluster.name,
-            "settings": PolicyApiForm.values(cluster.policy),
+            "settings": {"preset": cluster.policy.preset, **PolicyApiForm.values(cluster.policy)},
             **live.history(cluster),
         }
     )
@@ -118,30 +133,48 @@ def api_settings(request, pk):
 @require_POST
 @api("dashboard.approve_migration")
 def approve(request, pk):
+    """Approve one recommendation, and the steps of its plan it was computed behind."""
     migration = get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
     with transaction.atomic():
         # A stale one expires, and the 409 says why.
-        if not expiry.stale(migration, request.user) and Migration.objects.transition(
-            pk, "suggested", "approved", request.user, decided_by=request.user
-        ):
-            # robust: with the broker down the approval stands, and the next round queues it again
-            transaction.on_commit(lambda: execute.delay(pk), robust=True)
-        transaction.on_commit(lambda: live.push_migration(pk))
+        approved = plans.approve(migration, request.user)
+        _after_commit(approved, approved + [pk])
     return _decided(pk, "approved")
 
 
 @require_POST
 @api("dashboard.approve_migration")
+def approve_all(request, pk):
+    """Apply all: every pending recommendation of the cluster, in plan order."""
+    cluster = get_object_or_404(Cluster, pk=pk)
+    with transaction.atomic():
+        approved = plans.approve_all(cluster, request.user)
+        _after_commit(approved, approved)
+    migrations = Migration.objects.filter(pk__in=approved).select_related("decided_by").order_by("plan", "step")
+    return JsonResponse({"approved": [live.migration_payload(m) for m in migrations]})
+
+
+@require_POST
+@api("dashboard.approve_migration")
 def reject(request, pk):
-    get_object_or_404(Migration, pk=pk)
+    """Reject one recommendation with a reason; the steps computed behind it expire, the next round re-plans."""
+    migration = get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
     form = RejectForm(request.POST)
     if not form.is_valid():
         return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
-    reason = form.cleaned_data["reason"]
     with transaction.atomic():
-        Migration.objects.transition(pk, "suggested", "rejected", request.user, decided_by=request.user, reason=reason)
-        transaction.on_commit(lambda: live.push_migration(pk))
+        changed = plans.reject(migration, request.user, form.cleaned_data["reason"])
+        _after_commit([], changed)
     return _decided(pk, "rejected")
+
+
+def _after_commit(approved: list[int], changed: list[int]) -> None:
+    """Once committed: start what was approved (robust: with the broker down the approval
+    stands, and the next round queues it again) and push what changed."""
+    for pk in approved:
+        transaction.on_commit(lambda pk=pk: execute.delay(pk), robust=True)
+    for pk in dict.fromkeys(changed):
+        transaction.on_commit(lambda pk=pk: live.push_migration(pk))
 
 
 def _decided(pk, wanted):
