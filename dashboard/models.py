@@ -495,6 +495,8 @@ class AuditEvent(models.Model):
     ACTIONS = [
         "settings-changed",
         "preset-switched",
+        "emergency-stop",
+        "emergency-stop-lifted",
         "suggested",
         "approved",
         "rejected",

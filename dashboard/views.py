@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 import crs.model
 from crs.fields import read_json
 
-from . import live, plans
+from . import emergency, live, plans
 from .forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
 from .models import Cluster, Migration
 from .tasks import execute
@@ -166,6 +166,24 @@ def reject(request, pk):
         changed = plans.reject(migration, request.user, form.cleaned_data["reason"])
         _after_commit([], changed)
     return _decided(pk, "rejected")
+
+
+@require_POST
+@api("dashboard.approve_migration")
+def emergency_stop(request, pk=None):
+    """Emergency stop for one cluster (or all, without `pk`): `stop=1` stops, `stop=0` lifts it."""
+    wanted = request.POST.get("stop", "1")
+    if wanted not in ("0", "1"):
+        return JsonResponse({"errors": {"stop": [f"stop must be 1 (stop) or 0 (lift), not {wanted!r}"]}}, status=400)
+    clusters = [get_object_or_404(Cluster, pk=pk)] if pk is not None else list(Cluster.objects.filter(archived=False))
+    answer = {}
+    for cluster in clusters:
+        if wanted == "1":
+            answer[cluster.name] = {"stopped": True, **emergency.stop(cluster, request.user)}
+        else:
+            emergency.lift(cluster, request.user)
+            answer[cluster.name] = {"stopped": False}
+    return JsonResponse({"clusters": answer})
 
 
 def _after_commit(approved: list[int], changed: list[int]) -> None:
