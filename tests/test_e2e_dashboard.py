@@ -123,7 +123,7 @@ def test_bad_setting_shows_the_field_error(page):
 
 def decide(page, button: str, reason: str = "") -> str:
     """Click a pending recommendation's button; retry with the next one if a round expired it first
-    (with one-second rounds, a newer round's recommendation supersedes a pending one often)."""
+    (a plan is kept while it holds, but a guest's own motion can still break it)."""
     from playwright.sync_api import Error
 
     for _ in range(10):
@@ -134,7 +134,7 @@ def decide(page, button: str, reason: str = "") -> str:
                 item.query_selector(".reason").fill(reason, timeout=2000)
             item.query_selector(button).click(timeout=2000)
         except (Error, AttributeError):
-            continue  # superseded and gone from the list before the click
+            continue  # replaced and gone from the list before the click
         state = page.wait_for_function(
             f"document.querySelector('#migrations tr[data-id=\"{migration_id}\"]')?.className", timeout=WAIT_MS
         )
@@ -154,3 +154,23 @@ def test_rejected_recommendation_keeps_its_reason(page):
     migration_id = decide(page, ".reject", reason="maintenance window tonight")
     row = page.wait_for_selector(f'#migrations tr[data-id="{migration_id}"].state-rejected')
     assert row.get_attribute("title") == "maintenance window tonight"
+
+
+def test_the_list_shows_each_step_with_its_math_and_what_it_was_computed_after(page):
+    page.wait_for_function("document.querySelectorAll('#recommendations li').length >= 2", timeout=120_000)
+    first, second = page.query_selector_all("#recommendations li")[:2]
+    text = second.inner_text()
+    assert f"computed after #{first.get_attribute('data-id')}" in text
+    assert "priority " in text and "step gain " in text and " → " in text
+    assert second.get_attribute("data-priority") in {"2", "3", "4", "5"}
+    assert "total gain" in page.inner_text("#plan-summary") and "vs margin" in page.inner_text("#plan-summary")
+
+
+def test_apply_all_approves_every_recommendation_of_the_list(page):
+    page.wait_for_function("document.querySelectorAll('#recommendations li').length >= 2", timeout=120_000)
+    ids = [li.get_attribute("data-id") for li in page.query_selector_all("#recommendations li")]
+    page.click("#apply-all")
+    for migration_id in ids:
+        row = page.wait_for_selector(f'#migrations tr[data-id="{migration_id}"]')
+        assert row.get_attribute("class") in {"state-approved", "state-running", "state-done"}, migration_id
+    assert page.inner_text(f'#migrations tr[data-id="{ids[0]}"] td:last-child') == "admin"
