@@ -496,6 +496,7 @@ class AuditEvent(models.Model):
         "settings-changed",
         "preset-switched",
         "emergency-stop",
+        "waiting",
         "emergency-stop-lifted",
         "suggested",
         "approved",

@@ -47,6 +47,9 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult) -> Recorde
             changed += expiry.replaced(pending, reason)
             pending = []
         waiting = waiting_reason(cluster, pending)
+        if result.decision == "migrate" and waiting and waiting != last_waiting(cluster):
+            # The trail says what blocked a plan, once per change rather than every round.
+            AuditEvent.objects.create(actor=None, action="waiting", cluster=cluster, details={"reason": waiting})
         new = []
         if result.decision == "migrate" and not waiting:
             new = recommend(cluster, result)
@@ -82,6 +85,11 @@ def waiting_reason(cluster: Cluster, pending: list[Migration]) -> str:
         count = len(pending)
         return f"plan {pending[0].plan} still holds on fresh data ({count} recommendations waiting for a decision)"
     return ""
+
+
+def last_waiting(cluster: Cluster) -> str:
+    last = cluster.rounds.order_by("-at").values_list("explanation", flat=True).first()
+    return (last or {}).get("waiting", "")
 
 
 def recommend(cluster: Cluster, result: RoundResult) -> list[Migration]:
