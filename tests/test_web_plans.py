@@ -2,7 +2,7 @@
 side within the concurrency and per-node limits (a real Celery worker), and the emergency stop."""
 
 import pytest
-from conftest import run_rounds, set_policy
+from conftest import make_migration, run_rounds, set_policy
 from django.urls import reverse
 from test_web_tasks import wait_until, worker  # noqa: F401 (a fixture)
 
@@ -117,3 +117,25 @@ def test_a_viewer_may_not_stop_a_cluster(client, viewer, cluster):
     client.force_login(viewer)
     assert client.post(reverse("dashboard:emergency-stop-all"), {"stop": "1"}).status_code == 403
     assert not Cluster.objects.get(pk=cluster.pk).stopped
+
+
+@pytest.mark.django_db
+def test_a_step_whose_target_is_claimed_full_takes_its_next_alternative_or_expires(collected, monkeypatch):
+    monkeypatch.setattr(tasks.follow, "apply_async", lambda *a, **k: None)
+    monkeypatch.setattr(tasks.execute, "delay", lambda pk: None)
+    snapshot = collected.snapshot
+    g1, g2, g3 = [g for g in snapshot["guests"] if g["node"] == "node01"][:3]
+    node06 = next(n for n in snapshot["nodes"] if n["name"] == "node06")
+    carried = sum(g["memory_bytes"] for g in snapshot["guests"] if g["node"] == "node06")
+    # node06 keeps room for g1 and half of g2: once g1's move claims it, g2 no longer fits there.
+    reserve = int(node06["memory_bytes"] - carried - g1["memory_bytes"] - g2["memory_bytes"] / 2)
+    set_policy(collected, memory_reserve=reserve, max_concurrent_migrations=3, max_migrations_per_node=3)
+    first = make_migration(collected, "approved", g1["sid"], target="node06")
+    second = make_migration(collected, "approved", g2["sid"], target="node06", alternatives=["node05"])
+    third = make_migration(collected, "approved", g3["sid"], target="node06")
+    for m in (first, second, third):
+        tasks.execute.apply(args=[m.pk])
+        m.refresh_from_db()
+    assert (first.state, first.target) == ("running", "node06")
+    assert (second.state, second.target) == ("running", "node05")  # its next alternative target
+    assert third.state == "expired" and third.reason.startswith(f"{g3['sid']} no longer fits on node06")
