@@ -36,11 +36,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=7.0)
     parser.add_argument("--poll", type=float, default=2.0, help="seconds between reads of the JSON API")
+    parser.add_argument(
+        "--source-config",
+        default="{}",
+        help="simulator options of the demo cluster, e.g. '{\"seconds_per_sample\": 300}' for the trace at its "
+        "real pace (the demo's default plays one 5-minute sample per round)",
+    )
     args = parser.parse_args()
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         env = {"DATABASE_URL": f"sqlite:///{tmp}/churn.sqlite3", "REDIS_URL": "", "CRS_ADMIN_PASSWORD": PASSWORD}
-        process = start(["manage.py", "runembedded", "--port", str(port)], env, Path(tmp) / "server.log")
+        command = ["manage.py", "runembedded", "--port", str(port), "--source-config", args.source_config]
+        process = start(command, env, Path(tmp) / "server.log")
         try:
             wait_for_port(port, process, timeout=120)
             base = f"http://127.0.0.1:{port}"

@@ -41,9 +41,9 @@ def verdict(cluster: Cluster, snapshot: Snapshot, pending: list[Migration], resu
     round, re-checked on fresh data, so admins have time to read and approve it. It goes
     when a step became illegal (the engine's stale check, with the earlier steps applied)
     or pointless, its total gain fell below the margin, one of its steps was rejected, or
-    the round's new plan gains at least the margin more.
+    the round's new plan ends at an imbalance lower by at least the margin (relative, as
+    the margin is everywhere).
     """
-    policy = cluster.policy
     if result.decision in NO_LONGER_WARRANTED:
         return f"no longer recommended: {result.explanation.reason}"
     plan = pending[0].plan
@@ -65,11 +65,14 @@ def verdict(cluster: Cluster, snapshot: Snapshot, pending: list[Migration], resu
     gain = (before - current) / before if before else 0.0
     if gain < settings.margin:
         return f"its total gain fell to {gain:.1%}, below the margin {settings.margin:.0%}"
-    if result.decision == "migrate" and result.plan:
-        new = crs.decision.total_gain(result.plan)
-        if new >= gain + policy.margin and not _same(pending, result.plan):
-            margin = f"{policy.margin:.0%}"
-            return f"a new plan gains {new:.1%}, at least the margin {margin} more than this one's {gain:.1%}"
+    if result.decision == "migrate" and result.plan and not _same(pending, result.plan):
+        # Better by the margin in the margin's own sense: the imbalance it ends at is lower by that share.
+        new = result.plan[-1].imbalance_after
+        if current and (current - new) / current >= settings.margin:
+            return (
+                f"a new plan ends at imbalance {new:.1%}, at least the margin {settings.margin:.0%} "
+                f"below this one's {current:.1%}"
+            )
     return ""
 
 

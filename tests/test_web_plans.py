@@ -2,7 +2,7 @@
 side within the concurrency and per-node limits (a real Celery worker), and the emergency stop."""
 
 import pytest
-from conftest import make_migration, run_rounds, set_policy
+from conftest import make_migration, run_rounds, service_or_skip, set_policy
 from django.urls import reverse
 from test_web_tasks import wait_until, worker  # noqa: F401 (a fixture)
 
@@ -53,6 +53,7 @@ def test_apply_all_approves_the_whole_list_in_plan_order(
 
 @pytest.mark.django_db(transaction=True)
 def test_apply_all_runs_steps_in_order_within_the_concurrency_and_per_node_limits(admin_client, cluster, worker):  # noqa: F811
+    service_or_skip("CRS_TEST_DATABASE_URL")  # workers beside the test need a database that takes concurrent writers
     set_policy(cluster, hold_duration=0, max_concurrent_migrations=2, max_migrations_per_node=1)
     collect.delay(cluster.pk)
     wait_until(lambda: Migration.objects.filter(state="suggested").count() >= 3)
@@ -70,6 +71,7 @@ def test_apply_all_runs_steps_in_order_within_the_concurrency_and_per_node_limit
 
 @pytest.mark.django_db(transaction=True)
 def test_automatic_plans_run_migrations_side_by_side(cluster, worker):  # noqa: F811
+    service_or_skip("CRS_TEST_DATABASE_URL")
     set_policy(cluster, hold_duration=0, automation="automatic", max_concurrent_migrations=3)
     collect.delay(cluster.pk)
     wait_until(lambda: Migration.objects.filter(state="done").count() >= 2, timeout=90)
