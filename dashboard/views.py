@@ -106,6 +106,7 @@ def api_cluster(request, pk):
         {
             "id": cluster.pk,
             "name": cluster.name,
+            "stopped": cluster.stopped,
             "settings": {"preset": cluster.policy.preset, **PolicyApiForm.values(cluster.policy)},
             **live.history(cluster),
         }

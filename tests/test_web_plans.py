@@ -106,7 +106,7 @@ def test_emergency_stop_expires_approved_aborts_running_and_a_second_click_lifts
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
     assert not Migration.objects.filter(state="approved").exists()  # automation paused
     assert client.post(url, {"stop": "0"}).json()["clusters"]["test"] == {"stopped": False}
-    assert not Cluster.objects.get(pk=cluster.pk).stopped
+    assert client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).json()["stopped"] is False
     actions = list(AuditEvent.objects.filter(action__startswith="emergency").values_list("action", "actor"))
     assert sorted(actions) == [("emergency-stop", operator.pk), ("emergency-stop-lifted", operator.pk)]
     assert client.post(url, {"stop": "maybe"}).json() == {
