@@ -67,6 +67,7 @@ def _page(request, cluster, form, status=200):
         "history": live.history(cluster),
         "live_paused": _check(_probe_channel_layer) != "ok",
         "can_decide": request.user.has_perm("dashboard.approve_migration"),
+        "all_stopped": not Cluster.objects.filter(archived=False, stopped=False).exists(),
         "can_configure": request.user.has_perm("dashboard.change_policy"),
     }
     return render(request, "dashboard/cluster.html", context, status=status)

@@ -185,18 +185,24 @@ function connect(delay) {
   };
 }
 
-async function toggleStop() {
+async function toggleStop(all) {
   // One click stops (automation paused, approved moves expire, running ones aborted); a second lifts it.
-  const response = await fetch(config.emergency_stop, {
+  const stopped = all ? config.all_stopped : config.stopped;
+  const response = await fetch(all ? config.emergency_stop_all : config.emergency_stop, {
     method: "POST", headers: {"X-CSRFToken": csrfToken()}, credentials: "same-origin",
-    body: new URLSearchParams({stop: config.stopped ? "0" : "1"})});
+    body: new URLSearchParams({stop: stopped ? "0" : "1"})});
   if (!response.ok) return;
-  config.stopped = !config.stopped;
+  config.stopped = !stopped;
+  if (all) config.all_stopped = !stopped;
   el("emergency-stop").textContent = config.stopped ? "Lift the emergency stop" : "Emergency stop";
+  el("emergency-stop-all").textContent = config.all_stopped ? "Lift the stop on all clusters" : "Stop all clusters";
   el("stop-state").textContent = config.stopped ? "Stopped: automation paused, nothing starts." : "";
 }
 
 el("apply-all").onclick = applyAll;
-if (el("emergency-stop")) el("emergency-stop").onclick = toggleStop;
+if (el("emergency-stop")) {
+  el("emergency-stop").onclick = () => toggleStop(false);
+  el("emergency-stop-all").onclick = () => toggleStop(true);
+}
 load(JSON.parse(document.getElementById("history").textContent));
 connect(1000);

@@ -174,3 +174,13 @@ def test_apply_all_approves_every_recommendation_of_the_list(page):
         row = page.wait_for_selector(f'#migrations tr[data-id="{migration_id}"]')
         assert row.get_attribute("class") in {"state-approved", "state-running", "state-done"}, migration_id
     assert page.inner_text(f'#migrations tr[data-id="{ids[0]}"] td:last-child') == "admin"
+
+
+def test_emergency_stop_is_one_click_and_a_second_lifts_it(page):
+    page.click("#emergency-stop")
+    page.wait_for_function("document.getElementById('emergency-stop').textContent === 'Lift the emergency stop'")
+    assert "automation paused" in page.inner_text("#stop-state")
+    page.reload()
+    page.wait_for_selector("text=Lift the emergency stop")  # stored, not just shown
+    page.click("#emergency-stop")
+    page.wait_for_function("document.getElementById('emergency-stop').textContent === 'Emergency stop'")
