@@ -461,7 +461,7 @@ class RecommendationViewSet(ApiViewSet):
         migration = self._pending(pk)
         serializer = RejectSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        recorded = reject_migration(migration.pk, request.user, serializer.validated_data["reason"])
+        recorded = reject_migration(migration, request.user, serializer.validated_data["reason"])
         return self._decided(migration.pk, "rejected", recorded)
 
 

@@ -1,10 +1,14 @@
 """Expiry: why a recommendation, or an approved migration not yet started, stops waiting.
 
-The six causes, named here and nowhere else (each sets the migration's reason):
+The causes, named here and nowhere else (each sets the migration's reason):
 
-* superseded  — a newer round recommends another move;
+* replaced    — the pending plan no longer holds on fresh data (`verdict`: a step became
+                illegal or pointless, its total gain fell below the margin, a step was
+                rejected) or a new plan is better by at least the margin;
 * overdue     — nobody decided within the recommendation expiry;
-* outdated    — the latest round no longer supports a move (below threshold or margin, no candidate);
+* outdated    — the latest round no longer supports a move (below threshold or load floor, no candidate);
+* behind_rejected — a step computed behind a rejected step (the next round re-plans);
+* stopped     — an emergency stop;
 * stale       — at approval, the cluster's latest snapshot no longer allows it (guest moved,
                 cooldown, rule, ...): the engine names what changed;
 * stale_at_start — the same check on a fresh snapshot taken just before it starts;
@@ -14,17 +18,88 @@ A recommendation expires from `suggested`, an approved migration from `approved`
 through Migration.objects.transition, so each expiry is audited once.
 """
 
+import crs.balancer
+import crs.decision
+import crs.imbalance
+import crs.usage
 from crs.decision import RoundResult
+from crs.model import Snapshot
 
 from .models import Cluster, Migration
 
 # Decisions that mean "no move is worth making now". Not `holding`: the engine restarts the
 # hold after every recommendation, and the imbalance is still above the threshold meanwhile.
-NO_LONGER_WARRANTED = frozenset({"below-threshold", "below-margin", "no-candidate"})
+# Not `below-margin` either: the pending plan's own gain is re-checked (`verdict`).
+NO_LONGER_WARRANTED = frozenset({"below-threshold", "below-load-floor", "no-candidate"})
+NOISE = 1e-9  # a step gaining less than this gains nothing
 
 
-def superseded(pks, newer: Migration) -> list[int]:
-    return _expire(pks, f"superseded by recommendation #{newer.pk}, from a newer round")
+def verdict(cluster: Cluster, snapshot: Snapshot, pending: list[Migration], result: RoundResult) -> str:
+    """Why the pending plan (its steps still suggested, in order) must go; "" while it holds.
+
+    The one place that decides whether recommendations stay: a plan is kept round after
+    round, re-checked on fresh data, so admins have time to read and approve it. It goes
+    when a step became illegal (the engine's stale check, with the earlier steps applied)
+    or pointless, its total gain fell below the margin, one of its steps was rejected, or
+    the round's new plan ends at an imbalance lower by at least the margin (relative, as
+    the margin is everywhere).
+    """
+    if result.decision in NO_LONGER_WARRANTED:
+        return f"no longer recommended: {result.explanation.reason}"
+    plan = pending[0].plan
+    if rejected := cluster.migrations.filter(plan=plan, state="rejected").first():
+        return f"re-planned after #{rejected.pk} was rejected"
+    if cluster.migrations.filter(plan=plan, state__in=["approved", "running"]).exists():
+        return ""  # part of it runs: its remaining steps are kept as they are
+    guards = cluster.guards()
+    settings = snapshot.settings
+    before = current = _imbalance(snapshot)
+    for m in pending:
+        if reason := crs.balancer.stale_reason(snapshot, m.as_move(), guards):
+            return f"step #{m.pk} no longer holds: {reason}"
+        snapshot = crs.balancer.apply_move(snapshot, m.as_move())
+        after = _imbalance(snapshot)
+        if after >= current - NOISE:
+            return f"step #{m.pk} no longer helps: imbalance {current:.1%} → {after:.1%}"
+        current = after
+    gain = (before - current) / before if before else 0.0
+    if gain < settings.margin:
+        return f"its total gain fell to {gain:.1%}, below the margin {settings.margin:.0%}"
+    if result.decision == "migrate" and result.plan and not _same(pending, result.plan):
+        # Better by the margin in the margin's own sense: the imbalance it ends at is lower by that share.
+        new = result.plan[-1].imbalance_after
+        if current and (current - new) / current >= settings.margin:
+            return (
+                f"a new plan ends at imbalance {new:.1%}, at least the margin {settings.margin:.0%} "
+                f"below this one's {current:.1%}"
+            )
+    return ""
+
+
+def replaced(pending: list[Migration], reason: str) -> list[int]:
+    return _expire([m.pk for m in pending], reason)
+
+
+def behind_rejected(migration: Migration) -> list[int]:
+    """The steps computed behind a rejected step: their math assumed it; the next round re-plans them."""
+    later = [m.pk for m in migration.dependents() if m.state == "suggested"]
+    return _expire(later, f"computed after #{migration.pk}, which was rejected; the next round re-plans")
+
+
+def stopped(cluster: Cluster, actor) -> list[int]:
+    """Emergency stop: every approved migration not yet started expires."""
+    pks = cluster.migrations.filter(state="approved").values_list("pk", flat=True)
+    reason = "emergency stop: automation paused"
+    return [pk for pk in pks if Migration.objects.transition(pk, "approved", "expired", actor, reason=reason)]
+
+
+def _same(pending: list[Migration], plan) -> bool:
+    return [(m.leader, m.target) for m in pending] == [(s.move.leader, s.move.target) for s in plan]
+
+
+def _imbalance(snapshot: Snapshot) -> float:
+    stats = crs.usage.node_stats(snapshot, snapshot.settings.mode)
+    return crs.imbalance.imbalance([s.load for s in stats], snapshot.settings.imbalance_scale)
 
 
 def overdue(cluster: Cluster, now) -> list[int]:

@@ -56,6 +56,12 @@ def migration_payload(migration: Migration) -> dict:
         "reason": migration.reason,
         "progress": migration.progress,
         "recommended_at": migration.suggested_at.isoformat(),
+        "plan": migration.plan,
+        "step": migration.step,
+        "after": migration.after,
+        "plan_gain": migration.plan_gain,
+        "alternatives": migration.alternatives,
+        "priority": migration.priority,
     }
 
 

@@ -89,6 +89,8 @@ class Cluster(models.Model):
     # archives it: no more rounds, gone from the page's list, history and trail kept.
     archived = models.BooleanField(default=False, help_text="No rounds, hidden from the page; history is kept.")
     hold_count = models.PositiveIntegerField(default=0, editable=False)
+    # Emergency stop: automation paused, nothing approved starts; undone by a second click.
+    stopped = models.BooleanField(default=False, editable=False)
     last_round_at = models.DateTimeField(null=True, blank=True, editable=False)
     round_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     # A round is queued and not yet started (ClusterManager.queue_round): never two in the queue.
@@ -171,9 +173,21 @@ class Policy(models.Model):
         ("pressure", "pressure: relieve nodes short of CPU or memory"),
         ("both", "both: relieve pressure first, then spread evenly"),
     ]
+    PRESET_CHOICES = [
+        ("proxmox", "proxmox: Proxmox's exact behaviour, one move per round"),
+        ("product", "product: plans of several moves down to a target, no move that overfills a node"),
+    ]
+    # What a preset sets when an admin switches to it: the engine's values of that preset.
+    PRESET_SETTINGS = ("moves_per_round", "target_imbalance", "load_floor")
     FRACTIONS = ("threshold", "margin", "automatic_margin", "target_imbalance", "load_floor")
 
     cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="policy")
+    preset = models.CharField(
+        max_length=10,
+        choices=PRESET_CHOICES,
+        default="product",
+        help_text="proxmox: decisions as Proxmox makes them; product: this product's plans.",
+    )
     mode = models.CharField(
         max_length=10,
         choices=MODE_CHOICES,
@@ -234,6 +248,7 @@ class Policy(models.Model):
         help_text="Migrations one round may recommend at most.",
     )
     target_imbalance = models.FloatField(
+        default=crs.model.PRODUCT.target_imbalance,
         null=True,
         blank=True,
         validators=fraction_validators("target imbalance"),
@@ -282,7 +297,10 @@ class Policy(models.Model):
         return self.automation == "automatic"
 
     def engine_settings(self) -> crs.model.Settings:
-        """The one bridge from the stored settings (and the automation level) to the engine's."""
+        """The one bridge from the stored settings (and the automation level) to the engine's.
+
+        Every engine setting is passed; `max_migrations_per_node` is the executor's alone (tasks.py).
+        """
         return crs.model.Settings(
             mode=self.mode,
             auto_rebalance=self.auto_rebalance,
@@ -291,26 +309,30 @@ class Policy(models.Model):
             margin=self.margin,
             method=self.method,
             imbalance_scale=self.imbalance_scale,
-            **self.wave_settings(),
+            preset=self.preset,
+            moves_per_round=self.moves_per_round,
+            target_imbalance=self.target_imbalance,
+            load_floor=self.load_floor,
+            objective=self.objective,
+            cpu_overcommit=self.cpu_overcommit,
+            memory_reserve_bytes=self.memory_reserve,
         )
 
-    def wave_settings(self) -> dict:
-        """This wave's settings the engine knows (crs.model.Settings' fields), under their settled names.
-
-        The one spot where new settings enter the engine: each is passed once the engine's
-        Settings has a field of that name, so the engine and the web side can land apart.
-        """
-        wave = {
-            "moves_per_round": self.moves_per_round,
-            "target_imbalance": self.threshold if self.target_imbalance is None else self.target_imbalance,
-            "load_floor": self.load_floor,
-            "objective": self.objective,
-            "cpu_overcommit": self.cpu_overcommit,
-            "memory_reserve": self.memory_reserve,
-            "max_migrations_per_node": self.max_migrations_per_node,
-        }
-        known = crs.model.Settings.__dataclass_fields__
-        return {name: value for name, value in wave.items() if name in known}
+    def switch_preset(self, preset: str, actor) -> None:
+        """One click: the preset and the settings it shapes take the engine's values of that preset; audited."""
+        values = crs.model.PRODUCT if preset == "product" else crs.model.PROXMOX
+        before = {name: getattr(self, name) for name in ("preset", *self.PRESET_SETTINGS)}
+        self.preset = preset
+        for name in self.PRESET_SETTINGS:
+            setattr(self, name, getattr(values, name))
+        with transaction.atomic():
+            self.save()
+            AuditEvent.objects.create(
+                actor=actor,
+                action="preset-switched",
+                cluster_id=self.cluster_id,
+                details={"before": before, "after": {name: getattr(self, name) for name in before}},
+            )
 
     def approves_itself(self, relative_gain: float) -> bool:
         """Whether a new recommendation with this gain is approved by the round, not a person."""
@@ -378,6 +400,12 @@ class MigrationManager(models.Manager):
         return done
 
 
+def priority(step_gain: float) -> int:
+    """vSphere DRS's grades from a step's gain: 2 ≥ 25 %, 3 ≥ 15 %, 4 ≥ 5 %, 5 below.
+    1 (mandatory: rule fixes, evacuations) is never given for balancing."""
+    return next((grade for grade, floor in ((2, 0.25), (3, 0.15), (4, 0.05)) if step_gain >= floor), 5)
+
+
 class Migration(models.Model):
     STATES = ["suggested", "approved", "running", "done", "failed", "rejected", "expired"]
 
@@ -392,6 +420,14 @@ class Migration(models.Model):
     relative_gain = models.FloatField()
     margin = models.FloatField()  # fraction the gain was held against
     method = models.CharField(max_length=10)
+    # A recommendation is one step of a round's plan: the plan's number (the round that
+    # computed it), its index, the step it was computed behind, and the plan's total gain.
+    plan = models.PositiveIntegerField(null=True, blank=True, db_index=True)
+    step = models.PositiveSmallIntegerField(default=0)
+    after = models.PositiveSmallIntegerField(null=True, blank=True)
+    plan_gain = models.FloatField(null=True, blank=True)
+    alternatives = models.JSONField(default=list, blank=True, help_text="Next-best targets, best first.")
+    priority = models.PositiveSmallIntegerField(default=5, help_text="1 mandatory … 5 slight gain, as DRS grades.")
     automatic = models.BooleanField(default=False, help_text="Approved by the round, not a person.")
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     reason = models.TextField(blank=True, help_text="Why it was rejected, expired or failed.")
@@ -415,6 +451,34 @@ class Migration(models.Model):
     def __str__(self) -> str:
         return f"{self.leader} {self.source} → {self.target} ({self.state})"
 
+    def as_move(self) -> crs.decision.Move:
+        return crs.decision.Move(
+            self.leader, tuple(self.guests), self.source, self.target, self.imbalance_after, self.relative_gain
+        )
+
+    def behind(self) -> list["Migration"]:
+        """The steps of its plan it was computed behind, first first (approving it approves them)."""
+        if self.plan is None:
+            return []
+        steps = {m.step: m for m in self.cluster.migrations.filter(plan=self.plan)}
+        chain, at = [], self.after
+        while at is not None and at in steps:
+            chain.append(steps[at])
+            at = steps[at].after
+        return chain[::-1]
+
+    def dependents(self) -> list["Migration"]:
+        """The steps of its plan computed behind it, directly or not, in plan order."""
+        if self.plan is None:
+            return []
+        steps = list(self.cluster.migrations.filter(plan=self.plan).order_by("step"))
+        behind, out = {self.step}, []
+        for m in steps:
+            if m.after in behind:
+                behind.add(m.step)
+                out.append(m)
+        return out
+
     def stale_reason(self, snapshot: crs.model.Snapshot | None) -> str:
         """Why `snapshot` makes this move illegal or unwise; "" if it fits (or there is none yet).
 
@@ -423,10 +487,8 @@ class Migration(models.Model):
         """
         if snapshot is None:
             return ""
-        move = crs.decision.Move(
-            self.leader, tuple(self.guests), self.source, self.target, self.imbalance_after, self.relative_gain
-        )
-        return crs.balancer.stale_reason(self.cluster.under_policy(snapshot), move, self.cluster.guards()) or ""
+        judged = self.cluster.under_policy(snapshot)
+        return crs.balancer.stale_reason(judged, self.as_move(), self.cluster.guards()) or ""
 
 
 class AuditTrailError(Exception):
@@ -452,6 +514,10 @@ class AuditEvent(models.Model):
 
     ACTIONS = [
         "settings-changed",
+        "preset-switched",
+        "emergency-stop",
+        "waiting",
+        "emergency-stop-lifted",
         "suggested",
         "approved",
         "rejected",

@@ -45,8 +45,24 @@ def export(request, pk):
 
 def policy_values(engine_settings: crs.model.Settings) -> dict:
     """The Policy fields a snapshot's settings carry (same names, same units)."""
-    names = ("mode", "threshold", "hold_duration", "margin", "method", "imbalance_scale")
-    return {name: getattr(engine_settings, name) for name in names}
+    names = (
+        "mode",
+        "threshold",
+        "hold_duration",
+        "margin",
+        "method",
+        "imbalance_scale",
+        "preset",
+        "moves_per_round",
+        "target_imbalance",
+        "load_floor",
+        "objective",
+        "cpu_overcommit",
+    )
+    return {
+        **{name: getattr(engine_settings, name) for name in names},
+        "memory_reserve": int(engine_settings.memory_reserve_bytes),
+    }
 
 
 class ImportForm(forms.Form):

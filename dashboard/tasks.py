@@ -7,6 +7,7 @@ migration and hands over to `follow` until the adapter reports it done or failed
 
 import logging
 import time
+from dataclasses import replace
 from datetime import timedelta
 
 from celery import shared_task
@@ -15,6 +16,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 import crs.balancer
+import crs.model
+import crs.planner
 import crs.snapshot
 from crs.decision import RoundState
 from crs.errors import CrsError
@@ -98,8 +101,8 @@ def balancing_round(cluster_id: int) -> None:
         )
         recorded = rounds.record(cluster, snapshot, result, duration=time.monotonic() - started)
         transaction.on_commit(lambda: announce(cluster, recorded))
-        if recorded.approved is not None:  # robust: with the broker down, later rounds queue it again
-            transaction.on_commit(lambda: execute.delay(recorded.approved), robust=True)
+        for pk in recorded.approved:  # robust: with the broker down, later rounds queue them again
+            transaction.on_commit(lambda pk=pk: execute.delay(pk), robust=True)
     finally:
         Cluster.objects.release_round(cluster_id)
     requeue_stalled(cluster_id)
@@ -132,29 +135,78 @@ def execute(migration_id: int) -> None:
 
 
 def claim(migration_id: int) -> str:
-    """approved → running if a migration slot is free and a fresh snapshot still supports the
-    move; approved → expired (with the reason) if not. Returns the state it is left in.
+    """approved → running if a slot is free and a fresh snapshot still supports the move;
+    approved → expired (with the reason) if not. Returns the state it is left in.
 
     Under the cluster's lock (opened_source), so two workers never both take the last slot.
+    Approved steps start in plan order, at most `max_concurrent_migrations` at once and
+    `max_migrations_per_node` into or out of one node. The fresh snapshot counts every
+    running migration's guests on their targets (its claim), so two concurrent moves never
+    together overfill a node; a target that no longer fits gives way to the step's next
+    alternative target, or the step expires.
     """
     try:
         with opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (cluster, source):
             migration = Migration.objects.select_related("cluster__policy").get(pk=migration_id)
             if migration.state != "approved":
                 return migration.state
-            running = cluster.migrations.filter(state="running").count()
-            if running >= migration.cluster.policy.max_concurrent_migrations:
-                return "approved"  # queued again when a running one finishes
-            # Only claim() moves an approved migration on, under this lock: the transitions succeed.
-            if expiry.stale_at_start(migration, source.collect(time.time())):
+            if cluster.stopped:
+                expiry.stopped(cluster, None)
                 return "expired"
-            Migration.objects.transition(migration_id, "approved", "running", None)
+            if not slot_free(cluster, migration):
+                return "approved"  # queued again when a running one starts or finishes
+            snapshot = claimed(cluster, source.collect(time.time()))
+            # Only claim() moves an approved migration on, under this lock: the transitions succeed.
+            if migration.stale_reason(snapshot) and (target := alternative(migration, snapshot)):
+                Migration.objects.filter(pk=migration_id).update(target=target)
+                migration.target = target
+            if expiry.stale_at_start(migration, snapshot):
+                return "expired"
+            Migration.objects.transition(migration_id, "approved", "running", None, {"target": migration.target})
             return "running"
     except (SourceError, CrsError) as exc:
         expiry.unverifiable(migration_id, exc)
         return "expired"
     finally:
         live.push_migration(migration_id)
+
+
+def slot_free(cluster: Cluster, migration: Migration) -> bool:
+    """Whether `migration` may start now: its turn in plan order, a cluster slot, and room on both its nodes."""
+    if (
+        migration.plan is not None
+        and cluster.migrations.filter(plan=migration.plan, state="approved", step__lt=migration.step).exists()
+    ):
+        return False
+    running = list(cluster.migrations.filter(state="running").only("source", "target"))
+    policy = cluster.policy
+    if len(running) >= policy.max_concurrent_migrations:
+        return False
+    return all(
+        sum(node in (m.source, m.target) for m in running) < policy.max_migrations_per_node
+        for node in (migration.source, migration.target)
+    )
+
+
+def claimed(cluster: Cluster, snapshot: crs.model.Snapshot) -> crs.model.Snapshot:
+    """The fresh snapshot under the cluster's policy, with every running migration's guests on its target."""
+    snapshot = cluster.under_policy(snapshot)
+    for m in cluster.migrations.filter(state="running"):
+        on_source = all(g.node == m.source and not g.moving for g in snapshot.guests if g.sid in m.guests)
+        if on_source and m.target in {n.name for n in snapshot.nodes}:
+            snapshot = crs.balancer.apply_move(snapshot, m.as_move())
+    return snapshot
+
+
+def alternative(migration: Migration, snapshot: crs.model.Snapshot) -> str | None:
+    """The step's first alternative target the fresh snapshot allows, if its own target no longer takes it."""
+    if not crs.planner.target_refusal(snapshot, tuple(migration.guests), migration.target):
+        return None  # stale for another reason: an alternative would not help
+    for target in migration.alternatives:
+        move = replace(migration.as_move(), target=target)
+        if crs.balancer.stale_reason(snapshot, move, migration.cluster.guards()) is None:
+            return target
+    return None
 
 
 def start(migration_id: int) -> None:
@@ -173,6 +225,14 @@ def start(migration_id: int) -> None:
         finish(migration_id, "failed", reason=str(exc))
         return
     follow.apply_async((migration_id,), countdown=FOLLOW_SECONDS)
+    queue_waiting(migration.cluster_id)  # the next steps may run side by side with this one
+
+
+def queue_waiting(cluster_id: int) -> None:
+    """Queue every approved migration of the cluster, in plan order; each starts if its slot is free."""
+    waiting = Migration.objects.filter(cluster_id=cluster_id, state="approved").order_by("plan", "step", "decided_at")
+    for pk in waiting.values_list("pk", flat=True):
+        execute.delay(pk)
 
 
 def settle_unstarted(migration_id: int) -> None:
@@ -276,6 +336,4 @@ def finish(migration_id: int, state: str, **fields) -> None:
         if Migration.objects.transition(migration_id, "running", state, None, details=fields, **fields):
             transaction.on_commit(lambda: live.push_migration(migration_id))
             cluster_id = Migration.objects.filter(pk=migration_id).values_list("cluster_id", flat=True).get()
-            waiting = Migration.objects.filter(cluster_id=cluster_id, state="approved").order_by("decided_at")
-            if pk := waiting.values_list("pk", flat=True).first():
-                transaction.on_commit(lambda: execute.delay(pk))
+            transaction.on_commit(lambda: queue_waiting(cluster_id))

@@ -15,9 +15,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+import crs.model
 from crs.fields import read_json
 
-from . import expiry, live
+from . import emergency, live, plans
 from .forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
 from .models import Cluster, Migration
 from .tasks import execute
@@ -69,6 +70,7 @@ def _page(request, cluster):
         "form": PolicyForm(typed, instance=cluster.policy) if typed else PolicyForm(instance=cluster.policy),
         "live_paused": _check(_probe_channel_layer) != "ok",
         "can_decide": request.user.has_perm("dashboard.approve_migration") and not cluster.read_only,
+        "all_stopped": not Cluster.objects.filter(archived=False, stopped=False).exists(),
         "can_configure": request.user.has_perm("dashboard.change_policy"),
     }
     return render(request, "dashboard/cluster.html", context)
@@ -93,6 +95,20 @@ def change_settings(request, pk):
     return redirect("dashboard:cluster", pk)
 
 
+@require_POST
+@permission_required("dashboard.change_policy", raise_exception=True)
+def switch_preset(request, pk):
+    """One click switches a cluster between Proxmox's behaviour and the product's; audited."""
+    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
+    preset = request.POST.get("preset", "")
+    if preset not in crs.model.PRESETS:
+        allowed = " or ".join(crs.model.PRESETS)
+        return JsonResponse({"errors": {"preset": [f"preset must be {allowed}, not {preset!r}"]}}, status=400)
+    cluster.policy.switch_preset(preset, request.user)
+    messages.success(request, f"Preset {preset}: its settings apply from the next round.")
+    return redirect("dashboard:cluster", pk)
+
+
 @require_GET
 @api("dashboard.view_cluster")
 def api_cluster(request, pk):
@@ -101,7 +117,8 @@ def api_cluster(request, pk):
         {
             "id": cluster.pk,
             "name": cluster.name,
-            "settings": PolicyApiForm.values(cluster.policy),
+            "stopped": cluster.stopped,
+            "settings": {"preset": cluster.policy.preset, **PolicyApiForm.values(cluster.policy)},
             **live.history(cluster),
         }
     )
@@ -128,6 +145,7 @@ def api_settings(request, pk):
 @require_POST
 @api("dashboard.approve_migration")
 def approve(request, pk):
+    """Approve one recommendation, and the steps of its plan it was computed behind."""
     migration = get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
     if refusal := approve_migration(migration, request.user):
         return JsonResponse({"error": refusal, "migration": live.migration_payload(migration)}, status=409)
@@ -135,20 +153,14 @@ def approve(request, pk):
 
 
 def approve_migration(migration: Migration, user) -> str:
-    """A person approves a pending migration (the page and the REST API alike); one that no
-    longer fits the cluster's latest snapshot expires instead, with the reason. Returns why
-    nothing of its cluster can be migrated at all, or "" when the approval was tried."""
+    """A person approves a pending recommendation and the steps it was computed behind (the page
+    and the REST API alike); a step that no longer fits the latest snapshot expires instead, with
+    the reason. Returns why nothing of its cluster can be migrated at all, or "" when tried."""
     if refusal := _not_migratable(migration.cluster):
         return refusal
-    pk = migration.pk
     with transaction.atomic():
-        # A stale one expires, and the 409 says why.
-        if not expiry.stale(migration, user) and Migration.objects.transition(
-            pk, "suggested", "approved", user, decided_by=user
-        ):
-            # robust: with the broker down the approval stands, and the next round queues it again
-            transaction.on_commit(lambda: execute.delay(pk), robust=True)
-        transaction.on_commit(lambda: live.push_migration(pk))
+        approved = plans.approve(migration, user)
+        _after_commit(approved, approved + [migration.pk])
     return ""
 
 
@@ -163,21 +175,36 @@ def _not_migratable(cluster) -> str:
 
 @require_POST
 @api("dashboard.approve_migration")
+def approve_all(request, pk):
+    """Apply all: every pending recommendation of the cluster, in plan order."""
+    cluster = get_object_or_404(Cluster, pk=pk)
+    if refusal := _not_migratable(cluster):
+        return JsonResponse({"error": refusal}, status=409)
+    with transaction.atomic():
+        approved = plans.approve_all(cluster, request.user)
+        _after_commit(approved, approved)
+    migrations = Migration.objects.filter(pk__in=approved).select_related("decided_by").order_by("plan", "step")
+    return JsonResponse({"approved": [live.migration_payload(m) for m in migrations]})
+
+
+@require_POST
+@api("dashboard.approve_migration")
 def reject(request, pk):
-    get_object_or_404(Migration, pk=pk)
+    migration = get_object_or_404(Migration, pk=pk)
     form = RejectForm(request.POST)
     if not form.is_valid():
         return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
-    recorded = reject_migration(pk, request.user, form.cleaned_data["reason"])
+    recorded = reject_migration(migration, request.user, form.cleaned_data["reason"])
     return _decided(pk, "rejected", recorded)
 
 
-def reject_migration(pk: int, user, reason: str) -> bool:
-    """Reject with a reason; False when another decision came first (this reason is not kept)."""
+def reject_migration(migration: Migration, user, reason: str) -> bool:
+    """Reject one step with its reason (the steps computed behind it expire); False when another
+    decision came first (this reason is not kept)."""
     with transaction.atomic():
-        rejected = Migration.objects.transition(pk, "suggested", "rejected", user, decided_by=user, reason=reason)
-        transaction.on_commit(lambda: live.push_migration(pk))
-    return rejected
+        changed = plans.reject(migration, user, reason)
+        _after_commit([], changed)
+    return bool(changed)
 
 
 @require_POST
@@ -197,6 +224,33 @@ def mark_failed(request, pk):
         return JsonResponse({"migration": payload})
     error = f"migration {pk} is {migration.state}, not running"
     return JsonResponse({"error": error, "migration": payload}, status=409)
+
+
+@require_POST
+@api("dashboard.approve_migration")
+def emergency_stop(request, pk=None):
+    """Emergency stop for one cluster (or all, without `pk`): `stop=1` stops, `stop=0` lifts it."""
+    wanted = request.POST.get("stop", "1")
+    if wanted not in ("0", "1"):
+        return JsonResponse({"errors": {"stop": [f"stop must be 1 (stop) or 0 (lift), not {wanted!r}"]}}, status=400)
+    clusters = [get_object_or_404(Cluster, pk=pk)] if pk is not None else list(Cluster.objects.filter(archived=False))
+    answer = {}
+    for cluster in clusters:
+        if wanted == "1":
+            answer[cluster.name] = {"stopped": True, **emergency.stop(cluster, request.user)}
+        else:
+            emergency.lift(cluster, request.user)
+            answer[cluster.name] = {"stopped": False}
+    return JsonResponse({"clusters": answer})
+
+
+def _after_commit(approved: list[int], changed: list[int]) -> None:
+    """Once committed: start what was approved (robust: with the broker down the approval
+    stands, and the next round queues it again) and push what changed."""
+    for pk in approved:
+        transaction.on_commit(lambda pk=pk: execute.delay(pk), robust=True)
+    for pk in dict.fromkeys(changed):
+        transaction.on_commit(lambda pk=pk: live.push_migration(pk))
 
 
 def _decided(pk, wanted, recorded: bool = True):

@@ -75,8 +75,8 @@ function showRound(r) {
   el("imbalance").textContent = pct(r.imbalance);
   el("threshold").textContent = pct(r.threshold);
   el("hold").textContent = `${r.hold_count} of ${r.hold_duration} rounds above ${pct(r.threshold)}`;
-  const open = [...migrations.values()].find((m) => ["suggested", "approved", "running"].includes(m.state));
-  const waiting = r.decision === "migrate" && open ? ` (one migration at a time: #${open.id} is ${open.state})` : "";
+  // What really blocks a new plan, as the round recorded it (dashboard/rounds.py waiting_reason).
+  const waiting = r.explanation.waiting ? ` Waiting: ${r.explanation.waiting}.` : "";
   const words = document.createElement("strong");
   words.textContent = DECISION_WORDS[r.decision] || r.decision;
   const reason = document.createElement("span");
@@ -112,7 +112,8 @@ function addRound(r) {
 
 function showMigrations() {
   const all = [...migrations.values()].sort((a, b) => b.id - a.id);
-  const pending = all.filter((m) => m.state === "suggested");
+  // Ranked as the plan computed them: plan, then step.
+  const pending = all.filter((m) => m.state === "suggested").sort((a, b) => (a.plan - b.plan) || (a.step - b.step));
   // Keep the items already shown: a push must not wipe a rejection reason being typed, nor
   // a lost race's explanation (kept until the next page load).
   const shown = new Map([...el("recommendations").children].map((li) => [li.dataset.id, li]));
@@ -120,6 +121,13 @@ function showMigrations() {
   const items = pending.map((m) => shown.get(String(m.id)) || recommendationItem(m));
   el("recommendations").replaceChildren(...lost.filter((li) => !items.includes(li)), ...items);
   el("no-recommendations").hidden = pending.length > 0;
+  el("apply-all").hidden = pending.length === 0 || config.read_only || !config.can_decide;
+  el("plan-summary").hidden = pending.length === 0;
+  if (pending.length) {
+    const first = pending[0];
+    el("plan-summary").textContent = `Plan ${first.plan}: ${pending.length} moves, total gain ${pct(first.plan_gain)}` +
+      ` vs margin ${pct(first.margin)}. A move marked "computed after #N" assumes #N is done first.`;
+  }
   el("migrations").tBodies[0].replaceChildren(...all.filter((m) => m.state !== "suggested").slice(0, 20).map(migrationRow));
 }
 
@@ -136,9 +144,12 @@ function recommendationItem(m) {
       </div>
     </div>
     <p class="error" id="error-${m.id}" role="alert" hidden></p>`;
+  const behind = [...migrations.values()].find((o) => o.plan === m.plan && o.step === m.after);
+  li.dataset.priority = m.priority;
   li.querySelector(".math").textContent =
-    `${m.guests.join(", ")}: ${m.source} → ${m.target} · imbalance ${pct(m.imbalance_before)} → ${pct(m.imbalance_after)}` +
-    ` · gain ${pct(m.relative_gain)} vs margin ${pct(m.margin)} · ${m.method}`;
+    `#${m.id} priority ${m.priority} · ${m.guests.join(", ")}: ${m.source} → ${m.target}` +
+    ` · imbalance ${pct(m.imbalance_before)} → ${pct(m.imbalance_after)} · step gain ${pct(m.relative_gain)}` +
+    (behind ? ` · computed after #${behind.id}` : "") + ` · ${m.method}`;
   // A viewer, or anyone on a read-only what-if cluster, sees what waits without the buttons.
   if (!config.can_decide) {
     li.querySelector(".actions").remove();
@@ -175,6 +186,16 @@ function migrationRow(m) {
     row.cells[4].append(why);
   }
   return row;
+}
+
+async function applyAll() {
+  el("apply-all").disabled = true;
+  const response = await fetch(config.approve_all, {
+    method: "POST", headers: {"X-CSRFToken": csrfToken()}, credentials: "same-origin"});
+  const answer = await response.json();
+  (answer.approved || []).forEach(setMigration);
+  el("apply-all-error").textContent = response.ok ? "" : (answer.error || "");
+  el("apply-all").disabled = false;
 }
 
 function setMigration(m) {
@@ -287,4 +308,23 @@ function connect(delay) {
   };
 }
 
+async function toggleStop(all) {
+  // One click stops (automation paused, approved moves expire, running ones aborted); a second lifts it.
+  const stopped = all ? config.all_stopped : config.stopped;
+  const response = await fetch(all ? config.emergency_stop_all : config.emergency_stop, {
+    method: "POST", headers: {"X-CSRFToken": csrfToken()}, credentials: "same-origin",
+    body: new URLSearchParams({stop: stopped ? "0" : "1"})});
+  if (!response.ok) return;
+  config.stopped = !stopped;
+  if (all) config.all_stopped = !stopped;
+  el("emergency-stop").textContent = config.stopped ? "Lift the emergency stop" : "Emergency stop";
+  el("emergency-stop-all").textContent = config.all_stopped ? "Lift the stop on all clusters" : "Stop all clusters";
+  el("stop-state").textContent = config.stopped ? "Stopped: automation paused, nothing starts." : "";
+}
+
+el("apply-all").onclick = applyAll;
+if (el("emergency-stop")) {
+  el("emergency-stop").onclick = () => toggleStop(false);
+  el("emergency-stop-all").onclick = () => toggleStop(true);
+}
 connect(1000);

@@ -60,7 +60,7 @@ def policy_form(**changes) -> dict:
         "recommendation_expiry": 15,
         "max_concurrent_migrations": 1,
         "objective": "even",
-        "target_imbalance": "",
+        "target_imbalance": 20,
         "load_floor": 0,
         "moves_per_round": 5,
         "max_migrations_per_node": 1,

@@ -132,6 +132,8 @@ class FakePve:
             ]
         if method == "GET" and (m := re.fullmatch(r"nodes/([^/]+)/rrddata", path)):
             return 200, self.node_rrd.get(m[1], [])
+        if method == "DELETE" and (m := re.fullmatch(r"nodes/([^/]+)/tasks/([^/]+)", path)):
+            return self._stop_task(m[2])
         if m := re.fullmatch(r"nodes/([^/]+)/tasks/([^/]+)/status", path):
             return self._status(m[2])
         if m := re.fullmatch(r"nodes/([^/]+)/tasks/([^/]+)/log", path):
@@ -212,6 +214,17 @@ class FakePve:
         keys = ("upid", "node", "pid", "pstart", "starttime", "type", "id", "user", "status", "exitstatus")
         return 200, {k: task[k] for k in keys if k in task}
 
+    def _stop_task(self, upid: str) -> tuple[int, object]:
+        """As pvedaemon stops a task: the migration ends interrupted, the guest stays on its source."""
+        task = self.tasks.get(upid)
+        if task is None:
+            return 500, "no such task"
+        if task["status"] == "running":
+            kind = "qemu" if task["type"] == "qmigrate" else "lxc"
+            self.entry(f"{kind}/{task['id']}").pop("lock", None)
+            task |= {"status": "stopped", "exitstatus": "interrupted by signal", "endtime": self._clock}
+        return 200, None
+
     def _step(self, task: dict) -> None:
         task["steps"] -= 1
         done = task["steps"] <= 0
@@ -255,6 +268,9 @@ class FakePve:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
                 self._answer("GET", parse_qs(urlsplit(self.path).query))
+
+            def do_DELETE(self):
+                self._answer("DELETE", parse_qs(urlsplit(self.path).query))
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()

@@ -106,7 +106,7 @@ def wait_until(page, expression: str, timeout: float = WAIT_MS):
 
 
 def chart_points(page) -> int:
-    page.wait_for_function("document.getElementById('chart').data")  # Plotly loads after the status
+    wait_until(page, "document.getElementById('chart').data")  # Plotly loads after the status
     return page.evaluate("document.getElementById('chart').data[0].x.length")
 
 
@@ -128,7 +128,7 @@ def test_changed_setting_is_applied_at_the_next_round(page):
         "document.getElementById('threshold').textContent === '20.0 %'"
         " && document.getElementById('hold').textContent.includes(' of 1 rounds')",
     )
-    page.wait_for_function("document.getElementById('chart').data")
+    wait_until(page, "document.getElementById('chart').data")
     assert page.evaluate("document.getElementById('chart').data[1].y.at(-1)") == 20
 
 
@@ -140,7 +140,7 @@ def test_bad_setting_shows_the_field_error(page):
 
 def decide(page, button: str, reason: str = "") -> str:
     """Click a pending recommendation's button; retry with the next one if a round expired it first
-    (with one-second rounds, a newer round's recommendation supersedes a pending one often)."""
+    (a plan is kept while it holds, but a guest's own motion can still break it)."""
     from playwright.sync_api import Error
 
     for _ in range(10):
@@ -151,7 +151,7 @@ def decide(page, button: str, reason: str = "") -> str:
                 item.query_selector(".reason").fill(reason, timeout=2000)
             item.query_selector(button).click(timeout=2000)
         except (Error, AttributeError):
-            continue  # superseded and gone from the list before the click
+            continue  # replaced and gone from the list before the click
         state = wait_until(
             page, f"document.querySelector('#migrations tr[data-id=\"{migration_id}\"]')?.className", WAIT_MS
         )
@@ -171,3 +171,33 @@ def test_rejected_recommendation_keeps_its_reason(page):
     migration_id = decide(page, ".reject", reason="maintenance window tonight")
     row = page.wait_for_selector(f'#migrations tr[data-id="{migration_id}"].state-rejected')
     assert row.get_attribute("title") == "maintenance window tonight"
+
+
+def test_the_list_shows_each_step_with_its_math_and_what_it_was_computed_after(page):
+    wait_until(page, "document.querySelectorAll('#recommendations li').length >= 2", 120_000)
+    first, second = page.query_selector_all("#recommendations li")[:2]
+    text = second.inner_text()
+    assert f"computed after #{first.get_attribute('data-id')}" in text
+    assert "priority " in text and "step gain " in text and " → " in text
+    assert second.get_attribute("data-priority") in {"2", "3", "4", "5"}
+    assert "total gain" in page.inner_text("#plan-summary") and "vs margin" in page.inner_text("#plan-summary")
+
+
+def test_apply_all_approves_every_recommendation_of_the_list(page):
+    wait_until(page, "document.querySelectorAll('#recommendations li').length >= 2", 120_000)
+    ids = [li.get_attribute("data-id") for li in page.query_selector_all("#recommendations li")]
+    page.click("#apply-all")
+    for migration_id in ids:
+        row = page.wait_for_selector(f'#migrations tr[data-id="{migration_id}"]')
+        assert row.get_attribute("class") in {"state-approved", "state-running", "state-done"}, migration_id
+    assert page.inner_text(f'#migrations tr[data-id="{ids[0]}"] td:last-child') == "admin"
+
+
+def test_emergency_stop_is_one_click_and_a_second_lifts_it(page):
+    page.click("#emergency-stop")
+    wait_until(page, "document.getElementById('emergency-stop').textContent === 'Lift the emergency stop'")
+    assert "automation paused" in page.inner_text("#stop-state")
+    page.reload()
+    page.wait_for_selector("text=Lift the emergency stop")  # stored, not just shown
+    page.click("#emergency-stop")
+    wait_until(page, "document.getElementById('emergency-stop').textContent === 'Emergency stop'")

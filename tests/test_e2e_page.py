@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 from conftest import ROOT, free_port, start, stop, wait_for_port
-from test_e2e_dashboard import ARTIFACTS, PASSWORD, WAIT_MS, browser  # noqa: F401  (a fixture)
+from test_e2e_dashboard import ARTIFACTS, PASSWORD, WAIT_MS, browser, wait_until  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.e2e
 VIEWPORTS = {"phone": {"width": 390, "height": 844}, "desktop": {"width": 1440, "height": 900}}
@@ -62,7 +62,7 @@ def open_page(browser, server, viewport="desktop", user="admin", **context_optio
     page.fill("#id_username", user)
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
-    page.wait_for_function("document.getElementById('ws-state')?.textContent === 'open'")
+    wait_until(page, "document.getElementById('ws-state')?.textContent === 'open'")
     return page
 
 
@@ -96,7 +96,7 @@ def test_every_page_fits_the_width_and_passes_axe(browser, server, viewport):
     context.close()
 
     page = open_page(browser, server, viewport)
-    page.wait_for_function("document.getElementById('chart').data?.[0].x.length >= 3")
+    wait_until(page, "document.getElementById('chart').data?.[0].x.length >= 3")
     for name, path in PAGES.items():
         if name != "live":
             page.goto(server + path)
@@ -109,7 +109,7 @@ def test_every_page_fits_the_width_and_passes_axe(browser, server, viewport):
 
 def test_times_are_in_the_browsers_zone_labelled_with_utc_in_the_tooltip(browser, server):
     page = open_page(browser, server, timezone_id="America/New_York", locale="en-US")
-    page.wait_for_function("document.getElementById('last-round').dateTime && document.getElementById('chart').data")
+    wait_until(page, "document.getElementById('last-round').dateTime && document.getElementById('chart').data")
     last_round = page.locator("#last-round")
     assert re.fullmatch(r"\d\d:\d\d:\d\d E[SD]T \(\d+ s ago\)", last_round.inner_text())
     utc = re.fullmatch(r"\d{4}-\d\d-\d\d (\d\d):(\d\d):\d\d UTC", last_round.get_attribute("title"))
@@ -168,7 +168,7 @@ def test_logging_out_in_another_tab_closes_the_socket(browser, server):
     other.goto(server + "/audit/")
     other.click("header .logout button")
     other.wait_for_url("**/accounts/login/")
-    page.wait_for_function("document.getElementById('ws-state').textContent === 'signed out'", timeout=30_000)
+    wait_until(page, "document.getElementById('ws-state').textContent === 'signed out'", 30_000)
     assert page.locator("#signed-out").is_visible()
     page.screenshot(path=str(ARTIFACTS / "page-signed-out.png"))
     page.context.close()
@@ -176,7 +176,7 @@ def test_logging_out_in_another_tab_closes_the_socket(browser, server):
 
 def test_dark_mode_follows_the_system_setting(browser, server):
     page = open_page(browser, server, "desktop", color_scheme="dark")
-    page.wait_for_function("document.getElementById('chart').data?.[0].x.length >= 2")
+    wait_until(page, "document.getElementById('chart').data?.[0].x.length >= 2")
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(13, 17, 23)"  # the dark scheme's background, not the light #f6f8fa
     page.screenshot(path=str(ARTIFACTS / "page-live-dark.png"), full_page=True)

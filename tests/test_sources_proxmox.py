@@ -170,6 +170,17 @@ def test_vm_live_migrates_and_moves_when_the_task_ends(pve):
     assert (vm.node, vm.state, vm.target) == ("node3", "started", None)
 
 
+def test_aborting_a_migration_stops_its_task_and_the_vm_stays(pve):
+    cluster = connect(pve)
+    task = cluster.migrate("vm:100", "node3", T0)
+    cluster.abort(task, T0 + 1)  # the emergency stop
+    assert pve.requests[-1] == ("DELETE", f"nodes/node2/tasks/{task}", {})
+    status = cluster.task_status(task, T0 + 2)
+    assert (status.state, status.reason) == ("failed", "interrupted by signal")
+    vm = guests(cluster.collect(T0 + 3))["vm:100"]
+    assert (vm.node, vm.state, vm.target) == ("node2", "started", None)
+
+
 def test_stopped_vm_migrates_offline(pve):
     connect(pve).migrate("vm:102", "node2", T0)
     assert pve.requests[-1][2] == {"target": "node2", "online": "0"}

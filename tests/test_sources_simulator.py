@@ -66,6 +66,17 @@ def test_node_usage_is_the_sum_of_its_guests():
     assert node.mem_usage_bytes == pytest.approx(sum(g.mem_usage_bytes for g in guests))
 
 
+def test_an_aborted_migration_fails_and_leaves_its_guest_where_it_was():
+    cluster = sim(migration_mib_s=1024)
+    before = by_sid(cluster.collect(T0))["vm:1"]
+    task = cluster.migrate("vm:1", "node12" if before.node != "node12" else "node11", T0)
+    cluster.abort(task, T0 + 2)  # the emergency stop
+    status = cluster.task_status(task, T0 + 20)
+    assert (status.state, status.reason) == ("failed", "migration aborted: emergency stop")
+    after = by_sid(cluster.collect(T0 + 20))["vm:1"]
+    assert (after.node, after.state, after.target) == (before.node, "started", None)
+
+
 def test_guest_moves_only_when_its_migration_finishes_and_loads_both_nodes_meanwhile():
     cluster = sim(migration_mib_s=1024)
     before = by_sid(cluster.collect(T0))["vm:1"]  # 8 GiB configured: 8 s at 1 GiB/s

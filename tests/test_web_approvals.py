@@ -124,4 +124,4 @@ def test_partial_automation_waits_for_people_below_the_automatic_margin(
     monkeypatch.setattr("dashboard.tasks.execute.delay", lambda pk: None)
     set_policy(cluster, hold_duration=0, automation="partial", automatic_margin=1.0)
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
-    assert Migration.objects.get().state == "suggested"
+    assert set(Migration.objects.values_list("state", flat=True)) == {"suggested"}

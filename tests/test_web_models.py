@@ -1,11 +1,11 @@
 """Settings validation, the engine bridge, migration transitions and the round lock."""
 
 import json
-from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
 from conftest import policy_form
+from django.urls import reverse
 from django_celery_beat.models import PeriodicTask
 
 import crs.model
@@ -100,17 +100,43 @@ def test_the_form_takes_percent_minutes_and_gib_and_stores_fractions_durations_a
     assert policy.engine_settings().threshold == pytest.approx(0.2)
 
 
-def test_this_waves_settings_reach_the_engine_once_its_settings_have_them(cluster, monkeypatch):
-    @dataclass(frozen=True, slots=True)
-    class Wider(crs.model.Settings):  # the engine's Settings as the engine's branch extends it
-        moves_per_round: int = 1
-        target_imbalance: float | None = None
-        objective: str = "even"
-
-    monkeypatch.setattr(crs.model, "Settings", Wider)
-    Policy.objects.filter(cluster=cluster).update(objective="pressure")
+def test_every_engine_setting_reaches_the_engine(cluster):
+    Policy.objects.filter(cluster=cluster).update(
+        objective="pressure", memory_reserve=2**30, cpu_overcommit=2.5, load_floor=0.4, moves_per_round=7
+    )
     settings = Policy.objects.get(cluster=cluster).engine_settings()
-    assert (settings.moves_per_round, settings.target_imbalance, settings.objective) == (5, 0.3, "pressure")
+    assert (settings.preset, settings.moves_per_round, settings.target_imbalance, settings.objective) == (
+        "product",
+        7,
+        0.2,
+        "pressure",
+    )
+    assert (settings.memory_reserve_bytes, settings.cpu_overcommit, settings.load_floor) == (2**30, 2.5, 0.4)
+
+
+def test_new_clusters_get_the_product_preset_and_switching_is_one_audited_click(admin_client, admin, cluster):
+    policy = Policy.objects.get(cluster=cluster)
+    assert (policy.preset, policy.moves_per_round, policy.target_imbalance) == ("product", 5, 0.2)
+    response = admin_client.post(reverse("dashboard:preset", args=[cluster.pk]), {"preset": "proxmox"})
+    assert response.status_code == 302
+    policy.refresh_from_db()
+    assert (policy.preset, policy.moves_per_round, policy.target_imbalance) == ("proxmox", 1, None)
+    assert policy.engine_settings() == crs.model.Settings(auto_rebalance=False, hold_duration=3)
+    event = AuditEvent.objects.get(action="preset-switched")
+    assert (event.actor, event.details["before"]["preset"], event.details["after"]["preset"]) == (
+        admin,
+        "product",
+        "proxmox",
+    )
+    bad = admin_client.post(reverse("dashboard:preset", args=[cluster.pk]), {"preset": "vmware"})
+    assert bad.status_code == 400
+    assert bad.json() == {"errors": {"preset": ["preset must be proxmox or product, not 'vmware'"]}}
+
+
+def test_an_operator_may_not_switch_the_preset(client, operator, cluster):
+    client.force_login(operator)
+    assert client.post(reverse("dashboard:preset", args=[cluster.pk]), {"preset": "proxmox"}).status_code == 403
+    assert Policy.objects.get(cluster=cluster).preset == "product"
 
 
 def test_round_interval_sets_the_clusters_beat_schedule(cluster, admin):

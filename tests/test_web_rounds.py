@@ -1,15 +1,17 @@
-"""Balancing rounds as the dashboard records them: the hold, one recommendation at a time, what
-supersedes and expires a recommendation, and the guards rounds respect (dashboard/rounds.py,
-dashboard/expiry.py, tasks.balancing_round)."""
+"""Balancing rounds as the dashboard records them: the hold, a plan as a ranked list of
+recommendations, what keeps, replaces and expires a plan, and the guards rounds respect
+(dashboard/rounds.py, dashboard/expiry.py, tasks.balancing_round)."""
 
+import re
 from datetime import timedelta
 
 import pytest
 from conftest import guest_on, make_migration, run_rounds, set_policy
+from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.models import AuditEvent, Cluster, Migration, Policy, Round
-from dashboard.tasks import balancing_round, collect
+from dashboard.tasks import balancing_round
 
 pytestmark = pytest.mark.django_db
 
@@ -18,14 +20,25 @@ def run_round(cluster, capture):
     run_rounds(cluster, 1, capture)
 
 
-def test_rounds_hold_then_recommend(cluster, django_capture_on_commit_callbacks):
+def test_rounds_hold_then_recommend_a_ranked_plan(cluster, django_capture_on_commit_callbacks):
     run_rounds(cluster, 3, django_capture_on_commit_callbacks)
     decisions = list(Round.objects.values_list("decision", "hold_count"))
     assert decisions[:2] == [("holding", 1), ("holding", 2)]
     assert decisions[2] == ("migrate", 3)  # the hold served, as the explanation says
-    migration = Migration.objects.get()
-    assert (migration.state, migration.automatic) == ("suggested", False)
-    assert AuditEvent.objects.get().action == "suggested"
+    steps = list(Migration.objects.order_by("step"))
+    assert len(steps) > 1 and {(m.state, m.automatic, m.plan) for m in steps} == {("suggested", False, 1)}
+    assert [m.step for m in steps] == list(range(len(steps)))
+    assert [m.after for m in steps] == [None, *range(len(steps) - 1)]
+    for earlier, later in zip(steps, steps[1:]):  # each computed with the earlier ones applied
+        assert later.imbalance_before == pytest.approx(earlier.imbalance_after)
+    kept = 1.0
+    for m in steps:
+        kept *= 1 - m.relative_gain
+        assert m.priority == (
+            2 if m.relative_gain >= 0.25 else 3 if m.relative_gain >= 0.15 else 4 if m.relative_gain >= 0.05 else 5
+        )
+    assert steps[0].plan_gain == pytest.approx(1 - kept)
+    assert AuditEvent.objects.filter(action="suggested").count() == len(steps)
 
 
 def test_hold_counter_is_persisted_between_rounds(cluster, django_capture_on_commit_callbacks):
@@ -33,10 +46,44 @@ def test_hold_counter_is_persisted_between_rounds(cluster, django_capture_on_com
     assert Cluster.objects.get(pk=cluster.pk).hold_count == 2
 
 
-def test_one_recommendation_at_a_time(cluster, django_capture_on_commit_callbacks):
+def test_a_pending_plan_is_kept_round_after_round_while_it_holds(cluster, django_capture_on_commit_callbacks):
     set_policy(cluster, hold_duration=0)
-    run_rounds(cluster, 3, django_capture_on_commit_callbacks)
-    assert Migration.objects.count() == 1
+    run_rounds(cluster, 4, django_capture_on_commit_callbacks)
+    assert set(Migration.objects.values_list("plan", "state")) == {(1, "suggested")}
+    waiting = Round.objects.order_by("at").last().explanation["waiting"]
+    count = Migration.objects.count()
+    assert waiting == f"plan 1 still holds on fresh data ({count} recommendations waiting for a decision)"
+    trail = AuditEvent.objects.filter(action="waiting").values_list("details", flat=True)
+    assert list(trail) == [{"reason": waiting}]  # the same words, once, not every round
+
+
+def test_a_pending_plan_is_replaced_by_a_plan_better_by_the_margin(cluster, django_capture_on_commit_callbacks):
+    set_policy(cluster, hold_duration=0, margin=0.01, automatic_margin=0.25)
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    first = Migration.objects.get(step=0)
+    Migration.objects.filter(step__gt=0).update(state="expired")  # leaves a one-step plan: worse than a new plan
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    first.refresh_from_db()
+    assert first.state == "expired"
+    pattern = r"a new plan ends at imbalance ([\d.]+)%, at least the margin 1% below this one's ([\d.]+)%"
+    found = re.fullmatch(pattern, first.reason)
+    assert found and float(found[1]) <= 0.99 * float(found[2])
+    assert set(Migration.objects.filter(state="suggested").values_list("plan", flat=True)) == {2}
+
+
+def test_a_pending_plan_expires_when_one_of_its_steps_breaks(cluster, django_capture_on_commit_callbacks):
+    set_policy(cluster, hold_duration=0)
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    broken = Migration.objects.get(step=1)
+    cluster.refresh_from_db()
+    other = next(n["name"] for n in cluster.snapshot["nodes"] if n["name"] not in (broken.source, broken.target))
+    placement = {**cluster.source_state["placement"], broken.leader: other}  # moved by someone else
+    Cluster.objects.filter(pk=cluster.pk).update(source_state={**cluster.source_state, "placement": placement})
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    old = Migration.objects.filter(plan=1)
+    assert set(old.values_list("state", flat=True)) == {"expired"}
+    expected = f"step #{broken.pk} no longer holds: {broken.leader} is no longer running on {broken.source}"
+    assert {m.reason.split(" (now")[0] for m in old} == {expected}
 
 
 def test_recommendation_expires_when_imbalance_falls_below_threshold(cluster, django_capture_on_commit_callbacks):
@@ -44,9 +91,8 @@ def test_recommendation_expires_when_imbalance_falls_below_threshold(cluster, dj
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
     set_policy(cluster, threshold=0.99)
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
-    migration = Migration.objects.get()
-    assert migration.state == "expired"
-    assert migration.reason.startswith("no longer recommended: ")
+    assert set(Migration.objects.values_list("state", flat=True)) == {"expired"}
+    assert all(m.reason.startswith("no longer recommended: ") for m in Migration.objects.all())
 
 
 def test_a_round_already_running_is_not_doubled(collected):
@@ -55,40 +101,38 @@ def test_a_round_already_running_is_not_doubled(collected):
     assert not Round.objects.exists()
 
 
-def test_rounds_never_recommend_a_rejected_move_again(cluster, django_capture_on_commit_callbacks):
+def test_rejecting_a_step_expires_the_steps_behind_it_and_the_next_round_replans(
+    admin_client, cluster, django_capture_on_commit_callbacks
+):
     Policy.objects.filter(cluster=cluster).update(hold_duration=0)
     run_round(cluster, django_capture_on_commit_callbacks)
-    first = Migration.objects.get()
-    Migration.objects.transition(first.pk, "suggested", "rejected", None, reason="not that one")
-    for _ in range(3):
+    rejected = Migration.objects.get(step=1)
+    answer = admin_client.post(reverse("dashboard:reject", args=[rejected.pk]), {"reason": "that node is for tests"})
+    assert answer.status_code == 200
+    assert Migration.objects.get(step=0).state == "suggested"  # computed before it: kept
+    later = Migration.objects.filter(plan=1, step__gt=1)
+    assert {(m.state, m.reason) for m in later} == {
+        ("expired", f"computed after #{rejected.pk}, which was rejected; the next round re-plans")
+    }
+    for _ in range(2):
         run_round(cluster, django_capture_on_commit_callbacks)
-    later = Migration.objects.exclude(pk=first.pk)
-    assert later.exists()
-    assert not later.filter(leader=first.leader, target=first.target).exists()
+    assert Migration.objects.get(step=0, plan=1).reason == f"re-planned after #{rejected.pk} was rejected"
+    replanned = Migration.objects.filter(plan=2)
+    assert replanned.exists()
+    assert not replanned.filter(leader=rejected.leader, target=rejected.target).exists()  # the rejection memory
 
 
 def test_rounds_never_move_a_resting_guest(cluster, django_capture_on_commit_callbacks):
     Policy.objects.filter(cluster=cluster).update(hold_duration=0)
     run_round(cluster, django_capture_on_commit_callbacks)
-    first = Migration.objects.get()
+    first = Migration.objects.get(step=0)
     Migration.objects.filter(pk=first.pk).update(state="done", finished_at=timezone.now())
+    Migration.objects.exclude(pk=first.pk).update(state="expired")
     for _ in range(3):
         run_round(cluster, django_capture_on_commit_callbacks)
-    later = Migration.objects.exclude(pk=first.pk)
+    later = Migration.objects.filter(state="suggested")
     assert later.exists()  # rounds went on recommending, just not the resting guest
     assert not later.filter(leader=first.leader).exists()
-
-
-def test_a_newer_round_supersedes_the_pending_recommendation(cluster, django_capture_on_commit_callbacks):
-    Policy.objects.filter(cluster=cluster).update(hold_duration=0)
-    collect.apply(args=[cluster.pk])
-    cluster.refresh_from_db()
-    old = make_migration(cluster, "suggested", guest_on(cluster, "node03"), source="node03", target="node04")
-    balancing_round.apply(args=[cluster.pk])
-    old.refresh_from_db()
-    new = Migration.objects.exclude(pk=old.pk).get()
-    assert (old.state, old.reason) == ("expired", f"superseded by recommendation #{new.pk}, from a newer round")
-    assert new.state == "suggested"
 
 
 def test_an_undecided_recommendation_expires(collected, django_capture_on_commit_callbacks):

@@ -35,5 +35,8 @@ class Source(Protocol):
     def task_status(self, task_id: str, now: float) -> TaskStatus:
         """Where a migration started by `migrate` stands at `now`."""
 
+    def abort(self, task_id: str, now: float) -> None:
+        """Ask a running migration to stop (emergency stop); the guest stays where it was."""
+
     def state(self) -> dict[str, Any]:
         """JSON-able state to persist between calls (empty for stateless adapters)."""

@@ -227,6 +227,12 @@ class Proxmox:
         self._finish(task)
         return TaskStatus("done", 1.0)
 
+    def abort(self, task_id: str, now: float) -> None:
+        """Stop the task (DELETE /nodes/{node}/tasks/{upid}), or the migration the HA manager started for it."""
+        upid = self._tasks.get(task_id, {}).get("follow", task_id)
+        node = _decode(upid)["node"]
+        self._call(f"stop task {upid}", lambda: self._api(f"nodes/{node}/tasks/{upid}").delete())
+
     def state(self) -> dict[str, Any]:
         return {"tasks": copy.deepcopy(self._tasks), "preconditions": copy.deepcopy(self._checked)}
 

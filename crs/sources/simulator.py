@@ -194,6 +194,13 @@ class Simulator:
         progress = min(1.0, (now - task["started_at"]) / span) * (0.5 if task["fails"] else 1.0)
         return TaskStatus(task["state"], progress, task["reason"])
 
+    def abort(self, task_id: str, now: float) -> None:
+        """A running migration stops at once and fails; its guest stays on its source."""
+        self._advance(now)
+        task = self._state["tasks"].get(task_id)
+        if task is not None and task["state"] == "running":
+            task.update(state="failed", reason="migration aborted: emergency stop")
+
     def state(self) -> dict[str, Any]:
         return copy.deepcopy(self._state)
 

@@ -34,6 +34,9 @@ class SnapshotFile:
     def task_status(self, task_id: str, now: float) -> TaskStatus:
         raise SourceError(f"task {task_id!r}: {READ_ONLY}, it runs no tasks")
 
+    def abort(self, task_id: str, now: float) -> None:
+        raise SourceError(f"task {task_id!r}: {READ_ONLY}, it runs no tasks")
+
     def state(self) -> dict[str, Any]:
         return {}
 

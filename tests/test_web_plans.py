@@ -1,0 +1,161 @@
+"""A round's plan on the web side: approving with dependencies, Apply all, execution side by
+side within the concurrency and per-node limits (a real Celery worker), and the emergency stop."""
+
+import pytest
+from conftest import make_migration, run_rounds, service_or_skip, set_policy
+from django.urls import reverse
+from test_web_tasks import wait_until, worker  # noqa: F401 (a fixture)
+
+from dashboard import tasks
+from dashboard.models import AuditEvent, Cluster, Migration
+from dashboard.tasks import collect
+
+SETTLED = ("done", "failed", "expired")
+
+
+def overlap(a: Migration, b: Migration) -> bool:
+    return a.started_at < b.finished_at and b.started_at < a.finished_at
+
+
+@pytest.mark.django_db
+def test_approving_a_step_approves_the_steps_it_was_computed_behind(
+    admin_client, cluster, django_capture_on_commit_callbacks, monkeypatch
+):
+    queued = []
+    monkeypatch.setattr(tasks.execute, "delay", queued.append)
+    set_policy(cluster, hold_duration=0)
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    steps = list(Migration.objects.order_by("step"))
+    assert len(steps) >= 3
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = admin_client.post(reverse("dashboard:approve", args=[steps[2].pk]))
+    assert answer.status_code == 200
+    states = dict(Migration.objects.values_list("pk", "state"))
+    assert [states[m.pk] for m in steps[:3]] == ["approved"] * 3
+    assert {states[m.pk] for m in steps[3:]} <= {"suggested"}
+    assert queued == [m.pk for m in steps[:3]]  # to run in plan order
+
+
+@pytest.mark.django_db
+def test_apply_all_approves_the_whole_list_in_plan_order(
+    admin_client, cluster, django_capture_on_commit_callbacks, monkeypatch
+):
+    queued = []
+    monkeypatch.setattr(tasks.execute, "delay", queued.append)
+    set_policy(cluster, hold_duration=0)
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = admin_client.post(reverse("dashboard:approve-all", args=[cluster.pk]))
+    steps = list(Migration.objects.order_by("step").values_list("pk", flat=True))
+    assert [m["id"] for m in answer.json()["approved"]] == steps == queued
+    assert set(Migration.objects.values_list("state", "decided_by__username")) == {("approved", "admin")}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_apply_all_runs_steps_in_order_within_the_concurrency_and_per_node_limits(admin_client, cluster, worker):  # noqa: F811
+    service_or_skip("CRS_TEST_DATABASE_URL")  # workers beside the test need a database that takes concurrent writers
+    set_policy(cluster, hold_duration=0, max_concurrent_migrations=2, max_migrations_per_node=1)
+    collect.delay(cluster.pk)
+    wait_until(lambda: Migration.objects.filter(state="suggested").count() >= 3)
+    assert admin_client.post(reverse("dashboard:approve-all", args=[cluster.pk])).status_code == 200
+    wait_until(lambda: not Migration.objects.exclude(state__in=SETTLED).exists(), timeout=90)
+    ran = list(Migration.objects.filter(state="done").order_by("step"))
+    assert len(ran) >= 3
+    assert [m.started_at for m in ran] == sorted(m.started_at for m in ran)  # started in plan order
+    for m in ran:
+        side_by_side = [o for o in ran if o.pk != m.pk and overlap(m, o)]
+        assert len(side_by_side) <= 1  # at most 2 at once
+        for o in side_by_side:
+            assert not {m.source, m.target} & {o.source, o.target}  # at most 1 per node
+
+
+@pytest.mark.django_db(transaction=True)
+def test_automatic_plans_run_migrations_side_by_side(cluster, worker):  # noqa: F811
+    service_or_skip("CRS_TEST_DATABASE_URL")
+    set_policy(cluster, hold_duration=0, automation="automatic", max_concurrent_migrations=3)
+    collect.delay(cluster.pk)
+    wait_until(lambda: Migration.objects.filter(state="done").count() >= 2, timeout=90)
+    wait_until(lambda: not Migration.objects.filter(state__in=["approved", "running"]).exists(), timeout=90)
+    done = list(Migration.objects.filter(state="done"))
+    assert any(overlap(a, b) for a in done for b in done if a.pk < b.pk)
+
+
+@pytest.mark.django_db
+def test_emergency_stop_expires_approved_aborts_running_and_a_second_click_lifts_it(
+    client, operator, cluster, django_capture_on_commit_callbacks, monkeypatch
+):
+    monkeypatch.setattr(tasks.follow, "apply_async", lambda *a, **k: None)
+    monkeypatch.setattr(tasks.execute, "delay", lambda pk: None)
+    Cluster.objects.filter(pk=cluster.pk).update(source_config={**cluster.source_config, "migration_mib_s": 1})
+    set_policy(cluster, hold_duration=0)
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    first, second = Migration.objects.order_by("step")[:2]
+    Migration.objects.transition(first.pk, "suggested", "approved", None)
+    tasks.execute.apply(args=[first.pk])
+    assert Migration.objects.get(pk=first.pk).state == "running"
+    Migration.objects.transition(second.pk, "suggested", "approved", None)
+    client.force_login(operator)
+    url = reverse("dashboard:emergency-stop", args=[cluster.pk])
+    answer = client.post(url, {"stop": "1"}).json()["clusters"]["test"]
+    assert (answer["stopped"], answer["expired"], answer["aborted"]) == (True, [second.pk], [first.pk])
+    assert Migration.objects.get(pk=second.pk).reason == "emergency stop: automation paused"
+    tasks.follow.apply(args=[first.pk])
+    first.refresh_from_db()
+    assert (first.state, first.reason) == ("failed", "migration aborted: emergency stop")
+    set_policy(cluster, automation="automatic")
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    assert not Migration.objects.filter(state="approved").exists()  # automation paused
+    assert client.post(url, {"stop": "0"}).json()["clusters"]["test"] == {"stopped": False}
+    assert client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).json()["stopped"] is False
+    actions = list(AuditEvent.objects.filter(action__startswith="emergency").values_list("action", "actor"))
+    assert sorted(actions) == [("emergency-stop", operator.pk), ("emergency-stop-lifted", operator.pk)]
+    assert client.post(url, {"stop": "maybe"}).json() == {
+        "errors": {"stop": ["stop must be 1 (stop) or 0 (lift), not 'maybe'"]}
+    }
+
+
+@pytest.mark.django_db
+def test_a_viewer_may_not_stop_a_cluster(client, viewer, cluster):
+    client.force_login(viewer)
+    assert client.post(reverse("dashboard:emergency-stop-all"), {"stop": "1"}).status_code == 403
+    assert not Cluster.objects.get(pk=cluster.pk).stopped
+
+
+@pytest.mark.django_db
+def test_a_step_whose_target_is_claimed_full_takes_its_next_alternative_or_expires(collected, monkeypatch):
+    monkeypatch.setattr(tasks.follow, "apply_async", lambda *a, **k: None)
+    monkeypatch.setattr(tasks.execute, "delay", lambda pk: None)
+    snapshot = collected.snapshot
+    g1, g2, g3 = [g for g in snapshot["guests"] if g["node"] == "node01"][:3]
+    node06 = next(n for n in snapshot["nodes"] if n["name"] == "node06")
+    carried = sum(g["memory_bytes"] for g in snapshot["guests"] if g["node"] == "node06")
+    # node06 keeps room for g1 and half of g2: once g1's move claims it, g2 no longer fits there.
+    reserve = int(node06["memory_bytes"] - carried - g1["memory_bytes"] - g2["memory_bytes"] / 2)
+    set_policy(collected, memory_reserve=reserve, max_concurrent_migrations=3, max_migrations_per_node=3)
+    first = make_migration(collected, "approved", g1["sid"], target="node06")
+    second = make_migration(collected, "approved", g2["sid"], target="node06", alternatives=["node05"])
+    third = make_migration(collected, "approved", g3["sid"], target="node06")
+    for m in (first, second, third):
+        tasks.execute.apply(args=[m.pk])
+        m.refresh_from_db()
+    assert (first.state, first.target) == ("running", "node06")
+    assert (second.state, second.target) == ("running", "node05")  # its next alternative target
+    assert third.state == "expired" and third.reason.startswith(f"{g3['sid']} no longer fits on node06")
+
+
+@pytest.mark.django_db
+def test_partial_automation_approves_the_steps_clearing_the_automatic_margin_with_those_before_them(collected):
+    from dashboard.plans import approve_by_automation
+
+    set_policy(collected, automation="partial", automatic_margin=0.25)
+    gains = (0.05, 0.3, 0.1)
+    steps = [
+        make_migration(collected, "suggested", f"vm:{900 + i}", plan=1, step=i, after=i - 1 if i else None)
+        for i in range(len(gains))
+    ]
+    for m, gain in zip(steps, gains):
+        m.relative_gain = gain
+    policy = Cluster.objects.get(pk=collected.pk).policy
+    assert approve_by_automation(steps, policy) == [steps[0].pk, steps[1].pk]
+    assert [Migration.objects.get(pk=m.pk).state for m in steps] == ["approved", "approved", "suggested"]
+    assert {m.automatic for m in Migration.objects.filter(state="approved")} == {True}
