@@ -10,6 +10,7 @@ with the field named, and the schema's parameters are read off the same forms.
 
 import csv
 import json
+from datetime import UTC
 
 from django import forms
 from django.contrib.auth.decorators import login_not_required
@@ -269,6 +270,12 @@ class RoundFilterForm(forms.Form):
 
     def clean(self):
         data = super().clean()
+        for name in ("since", "until"):  # in UTC: PostgreSQL refuses offsets Python accepts (e.g. -20:19)
+            if data.get(name):
+                try:
+                    data[name] = data[name].astimezone(UTC)
+                except OverflowError:
+                    self.add_error(name, f"{name} is out of range once in UTC")
         if data.get("since") and data.get("until") and data["since"] > data["until"]:
             raise forms.ValidationError({"until": "until must be on or after since"})
         return data
