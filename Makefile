@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PORT ?= 8000
 
-.PHONY: run test check test-unit test-e2e web worker beat bench venv lock clean
+.PHONY: run test soak check test-unit test-e2e web worker beat bench venv lock clean
 
 $(STAMP): pyproject.toml requirements-test.lock
 	@test -x $(PY) || $$(scripts/python312) -m venv $(VENV)
@@ -29,8 +29,12 @@ run: $(STAMP)
 # Unit, integration and web tests first, then the browser tests as their own run
 # (Playwright's sync API and pytest-django's DB setup do not mix in one process).
 test: $(STAMP)
-	$(PY) -m pytest -m "not e2e" -q
+	$(PY) -m pytest -m "not e2e and not soak" -q
 	$(PY) -m pytest -m e2e -q
+
+# Long probes of the distributed stack (a WebSocket held 10 minutes): by hand, or nightly.
+soak: $(STAMP)
+	$(PY) -m pytest -m soak -q
 
 # Lint and format (ruff); .ci/run runs it before the tests.
 check: $(STAMP)
