@@ -34,8 +34,8 @@ import crs.model
 
 from .audit import AuditFilterForm
 from .forms import POLICY_FIELDS, PolicyApiForm, RejectForm, json_type_errors
-from .models import AuditEvent, Cluster, Migration, Policy, Round
-from .notify import EVENTS, DeliveryFailed, NotificationDestination, deliver
+from .models import EVENTS, AuditEvent, Cluster, Migration, NotificationDestination, Policy, Round
+from .notify import DeliveryFailed, deliver
 from .tokens import DEFAULT_LIFETIME, ApiToken
 from .views import approve_migration, decision_conflict, reject_migration
 

@@ -6,6 +6,7 @@ read them. `Policy.engine_settings()` is the one bridge to the engine.
 
 from datetime import timedelta
 
+import apprise
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
@@ -560,6 +561,45 @@ class AuditEvent(models.Model):
         raise AuditTrailError("audit events are never deleted")
 
 
-# The operator's toolbelt keeps its models beside its code; imported here so Django finds them.
-from .notify import NotificationDestination  # noqa: E402, F401
+# -- notification destinations (sending them is dashboard/notify.py's) -------------------------------
+
+EVENTS = {
+    "recommendation-waiting": "a new recommendation waits for a person (manual or partial automation)",
+    "migration-failed": "a migration failed",
+    "source-unreachable": "collecting from the cluster started failing",
+}
+
+
+def apprise_url(value: str) -> None:
+    """The URL as Apprise reads it; refused with the reason when Apprise cannot use it."""
+    if not apprise.Apprise().add(value):
+        raise ValidationError(
+            "url: Apprise does not recognise this URL (e.g. json://host:port/path, mailto://user:pass@host, "
+            "slack://…, ntfy://topic; see https://github.com/caronc/apprise/wiki)"
+        )
+
+
+def known_events(value) -> None:
+    if not isinstance(value, list) or any(event not in EVENTS for event in value):
+        raise ValidationError(f"events must be a list of: {', '.join(EVENTS)}")
+
+
+class NotificationDestination(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="notification_destinations")
+    name = models.CharField(max_length=100, help_text="Who or what receives it, e.g. 'ops chat'.")
+    url = models.TextField(
+        validators=[apprise_url], help_text="An Apprise URL; it may hold a secret, so only admins see it."
+    )
+    events = models.JSONField(default=list, validators=[known_events], help_text="Which events are sent here.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["cluster", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.cluster})"
+
+
+# The API token model lives beside its authentication (dashboard/tokens.py, which imports
+# nothing of this module); imported here so Django finds it.
 from .tokens import ApiToken  # noqa: E402, F401

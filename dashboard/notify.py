@@ -10,51 +10,13 @@ import logging
 
 import apprise
 from celery import shared_task
-from django.core.exceptions import ValidationError
-from django.db import models, transaction
+from django.db import transaction
 from django.db.models.signals import post_save
 from django.dispatch import receiver
-from django.utils import timezone
 
-from .models import AuditEvent, Cluster, Migration
+from .models import AuditEvent, Cluster, Migration, NotificationDestination
 
 log = logging.getLogger(__name__)
-
-EVENTS = {
-    "recommendation-waiting": "a new recommendation waits for a person (manual or partial automation)",
-    "migration-failed": "a migration failed",
-    "source-unreachable": "collecting from the cluster started failing",
-}
-
-
-def apprise_url(value: str) -> None:
-    """The URL as Apprise reads it; refused with the reason when Apprise cannot use it."""
-    if not apprise.Apprise().add(value):
-        raise ValidationError(
-            "url: Apprise does not recognise this URL (e.g. json://host:port/path, mailto://user:pass@host, "
-            "slack://…, ntfy://topic; see https://github.com/caronc/apprise/wiki)"
-        )
-
-
-def known_events(value) -> None:
-    if not isinstance(value, list) or any(event not in EVENTS for event in value):
-        raise ValidationError(f"events must be a list of: {', '.join(EVENTS)}")
-
-
-class NotificationDestination(models.Model):
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="notification_destinations")
-    name = models.CharField(max_length=100, help_text="Who or what receives it, e.g. 'ops chat'.")
-    url = models.TextField(
-        validators=[apprise_url], help_text="An Apprise URL; it may hold a secret, so only admins see it."
-    )
-    events = models.JSONField(default=list, validators=[known_events], help_text="Which events are sent here.")
-    created_at = models.DateTimeField(default=timezone.now, editable=False)
-
-    class Meta:
-        ordering = ["cluster", "name"]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.cluster})"
 
 
 class DeliveryFailed(Exception):

@@ -9,8 +9,7 @@ import pytest
 from conftest import free_port, migration_fields
 
 from dashboard.celery import app
-from dashboard.models import AuditEvent, Cluster, Migration
-from dashboard.notify import NotificationDestination
+from dashboard.models import AuditEvent, Cluster, Migration, NotificationDestination
 from dashboard.tasks import balancing_round, collect, finish
 
 pytestmark = pytest.mark.django_db
