@@ -23,6 +23,9 @@ WEB = ["daphne", "-b", "0.0.0.0", "-p", "8000", "dashboard.asgi:application"]
 WORKER = ["celery", "-A", "dashboard", "worker", "-l", "info"]
 # The worker runs restarted when it stops, as `make worker` and the compose restart policy do.
 SUPERVISE = [str(ROOT / "scripts" / "supervise")]
+# One worker process as the single-worker tests run it: the production command, one process,
+# no mingle/gossip chatter to wait for at start.
+SINGLE_WORKER = [str(VENV_BIN / WORKER[0]), *WORKER[1:], "--concurrency", "1", "--without-mingle", "--without-gossip"]
 # `make web` collects the static files (hashed, compressed) before daphne starts.
 COLLECTSTATIC = ["manage.py", "collectstatic", "--noinput", "-v", "0"]
 BEAT = [

@@ -1,17 +1,17 @@
 """A running migration whose follower was lost (an outage dropped its message, a worker died)
 is followed again and settled; an operator can settle a stuck one by hand, audited."""
 
-import sys
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from conftest import (
     ARTIFACTS,
     BEAT,
     FAST_SIMULATOR,
+    SINGLE_WORKER,
     SUPERVISE,
+    VENV_BIN,
     service_or_skip,
     shared_database_url,
     start,
@@ -23,8 +23,6 @@ from django.utils import timezone
 
 from dashboard import tasks
 from dashboard.models import AuditEvent, Cluster, Migration, Policy
-
-VENV_BIN = Path(sys.executable).parent
 
 
 def running_without_follower(suggested, monkeypatch) -> Migration:
@@ -110,20 +108,8 @@ def test_a_migration_running_across_a_redis_outage_settles_within_60_s(redis_ser
         method="bruteforce",
     )
     env = {"DATABASE_URL": shared_database_url(), "REDIS_URL": redis_server.url, "CRS_SECRET_KEY": settings.SECRET_KEY}
-    worker = [
-        str(VENV_BIN / "celery"),
-        "-A",
-        "dashboard",
-        "worker",
-        "-l",
-        "info",
-        "--concurrency",
-        "1",
-        "--without-mingle",
-        "--without-gossip",
-    ]
     processes = [
-        start([*SUPERVISE, *worker], env, ARTIFACTS / "reconcile-worker.log", new_session=True),
+        start([*SUPERVISE, *SINGLE_WORKER], env, ARTIFACTS / "reconcile-worker.log", new_session=True),
         start([str(VENV_BIN / BEAT[0]), *BEAT[1:]], env, ARTIFACTS / "reconcile-beat.log"),
     ]
     try:

@@ -4,19 +4,19 @@ rounds resume by themselves and a reconnecting page catches up from the database
 
 import asyncio
 import json
-import sys
 import time
 import urllib.error
 import urllib.request
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 from conftest import (
     ARTIFACTS,
     COLLECTSTATIC,
     FAST_SIMULATOR,
+    SINGLE_WORKER,
     SUPERVISE,
+    VENV_BIN,
     free_port,
     service_or_skip,
     shared_database_url,
@@ -29,8 +29,6 @@ from django.test import Client as HttpClient
 from wsclient import Client
 
 from dashboard.models import Cluster, Policy
-
-VENV_BIN = Path(sys.executable).parent
 
 
 @pytest.fixture
@@ -52,19 +50,7 @@ def stack(db, redis_server, admin):
             ARTIFACTS / "outage-web.log",
         ),
         start(
-            [
-                *SUPERVISE,
-                str(VENV_BIN / "celery"),
-                "-A",
-                "dashboard",
-                "worker",
-                "-l",
-                "info",
-                "--concurrency",
-                "1",
-                "--without-mingle",
-                "--without-gossip",
-            ],
+            [*SUPERVISE, *SINGLE_WORKER],
             env,
             ARTIFACTS / "outage-worker.log",
             new_session=True,

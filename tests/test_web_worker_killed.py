@@ -9,18 +9,14 @@ started twice.
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from celery import Celery
-from conftest import ARTIFACTS, FAST_SIMULATOR, service_or_skip, shared_database_url, start
+from conftest import ARTIFACTS, FAST_SIMULATOR, SINGLE_WORKER, service_or_skip, shared_database_url, start
 from django.db import connection, transaction
 
 from dashboard.models import AuditEvent, Cluster, Migration
-
-VENV_BIN = Path(sys.executable).parent
 
 
 def worker(database_url: str, redis_url: str, name: str) -> subprocess.Popen:
@@ -31,19 +27,7 @@ def worker(database_url: str, redis_url: str, name: str) -> subprocess.Popen:
         "CRS_SECRET_KEY": "worker-killed-test",
         "CRS_TASK_VISIBILITY_TIMEOUT": "1",
     }
-    command = [
-        str(VENV_BIN / "celery"),
-        "-A",
-        "dashboard",
-        "worker",
-        "-l",
-        "info",
-        "--concurrency",
-        "1",
-        "--without-mingle",
-        "--without-gossip",
-    ]
-    return start(command, env, ARTIFACTS / f"worker-killed-{name}.log", new_session=True)
+    return start(SINGLE_WORKER, env, ARTIFACTS / f"worker-killed-{name}.log", new_session=True)
 
 
 def wait_until(predicate, timeout=60.0, step=0.1):
