@@ -7,6 +7,7 @@ setup do not mix in one process, so these tests touch no database themselves.
 import os
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -28,9 +29,10 @@ PASSWORD = "e2e-password"
 WAIT_MS = 60_000
 
 
-@pytest.fixture(scope="module")
-def server():
-    """runembedded on a fresh SQLite file: one-second rounds, migrations that take seconds."""
+@contextmanager
+def embedded(log: str, *options: str):
+    """runembedded on a fresh SQLite file with one-second rounds, as `make run` starts it.
+    Yields its URL and the environment it runs with (to run manage.py beside it)."""
     ARTIFACTS.mkdir(exist_ok=True)
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -40,25 +42,20 @@ def server():
             "CRS_ADMIN_PASSWORD": PASSWORD,
             "CRS_SECRET_KEY": "e2e-only",
         }
-        process = start(
-            [
-                "manage.py",
-                "runembedded",
-                "--port",
-                str(port),
-                "--round-interval",
-                "1",
-                "--source-config",
-                '{"migration_mib_s": 65536}',
-            ],
-            env,
-            ARTIFACTS / "e2e-server.log",
-        )
+        args = ["manage.py", "runembedded", "--port", str(port), "--round-interval", "1", *options]
+        process = start(args, env, ARTIFACTS / log)
         try:
             wait_for_port(port, process)
-            yield f"http://127.0.0.1:{port}"
+            yield f"http://127.0.0.1:{port}", env
         finally:
             stop(process)
+
+
+@pytest.fixture(scope="module")
+def server():
+    """The embedded product with migrations that take seconds."""
+    with embedded("e2e-server.log", "--source-config", '{"migration_mib_s": 65536}') as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="module")

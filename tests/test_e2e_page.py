@@ -8,11 +8,10 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 
 import pytest
-from conftest import ROOT, free_port, start, stop, wait_for_port
-from test_e2e_dashboard import ARTIFACTS, PASSWORD, WAIT_MS, browser, wait_until  # noqa: F401  (a fixture)
+from conftest import ROOT
+from test_e2e_dashboard import ARTIFACTS, PASSWORD, WAIT_MS, browser, embedded, wait_until  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.e2e
 VIEWPORTS = {"phone": {"width": 390, "height": 844}, "desktop": {"width": 1440, "height": 900}}
@@ -22,34 +21,20 @@ VIEWER = "watcher"
 
 @pytest.fixture(scope="module")
 def server():
-    """runembedded with one-second rounds, and a viewer account besides its admin."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {
-            "DATABASE_URL": f"sqlite:///{tmp}/e2e.sqlite3",
-            "REDIS_URL": "",
-            "CRS_ADMIN_PASSWORD": PASSWORD,
-            "CRS_SECRET_KEY": "e2e-only",
-        }
-        args = ["manage.py", "runembedded", "--port", str(port), "--round-interval", "1"]
-        process = start(args, env, ARTIFACTS / "e2e-page-server.log")
-        try:
-            wait_for_port(port, process)
-            create_viewer = (
-                "from django.contrib.auth.models import Group, User;"
-                f"u = User.objects.create_user({VIEWER!r}, password={PASSWORD!r});"
-                "u.groups.add(Group.objects.get(name='viewer'))"
-            )
-            subprocess.run(
-                [sys.executable, "manage.py", "shell", "-c", create_viewer],
-                cwd=ROOT,
-                env={**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env},
-                check=True,
-            )
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            stop(process)
+    """The embedded product with one-second rounds, and a viewer account besides its admin."""
+    with embedded("e2e-page-server.log") as (url, env):
+        create_viewer = (
+            "from django.contrib.auth.models import Group, User;"
+            f"u = User.objects.create_user({VIEWER!r}, password={PASSWORD!r});"
+            "u.groups.add(Group.objects.get(name='viewer'))"
+        )
+        subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", create_viewer],
+            cwd=ROOT,
+            env={**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env},
+            check=True,
+        )
+        yield url
 
 
 def open_page(browser, server, viewport="desktop", user="admin", **context_options):
