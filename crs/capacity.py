@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from .errors import CrsError
 from .fits import Commitment, Limits, committed, fits, guest_cores, refusal
 from .model import Guest, Node, Snapshot
-from .n1 import n1
+from .n1 import survives
 from .rules import compile_rules, node_affinity
 from .snapshot import load_file
 
@@ -73,7 +73,7 @@ def capacity(
     (its node-affinity rule, when strict, limits them to the rule's nodes). `n1_safe`: only as
     many as still let the loss of any one node be recovered (crs.n1), the new guests included."""
     plain = _fitting(snapshot, size, limits, like)
-    if not n1_safe or plain.count == 0 and n1(snapshot, limits).survives:
+    if not n1_safe or plain.count == 0 and survives(snapshot, limits):
         return plain
     return _n1_bound(snapshot, plain, limits, like)
 
@@ -84,12 +84,12 @@ def _n1_bound(snapshot: Snapshot, plain: Capacity, limits: Limits, like: str | N
     template = snapshot.guest(like) if like else None
     order = _allocation_order(snapshot, plain)
     low, high = 0, len(order)
-    if not n1(snapshot, limits).survives:
+    if not survives(snapshot, limits):
         high = 0  # already not N+1-safe: nothing more may be added (hspace's default)
     while low < high:
         mid = (low + high + 1) // 2
         placed = tuple(_probe(plain.size, template, node, k) for k, node in enumerate(order[:mid]))
-        if n1(replace(snapshot, guests=snapshot.guests + placed), limits).survives:
+        if survives(replace(snapshot, guests=snapshot.guests + placed), limits):
             low = mid
         else:
             high = mid - 1

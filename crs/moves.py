@@ -19,11 +19,10 @@ import numpy as np
 from . import topsis
 from .bundles import Bundle
 from .imbalance import MoveEvaluator, truncated
-from .placement import WEIGHTS, criteria_after
+from .placement import EXACT_TOPSIS_CELLS, WEIGHTS, criteria_after, criteria_incremental
 from .usage import NodeStats, load
 
 CHUNK_CELLS = 1 << 20  # bundles × nodes evaluated at once (about 8 MB per float array)
-EXACT_TOPSIS_CELLS = 1 << 24  # up to this many candidate × node cells, TOPSIS criteria are folded exactly
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +244,7 @@ def _topsis_criteria(
     cluster: Cluster, exact: bool, with_criteria: bool = True
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(rows, cols, K × 4 criteria) of the candidates chunk by chunk, in candidate order."""
-    fold = _folded_criteria if exact else _incremental_criteria
+    fold = _folded_criteria if exact else criteria_incremental
     for part, constrained in cluster.chunks():
         r, c = np.nonzero(cluster.mask(part, constrained))
         rows = r + part.start
@@ -275,20 +274,3 @@ def _folded_criteria(
         for i in range(0, max(src.size, 1), step)
     ]  # one empty slice for no candidates
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-
-
-def _incremental_criteria(
-    base: np.ndarray, src: np.ndarray, src_util: np.ndarray, tgt: np.ndarray, tgt_util: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The same criteria in O(1) per move (sum of squares adjusted at two nodes, max from
-    the top three): used past EXACT_TOPSIS_CELLS, where it may differ from the fold in the
-    last bits, which only matters between candidates that tie to ~1e-15."""
-    squares = float(np.dot(base, base)) - base[src] ** 2 - base[tgt] ** 2 + src_util**2 + tgt_util**2
-    top = np.argsort(base)[::-1][:3]
-    values = np.concatenate([base[top], np.zeros(3 - top.size)])
-    top = np.concatenate([top, np.full(3 - top.size, -1)])
-    first_out = (src == top[0]) | (tgt == top[0])
-    second_out = (src == top[1]) | (tgt == top[1])
-    others = np.where(first_out, np.where(second_out, values[2], values[1]), values[0])  # max of the untouched
-    high = np.maximum(np.maximum(others, src_util), tgt_util)
-    return 1.0 + np.sqrt(np.maximum(squares, 0.0) / base.size), 1.0 + high

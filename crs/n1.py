@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import ChainMap
 from dataclasses import asdict, dataclass, replace
 
-from .fits import Commitment, Limits, committed, refusal
+import numpy as np
+
+from .fits import Commitment, Limits, committed, guest_cores, refusal
 from .model import Guest, Node, Snapshot
-from .placement import select_node
+from .placement import EXACT_TOPSIS_CELLS, Occupancy, select_node
 from .rules import CompiledRules, compile_rules
 from .snapshot import load_file
-from .usage import counted_nodes
+from .usage import counted_demand, counted_nodes
 
 NOT_RECOVERED = frozenset({"disabled", "ignored"})  # Proxmox recovers started and stopped guests alike
 
@@ -91,46 +94,134 @@ class N1Report:
 
 def n1(snapshot: Snapshot, limits: Limits = Limits()) -> N1Report:
     """The loss of each usable node in turn (name order)."""
-    rules = compile_rules(snapshot)
-    usable = sorted(n.name for n in snapshot.nodes if n.usable)
-    return N1Report(tuple(lose(snapshot, name, limits, rules) for name in usable))
+    cluster = _Cluster.of(snapshot)
+    return N1Report(tuple(lose(snapshot, name, limits, cluster=cluster) for name in cluster.occupancy.names))
 
 
-def lose(snapshot: Snapshot, failed: str, limits: Limits = Limits(), rules: CompiledRules | None = None) -> NodeLoss:
+def survives(snapshot: Snapshot, limits: Limits = Limits()) -> bool:
+    """`n1(...).survives`, stopping at the first loss that fails and without the per-node
+    loads of the report: what capacity's bisection asks many times over."""
+    cluster = _Cluster.of(snapshot)
+    for name in cluster.occupancy.names:
+        recoveries, holdings, changed = _recover(snapshot, name, cluster)
+        if any(r.target is None for r in recoveries):
+            return False
+        if any(refusal(cluster.nodes[node], holdings[node], limits) for node in changed):
+            return False
+    return True
+
+
+def lose(
+    snapshot: Snapshot,
+    failed: str,
+    limits: Limits = Limits(),
+    rules: CompiledRules | None = None,
+    *,
+    cluster: _Cluster | None = None,
+) -> NodeLoss:
     """`failed` goes down now: where its HA guests go, and what the nodes left then hold."""
-    rules = rules if rules is not None else compile_rules(snapshot)
-    before = _holdings(snapshot)
-    after = snapshot.with_nodes(tuple(replace(n, online=False) if n.name == failed else n for n in snapshot.nodes))
-    stranded = sorted((g for g in snapshot.guests if g.node == failed and g.ha), key=lambda g: g.sid)
-    stranded = [g for g in stranded if g.state not in NOT_RECOVERED]
-    down = tuple(g.sid for g in snapshot.guests if g.node == failed and not g.ha and g.state == "started")
-    after = _with_states(after, {g.sid: "recovery" for g in stranded})
+    cluster = cluster or _Cluster.of(snapshot, rules)
+    recoveries, holdings, changed = _recover(snapshot, failed, cluster)
+    loads = tuple(_load(cluster.nodes[name], holdings[name], limits) for name in sorted(holdings))
+    overloaded = tuple(load for load in loads if load.refusal and load.node in changed)
+    lost = tuple(r.sid for r in recoveries if r.target is None)
+    down = tuple(g.sid for g in cluster.on_node.get(failed, ()) if not g.ha and g.state == "started")
+    return NodeLoss(failed, recoveries, loads, overloaded, lost, down)
+
+
+@dataclass(frozen=True, slots=True)
+class _Cluster:
+    """What every loss starts from, computed once per snapshot: placement's occupancy, the
+    configured sizes each node holds, the guests by node, and the compiled rules."""
+
+    occupancy: Occupancy
+    holdings: dict[str, Commitment]
+    on_node: dict[str, list[Guest]]
+    nodes: dict[str, Node]
+    rules: CompiledRules
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, rules: CompiledRules | None = None) -> _Cluster:
+        occupancy = Occupancy.of(snapshot)
+        on_node: dict[str, list[Guest]] = {}
+        for guest in sorted(snapshot.guests, key=lambda g: g.sid):
+            on_node.setdefault(guest.node, []).append(guest)
+        recovering = sum(1 for g in snapshot.guests if g.ha)
+        # The exact fold costs nodes² per placement: past the balancer's budget, the O(1) criteria.
+        occupancy.exact = len(occupancy.names) ** 2 * recovering <= EXACT_TOPSIS_CELLS
+        nodes = {n.name: n for n in snapshot.nodes}
+        rules = rules if rules is not None else compile_rules(snapshot)
+        return cls(occupancy, _holdings(snapshot), on_node, nodes, rules)
+
+
+def _recover(
+    snapshot: Snapshot, failed: str, cluster: _Cluster
+) -> tuple[tuple[Recovery, ...], dict[str, Commitment], set[str]]:
+    """Recover `failed`'s HA guests one by one, as Proxmox's manager does, on the cluster
+    without that node: (recoveries, what each node left then holds, the nodes whose holdings
+    changed). Only the failed node's guests are touched, so each loss costs its own guests."""
+    base = cluster.occupancy
+    keep = np.array([name != failed for name in base.names])
+    names = [name for name in base.names if name != failed]
+    changes: dict[str, Guest] = {}
+    occupancy = replace(
+        base,
+        guests=ChainMap(changes, base.guests),
+        names=names,
+        cpu=base.cpu[keep],
+        maxcpu=base.maxcpu[keep],
+        mem=base.mem[keep],
+        maxmem=base.maxmem[keep],
+    )
+    holdings = {name: cluster.holdings[name] for name in names}
+    changed: set[str] = set()
+    mode = snapshot.settings.mode
+    usable = frozenset(names)
+    stranded = [g for g in cluster.on_node.get(failed, ()) if g.ha and g.state not in NOT_RECOVERED]
+    for guest in stranded:
+        _count(cluster.nodes, occupancy, holdings, changed, guest, -1.0, mode, usable)  # e.g. a migration's target
+        changes[guest.sid] = replace(guest, state="recovery")  # counted on the failed node only: nowhere
     recoveries = []
     for guest in stranded:
-        if not getattr(guest, "recoverable", True):  # a snapshot key of a later wave; absent = recoverable
+        if not guest.recoverable:
             recoveries.append(Recovery(guest.sid, None, "not recoverable"))
             continue
-        target = select_node(after, guest.sid, "best-score", rules=rules)
+        target = select_node(snapshot, guest.sid, "best-score", rules=cluster.rules, occupancy=occupancy)
         if target is None:
             recoveries.append(Recovery(guest.sid, None, "no node allowed"))
             continue
         recoveries.append(Recovery(guest.sid, target))
         state = "started" if guest.state != "stopped" else "request_stop"
-        after = replace(
-            after,
-            guests=tuple(
-                replace(g, node=target, state=state, running=False) if g.sid == guest.sid else g for g in after.guests
-            ),
-        )
-    holdings = _holdings(after)
-    loads = tuple(_load(after.node(name), holdings[name], limits) for name in sorted(holdings))
-    overloaded = tuple(load for load in loads if load.refusal and holdings[load.node] != before[load.node])
-    lost = tuple(r.sid for r in recoveries if r.target is None)
-    return NodeLoss(failed, tuple(recoveries), loads, overloaded, lost, down)
+        placed = replace(guest, node=target, state=state, running=False)
+        changes[guest.sid] = placed
+        _count(cluster.nodes, occupancy, holdings, changed, placed, 1.0, mode, usable)
+    return tuple(recoveries), holdings, changed
 
 
-def _with_states(snapshot: Snapshot, states: dict[str, str]) -> Snapshot:
-    return replace(snapshot, guests=tuple(replace(g, state=states.get(g.sid, g.state)) for g in snapshot.guests))
+def _count(
+    nodes: dict[str, Node],
+    occupancy: Occupancy,
+    holdings: dict[str, Commitment],
+    changed: set[str],
+    guest: Guest,
+    sign: float,
+    mode: str,
+    usable: frozenset[str],
+) -> None:
+    """Add (sign 1) or take away (sign −1) what `guest` counts on the usable nodes it counts
+    on, in placement's demand and in configured sizes, as `node_stats` and `_holdings` sum them."""
+    for name in counted_nodes(guest, usable):
+        node = nodes[name]
+        i = occupancy.index(name)
+        cpu, mem = counted_demand(guest, node.cpus, mode, "placement", node.cpu_usage is not None)
+        occupancy.cpu[i] += sign * cpu
+        occupancy.mem[i] += sign * mem
+        if guest.state != "request_stop":  # stopping: it holds nothing
+            held = holdings[name]
+            holdings[name] = Commitment(
+                held.cores + sign * guest_cores(guest, node), held.memory_bytes + sign * guest.memory_bytes
+            )
+            changed.add(name)
 
 
 def _holdings(snapshot: Snapshot) -> dict[str, Commitment]:

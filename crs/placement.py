@@ -8,7 +8,9 @@ nodes, including ones the rules exclude, because that is how Proxmox normalizes 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from bisect import bisect_left
+from collections.abc import Iterable, MutableMapping
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -16,7 +18,7 @@ import numpy as np
 from . import topsis
 from .model import Guest, Snapshot
 from .rules import CompiledRules, compile_rules, majority_node, node_affinity, resource_affinity
-from .usage import NodeStats, node_stats, reserved_cpu
+from .usage import node_stats
 
 Preference = Literal["best-score", "none", "try-next"]
 
@@ -29,6 +31,7 @@ CRITERIA: tuple[tuple[str, float], ...] = (
     ("highest memory", -10.0),
 )
 WEIGHTS = tuple(w for _, w in CRITERIA)
+EXACT_TOPSIS_CELLS = 1 << 24  # up to this many alternative × node cells of work, criteria are folded exactly
 
 
 def criteria_after(
@@ -54,6 +57,64 @@ def criteria_after(
     return 1.0 + np.sqrt(squares / base.size), 1.0 + high
 
 
+def criteria_incremental(
+    base: np.ndarray, src: np.ndarray, src_util: np.ndarray, tgt: np.ndarray, tgt_util: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """`criteria_after` in O(1) per alternative (sum of squares adjusted at two nodes, max from
+    the top three): for work past EXACT_TOPSIS_CELLS, where it may differ from the fold in the
+    last bits, which only matters between alternatives that tie to ~1e-15. Where src and tgt
+    are one node (a placement), that node changes once, to tgt_util, as in the fold."""
+    one = src == tgt
+    src_util = np.where(one, tgt_util, src_util)
+    squares = (
+        float(np.dot(base, base))
+        - base[src] ** 2
+        - np.where(one, 0.0, base[tgt] ** 2)
+        + np.where(one, 0.0, src_util**2)
+        + tgt_util**2
+    )
+    top = np.argpartition(base, -3)[-3:] if base.size > 3 else np.arange(base.size)
+    top = top[np.argsort(base[top])[::-1]]  # the three highest, highest first
+    values = np.concatenate([base[top], np.zeros(3 - top.size)])
+    top = np.concatenate([top, np.full(3 - top.size, -1)])
+    first_out = (src == top[0]) | (tgt == top[0])
+    second_out = (src == top[1]) | (tgt == top[1])
+    others = np.where(first_out, np.where(second_out, values[2], values[1]), values[0])  # max of the untouched
+    high = np.maximum(np.maximum(others, src_util), tgt_util)
+    return 1.0 + np.sqrt(np.maximum(squares, 0.0) / base.size), 1.0 + high
+
+
+@dataclass(slots=True)
+class Occupancy:
+    """The cluster as placement sees it: usable nodes (name order) with their placement
+    demand, and every guest where it is now. A what-if that places guests one after another
+    (N+1: a node's HA guests recovered in sid order, each counted before the next) updates it
+    by the moved guest's own demand instead of summing the whole cluster again per guest."""
+
+    guests: MutableMapping[str, Guest]
+    names: list[str]
+    cpu: np.ndarray
+    maxcpu: np.ndarray
+    mem: np.ndarray
+    maxmem: np.ndarray
+    exact: bool = True  # fold the criteria exactly (Proxmox's order); False past EXACT_TOPSIS_CELLS of work
+
+    @classmethod
+    def of(cls, snapshot: Snapshot, mode: str | None = None) -> Occupancy:
+        stats = node_stats(snapshot, mode or snapshot.settings.mode, purpose="placement")
+        return cls(
+            {g.sid: g for g in snapshot.guests},
+            [s.name for s in stats],
+            np.array([s.cpu for s in stats]),
+            np.array([s.maxcpu for s in stats]),
+            np.array([s.mem for s in stats]),
+            np.array([s.maxmem for s in stats]),
+        )
+
+    def index(self, name: str) -> int:
+        return bisect_left(self.names, name)
+
+
 def score_nodes(snapshot: Snapshot, sid: str, mode: str | None = None) -> dict[str, float]:
     """Node → score for placing `sid` there; lower is better in every mode.
 
@@ -61,23 +122,26 @@ def score_nodes(snapshot: Snapshot, sid: str, mode: str | None = None) -> dict[s
     closeness of "the cluster with the guest on that node" (Proxmox negates it too).
     """
     mode = mode or snapshot.settings.mode
-    guest = snapshot.guest(sid)
-    base = node_stats(snapshot, mode, purpose="placement")
+    occupancy = Occupancy.of(snapshot, mode)
+    return dict(zip(occupancy.names, placement_scores(occupancy, snapshot.guest(sid), mode).tolist()))
+
+
+def placement_scores(occupancy: Occupancy, guest: Guest, mode: str) -> np.ndarray:
+    """`score_nodes` as an array over `occupancy.names`."""
     if mode == "basic":
-        return {s.name: s.cpu for s in base}
-    closeness = topsis.scores(_placement_criteria(base, guest), WEIGHTS)
-    return {s.name: -float(c) for s, c in zip(base, closeness)}
+        return occupancy.cpu.copy()
+    return -topsis.scores(_placement_criteria(occupancy, guest), WEIGHTS)
 
 
-def _placement_criteria(base: list[NodeStats], guest: Guest) -> np.ndarray:
+def _placement_criteria(occupancy: Occupancy, guest: Guest) -> np.ndarray:
     """N × 4 criteria: alternative k is the cluster with `guest` started (maxima) on node k."""
-    cpu, maxcpu = np.array([s.cpu for s in base]), np.array([s.maxcpu for s in base])
-    mem, maxmem = np.array([s.mem for s in base]), np.array([s.maxmem for s in base])
-    nodes = np.arange(len(base))
-    cpu_after = (cpu + np.array([reserved_cpu(guest, s.maxcpu) for s in base])) / maxcpu
+    cpu, maxcpu, mem, maxmem = occupancy.cpu, occupancy.maxcpu, occupancy.mem, occupancy.maxmem
+    nodes = np.arange(len(occupancy.names))
+    cpu_after = (cpu + (guest.cores if guest.cores > 0 else maxcpu)) / maxcpu  # reserved_cpu, per node
     mem_after = (mem + guest.memory_bytes) / maxmem
-    average_cpu, highest_cpu = criteria_after(cpu / maxcpu, nodes, cpu_after, nodes, cpu_after)
-    average_mem, highest_mem = criteria_after(mem / maxmem, nodes, mem_after, nodes, mem_after)
+    fold = criteria_after if occupancy.exact else criteria_incremental
+    average_cpu, highest_cpu = fold(cpu / maxcpu, nodes, cpu_after, nodes, cpu_after)
+    average_mem, highest_mem = fold(mem / maxmem, nodes, mem_after, nodes, mem_after)
     return np.column_stack([average_cpu, highest_cpu, average_mem, highest_mem])
 
 
@@ -90,12 +154,15 @@ def select_node(
     failback: bool = True,
     maintenance_node: str | None = None,
     tried: Iterable[str] = (),
+    occupancy: Occupancy | None = None,
 ) -> str | None:
-    """The node `sid` should be on, or None when no node is possible (it stays put)."""
+    """The node `sid` should be on, or None when no node is possible (it stays put).
+    `occupancy`: the snapshot as placement sees it, when the caller keeps it up to date."""
     rules = rules if rules is not None else compile_rules(snapshot)
-    guest = snapshot.guest(sid)
-    online = sorted(n.name for n in snapshot.nodes if n.usable)
-    guests = {g.sid: g for g in snapshot.guests}
+    occupancy = occupancy or Occupancy.of(snapshot)
+    guests = occupancy.guests
+    guest = guests[sid]
+    online = occupancy.names
     allowed, preferred = node_affinity(rules, sid, online)
     if guest.allowed_nodes is not None or guest.requires:  # migrate preconditions and traits narrow it further
         fit = {n.name for n in snapshot.nodes if guest.may_run_on(n)}
@@ -119,9 +186,11 @@ def select_node(
         return current
     if not preferred:
         return None
-    scores = score_nodes(snapshot, sid)
-    ranked = sorted(preferred, key=lambda n: (scores[n], n))
-    if preference == "try-next" and current in ranked:
+    scores = placement_scores(occupancy, guest, snapshot.settings.mode)
+    if preference == "try-next" and current in preferred:
+        ranked = sorted(preferred, key=lambda n: (scores[occupancy.index(n)], n))
         position = ranked.index(current)
         return ranked[position + 1] if position + 1 < len(ranked) else ranked[0]
-    return ranked[0]
+    if len(preferred) == len(online):  # every node: the lowest score, ties to the first name
+        return online[int(np.argmin(scores))]
+    return min(preferred, key=lambda n: (scores[occupancy.index(n)], n))

@@ -10,7 +10,7 @@ are answered from the compiled form.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from .model import Guest, NodeAffinityRule, ResourceAffinityRule, Snapshot
@@ -185,7 +185,7 @@ def node_affinity(rules: CompiledRules, sid: str, online: Iterable[str]) -> tupl
 
 
 def resource_affinity(
-    rules: CompiledRules, sid: str, guests: dict[str, Guest], online: Iterable[str]
+    rules: CompiledRules, sid: str, guests: Mapping[str, Guest], online: Iterable[str]
 ) -> tuple[dict[str, int], set[str]]:
     """(together, separate) for `sid`: partner counts per node, and nodes to avoid.
 
@@ -220,7 +220,7 @@ def majority_node(together: dict[str, int], candidates: set[str]) -> str | None:
 
 
 def command_motion(
-    rules: CompiledRules, sid: str, target: str, guests: dict[str, Guest]
+    rules: CompiledRules, sid: str, target: str, guests: Mapping[str, Guest]
 ) -> tuple[str | None, list[str]]:
     """An admin's migration of `sid` to `target`, taken as Proxmox's manager takes it
     (`queue_resource_motion`): (the negative partner that refuses it, []) when one is on

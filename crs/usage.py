@@ -96,21 +96,26 @@ def node_stats(snapshot: Snapshot, mode: str, purpose: Purpose = "balance") -> l
             mem[name] = capacity[name].mem_usage_bytes or 0.0
     for guest in sorted(snapshot.guests, key=lambda g: g.sid):
         for name in counted_nodes(guest, usable):
-            node_cpus = capacity[name].cpus
-            if mode == "basic":
-                cpu[name] += 1.0
-                mem[name] += 1.0
-            elif mode == "static":
-                cpu[name] += reserved_cpu(guest, node_cpus)
-                mem[name] += guest.memory_bytes
-            elif is_starting(guest):
-                if purpose == "placement":
-                    cpu[name] += reserved_cpu(guest, node_cpus)
-                    mem[name] += guest.memory_bytes
-            elif name not in measured_given:
-                cpu[name] += guest.cpu_usage
-                mem[name] += guest.mem_usage_bytes
+            add_cpu, add_mem = counted_demand(guest, capacity[name].cpus, mode, purpose, name in measured_given)
+            cpu[name] += add_cpu
+            mem[name] += add_mem
     return [NodeStats(n, cpu[n], capacity[n].cpus, mem[n], capacity[n].memory_bytes) for n in names]
+
+
+def counted_demand(
+    guest: Guest, node_cpus: float, mode: str, purpose: Purpose, node_measured: bool
+) -> tuple[float, float]:
+    """What `guest` adds to one node it counts on (cpu, mem), as `node_stats` sums it; placement
+    what-ifs (N+1) add and take away the same amounts instead of summing the cluster again."""
+    if mode == "basic":
+        return 1.0, 1.0
+    if mode == "static":
+        return reserved_cpu(guest, node_cpus), guest.memory_bytes
+    if is_starting(guest):
+        return (reserved_cpu(guest, node_cpus), guest.memory_bytes) if purpose == "placement" else (0.0, 0.0)
+    if node_measured:
+        return 0.0, 0.0  # the node's own measurement already holds it
+    return guest.cpu_usage, guest.mem_usage_bytes
 
 
 def demand(guest: Guest, mode: str) -> tuple[float, float]:

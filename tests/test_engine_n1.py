@@ -115,3 +115,77 @@ def test_the_command_line_prints_each_loss_and_the_verdict(tmp_path, capsys):
     assert main(["n1", str(path), "--json", "--memory-reserve", str(0)]) == 0
     body = json.loads(capsys.readouterr().out)
     assert body["survives"] is False and body["losses"][0]["overloaded"][0]["node"] == "node2"
+
+
+def recovered_one_by_one(snap, failed):
+    """The oracle: Proxmox's recovery as the manager runs it, the whole cluster re-summed
+    before each placement (`select_node` on a fresh snapshot), as `crs.n1` did before it kept
+    its occupancy up to date incrementally."""
+    from crs.placement import select_node
+
+    after = snap.with_nodes(tuple(replace(n, online=False) if n.name == failed else n for n in snap.nodes))
+    stranded = sorted((g for g in snap.guests if g.node == failed and g.ha), key=lambda g: g.sid)
+    stranded = [g for g in stranded if g.state not in ("disabled", "ignored")]
+    ids = {g.sid for g in stranded}
+    after = replace(after, guests=tuple(replace(g, state="recovery") if g.sid in ids else g for g in after.guests))
+    targets = []
+    for guest in stranded:
+        target = select_node(after, guest.sid, "best-score") if guest.recoverable else None
+        targets.append(target)
+        if target is not None:
+            state = "started" if guest.state != "stopped" else "request_stop"
+            placed = replace(guest, node=target, state=state, running=False)
+            after = replace(after, guests=tuple(placed if g.sid == guest.sid else g for g in after.guests))
+    return targets
+
+
+def random_cluster(seed, nodes):
+    import random
+
+    rng = random.Random(seed)
+    names = [f"node{i:02d}" for i in range(nodes)]
+    guests = []
+    for i in range(nodes * 6):
+        home = rng.choice(names)
+        state = rng.choice(["started"] * 6 + ["stopped", "migrate", "disabled"])
+        extra = {"state": state, "recoverable": rng.random() > 0.05}
+        if state == "migrate":
+            extra["target"] = rng.choice([n for n in names if n != home])
+        guests.append(
+            vm(
+                f"vm:{100 + i}",
+                home,
+                cores=rng.choice([1, 2, 4, 0]),
+                memory_bytes=rng.uniform(1, 16) * GIB,
+                cpu=rng.uniform(0.1, 3.0),
+                mem=rng.uniform(0.5, 12) * GIB,
+                **extra,
+            )
+        )
+    rules = [
+        {"id": "apart", "type": "resource-affinity", "resources": ["vm:100", "vm:101"], "affinity": "negative"},
+        {"id": "pin", "type": "node-affinity", "resources": ["vm:102"], "nodes": names[:2], "strict": True},
+    ]
+    node_list = [node(n, cpus=rng.choice([16, 32, 64]), memory_bytes=rng.uniform(64, 256) * GIB) for n in names]
+    return snapshot(node_list, guests, rules, mode=rng.choice(["static", "dynamic"]))
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["exact fold", "O(1) criteria"])
+@pytest.mark.parametrize("seed", range(12))
+def test_incremental_recovery_places_every_guest_where_re_summing_the_cluster_does(seed, fast, monkeypatch):
+    """N+1 keeps placement's occupancy up to date guest by guest (and past the exact fold's
+    budget scores in O(1) per node): it must recover every guest of every loss to the node
+    the manager's own one-at-a-time placement picks, on random clusters with moving,
+    stopped, disabled and unrecoverable guests and rules."""
+    import crs.n1
+
+    if fast:
+        monkeypatch.setattr(crs.n1, "EXACT_TOPSIS_CELLS", 0)
+    snap = random_cluster(seed, nodes=4 + seed % 5)
+    report = n1(snap)
+    assert report.losses, "every usable node is lost in turn"
+    for loss in report.losses:
+        assert [r.target for r in loss.recoveries] == recovered_one_by_one(snap, loss.node)
+    from crs.n1 import survives
+
+    assert survives(snap) == report.survives
