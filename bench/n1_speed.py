@@ -21,9 +21,9 @@ from crs.n1 import n1, survives  # noqa: E402
 from crs.snapshot import parse  # noqa: E402
 
 
-def timed(call):
+def timed(call, *args, **kwargs):
     start = time.perf_counter()
-    result = call()
+    result = call(*args, **kwargs)
     return result, time.perf_counter() - start
 
 
@@ -32,10 +32,10 @@ def main(sizes: list[int]) -> None:
     print("| --- | --- | --- | --- |")
     for nodes in sizes:
         snap = parse(synthetic(nodes, nodes * 20, mode="static"))
-        report, t_report = timed(lambda: n1(snap))
-        verdict, t_verdict = timed(lambda: survives(snap))
+        report, t_report = timed(n1, snap)
+        verdict, t_verdict = timed(survives, snap)
         assert verdict == report.survives
-        fitted, t_capacity = timed(lambda: capacity(snap, parse_size("4c,8g"), n1_safe=True))
+        fitted, t_capacity = timed(capacity, snap, parse_size("4c,8g"), n1_safe=True)
         print(
             f"| {nodes} × {nodes * 20} | {t_report:.2f} s | {t_verdict:.2f} s "
             f"| {t_capacity:.2f} s ({fitted.count} guests) |",
