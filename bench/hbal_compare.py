@@ -53,8 +53,9 @@ def hbal_name(sid: str) -> str:
     return sid.replace(":", "")  # hbal prints "primary:secondary"; a colon in a name would split it
 
 
-def to_hbal_text(snap: Snapshot) -> str:
-    """Groups, nodes, instances, cluster tags (none), ipolicies; sections split by one empty line."""
+def to_hbal_text(snap: Snapshot, host_cpus: int = 1) -> str:
+    """Groups, nodes, instances, cluster tags (none), ipolicies; sections split by one empty line.
+    `host_cpus`: the CPUs each node keeps for itself (Ganeti's cpu_nodes; our model keeps none)."""
     used = {n.name: 0.0 for n in snap.nodes}
     for g in snap.guests:
         used[g.node] += g.memory_bytes
@@ -62,7 +63,7 @@ def to_hbal_text(snap: Snapshot) -> str:
     for n in snap.nodes:
         total = int(n.memory_bytes // MIB)
         free = total - int(used[n.name] // MIB)
-        lines.append(f"{n.name}|{total}|0|{free}|1048576|1048576|{int(n.cpus)}|N|{GROUP_UUID}|12||N|0|1|1.0")
+        lines.append(f"{n.name}|{total}|0|{free}|1048576|1048576|{int(n.cpus)}|N|{GROUP_UUID}|12||N|0|{host_cpus}|1.0")
     lines.append("")
     for g in snap.guests:
         mem = int(g.memory_bytes // MIB)
