@@ -209,6 +209,10 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("CRS_LOGIN_LOCKOUT_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own, not the pair
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Behind reverse proxies the address is read from X-Forwarded-For, and only then: the number
+# of proxies in front of daphne, each appending to the header (dashboard/logins.client_address).
+CRS_TRUSTED_PROXY_COUNT = env_int("CRS_TRUSTED_PROXY_COUNT", 0)
+AXES_CLIENT_IP_CALLABLE = "dashboard.logins.client_address"
 
 # Content-Security-Policy: the pages run only the scripts served from here (dashboard.js,
 # Plotly from its installed package), talk only to this origin (API and WebSocket), and may
