@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from conftest import free_port, fresh_database, start, stop, wait_for_port  # noqa: E402
+from conftest import COLLECTSTATIC, free_port, fresh_database, start, stop, wait_for_port  # noqa: E402
 from wsclient import Client, login  # noqa: E402
 
 PASSWORD = "bench-password"
@@ -35,8 +35,13 @@ def redis_stack(args, port):
 
     fresh_database(args.database_url)
     redis.Redis.from_url(args.redis_url).flushdb()
-    env = {"DATABASE_URL": args.database_url, "REDIS_URL": args.redis_url, "CRS_ADMIN_PASSWORD": PASSWORD}
-    for setup in (["manage.py", "migrate", "--noinput"], ["manage.py", "demo", "--round-interval", "1"]):
+    env = {
+        "DATABASE_URL": args.database_url,
+        "REDIS_URL": args.redis_url,
+        "CRS_ADMIN_PASSWORD": PASSWORD,
+        "CRS_SECRET_KEY": "bench-latency",
+    }
+    for setup in (["manage.py", "migrate", "--noinput"], COLLECTSTATIC, ["manage.py", "demo", "--round-interval", "1"]):
         assert start(setup, env, LOGS / "setup.log").wait(120) == 0
     return {
         "web (daphne)": start(
