@@ -300,11 +300,13 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         # redis-py's async pool refuses (not queues) past max_connections, 100 by default; every
         # page's join is a command, and after a web restart all pages reconnect at once.
+        # Pub/sub: one publish per event, fanned out inside each web process (dashboard/layers.py).
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "dashboard.layers.RedisBroadcastChannelLayer",
             # socket_timeout: redis-py 8 gives every socket 5 s, exactly channels-redis's blocking
-            # read (brpop_timeout, 5 s); each idle read then raced the timeout and the consumer's
-            # socket closed with 1011 every 10-19 s. A silent dead server is still noticed.
+            # read (brpop_timeout, 5 s) of its list layer; each idle read then raced the timeout
+            # and the consumer's socket closed with 1011 every 10-19 s. A silent dead server is
+            # still noticed.
             "CONFIG": {
                 "hosts": [
                     {

@@ -1,6 +1,6 @@
 """PostgreSQL goes away for 30 s under the distributed mode (daphne, worker, beat as `make web`,
 `make worker`, `make beat` run them, production settings) while a migration runs: /healthz says
-so as JSON, and once the database returns the migration settles (done or failed) within 60 s
+so as JSON, and once the database returns the migration settles (done, as the adapter says) within 60 s
 instead of staying "running" forever.
 
 The machine's PostgreSQL is shared, so the outage is a real TCP fault in between: the stack
@@ -107,8 +107,8 @@ def test_a_migration_running_across_a_postgres_outage_settles_within_60_s(redis_
     try:
         wait_for_port(port, processes[0])
         wait_for(lambda: Cluster.objects.get(pk=cluster.pk).last_round_at, 120, "the stack's first round")
-        wait_for(lambda: state(migration.pk) != "approved", 90, "the stack starts the approved migration")
-        assert state(migration.pk) == "running"
+        started = Migration.objects.filter(pk=migration.pk, state="running").exclude(task_ids=[])
+        wait_for(started.exists, 90, "the stack starts the approved migration at the adapter")
 
         proxy.close()
         outage = time.monotonic()
@@ -124,11 +124,11 @@ def test_a_migration_running_across_a_postgres_outage_settles_within_60_s(redis_
         for process in processes:
             stop(process)
         proxy.shut()
-    assert state(migration.pk) in ("done", "failed")
+    assert state(migration.pk) == "done"  # as the adapter says: it ended while the database was away
     assert settled <= SETTLE
     assert status == 200 and health["database"] == "ok", health
     with (ARTIFACTS / "pg-outage-figures.txt").open("a") as figures:
         figures.write(
-            f"PostgreSQL down {OUTAGE} s under a running migration: settled ({state(migration.pk)}) "
+            f"PostgreSQL down {OUTAGE} s under a running migration: settled (done) "
             f"{settled:.1f} s after it returned\n"
         )
