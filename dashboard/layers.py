@@ -18,6 +18,7 @@ from channels_redis.pubsub import RedisPubSubChannelLayer, RedisPubSubLoopLayer,
 from channels_redis.utils import _wrap_close, create_pool, decode_hosts
 from redis import asyncio as aioredis
 from redis.asyncio.client import PubSub
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,8 @@ class RedisBroadcastChannelLayer(RedisPubSubChannelLayer):
       instead of a 500 from a failed subscription in the handshake;
     * messages published while the subscription was broken are lost, so every page of the
       process is told when it breaks and when it comes back (`layer.lost`): its socket
-      closes, and the page says live updates paused, reconnects and refetches the state.
+      closes, and the page says live updates paused, reconnects and refetches the state;
+      meanwhile a join is refused, as it was with the list layer.
     """
 
     def _get_layer(self):
@@ -92,6 +94,13 @@ class BroadcastLoopLayer(RedisPubSubLoopLayer):
         self.channels[channel] = asyncio.Queue()
         return channel
 
+    async def group_add(self, group: str, channel: str) -> None:
+        """Refused while the subscription is broken: joining a group this process already
+        subscribes to asks nothing of Redis, and would open a socket that cannot receive."""
+        if any(shard.broken for shard in self._shards):
+            raise RedisConnectionError("the Redis subscription is broken: live updates are paused")
+        await super().group_add(group, channel)
+
     def tell_lost(self) -> None:
         message = self.channel_layer.serialize(LOST)
         for queue in self.channels.values():
@@ -104,30 +113,32 @@ class WatchedShard(RedisSingleShardConnection):
             self._redis = aioredis.Redis(connection_pool=create_pool(self.host))
             self._pubsub = WatchedPubSub(self._redis.connection_pool, lost=self.channel_layer.tell_lost)
 
+    @property
+    def broken(self) -> bool:
+        return isinstance(self._pubsub, WatchedPubSub) and self._pubsub.broken
+
 
 class WatchedPubSub(PubSub):
-    """A subscription that reports its breaks, once each: a failed read, or a reconnection not
-    preceded by one (redis-py reconnects and subscribes again by itself; it calls on_connect
-    only on a reconnection, never for the first connection)."""
+    """A subscription that reports its breaks: the first failed read of an outage, and every
+    reconnection (redis-py reconnects and subscribes again by itself, possibly before a read
+    fails; it calls on_connect only on a reconnection, never for the first connection)."""
 
     def __init__(self, *args, lost, **kwargs):
         super().__init__(*args, **kwargs)
         self.lost, self.broken = lost, False
 
-    def report(self, what: str) -> None:
-        if not self.broken:
-            log.warning("channel layer: the Redis subscription %s; the pages of this process reconnect", what)
-            self.lost()
-
     async def on_connect(self, connection) -> None:
-        self.report("reconnected")
+        log.warning("channel layer: the Redis subscription reconnected; the pages of this process refetch")
         self.broken = False
+        self.lost()
         await super().on_connect(connection)
 
     async def get_message(self, *args, **kwargs):
         try:
             return await super().get_message(*args, **kwargs)
         except (OSError, RedisError):
-            self.report("broke")
-            self.broken = True
+            if not self.broken:
+                log.warning("channel layer: the Redis subscription broke; the pages of this process are closed")
+                self.broken = True
+                self.lost()
             raise
