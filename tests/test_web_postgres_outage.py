@@ -129,6 +129,5 @@ def test_a_migration_running_across_a_postgres_outage_settles_within_60_s(redis_
     assert status == 200 and health["database"] == "ok", health
     with (ARTIFACTS / "pg-outage-figures.txt").open("a") as figures:
         figures.write(
-            f"PostgreSQL down {OUTAGE} s under a running migration: settled (done) "
-            f"{settled:.1f} s after it returned\n"
+            f"PostgreSQL down {OUTAGE} s under a running migration: settled (done) {settled:.1f} s after it returned\n"
         )
