@@ -82,20 +82,27 @@ def embedded_stack(args, port):
 
 async def measure(base_url: str, cookie: str, clients: int, rounds: int) -> list[float]:
     """Latencies in ms of `rounds` round pushes at each of `clients` connections."""
-    connections = [await connect(base_url, cookie) for _ in range(clients)]
-    begun = time.time()  # rounds pushed while later pages were still connecting are not timed
+    begun = [float("inf")]  # rounds pushed while later pages were still connecting are not timed
 
     async def collect(client: Client) -> list[float]:
+        """Reads from the moment it connects (answering daphne's pings), times once all are in."""
         out = []
         while len(out) < rounds:
             message = await client.receive_json()
-            if message["type"] == "round" and message["sent_at"] >= begun:
+            if message["type"] == "round" and message["sent_at"] >= begun[0]:
                 out.append((time.time() - message["sent_at"]) * 1000)
         return out
 
+    connections, readers = [], []
     try:
-        per_client = await asyncio.wait_for(asyncio.gather(*(collect(c) for c in connections)), rounds * 5 + 60)
+        for _ in range(clients):
+            connections.append(await connect(base_url, cookie))
+            readers.append(asyncio.ensure_future(collect(connections[-1])))
+        begun[0] = time.time()
+        per_client = await asyncio.wait_for(asyncio.gather(*readers), rounds * 5 + 60)
     finally:
+        for reader in readers:
+            reader.cancel()
         for client in connections:
             client.close()
     return [ms for latencies in per_client for ms in latencies]
