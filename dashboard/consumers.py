@@ -25,15 +25,14 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
             await self.accept()
             await self.close(code=4401 if not user.is_authenticated else 4403)
             return
-        group = live.group_name(self.scope["url_route"]["kwargs"]["cluster_id"])
+        self.group = live.group_name(self.scope["url_route"]["kwargs"]["cluster_id"])
         try:
-            await self.channel_layer.group_add(group, self.channel_name)
+            await self.channel_layer.group_add(self.group, self.channel_name)
         except Exception:  # the layer (Redis) is down or restarting: a failed join, not a server error
             # Refuse the handshake (403) rather than accept and close: an accepted socket would
             # flash "open" on the page. The page says live updates are paused and reconnects.
             await self.close()
             return
-        self.group = group
         await self.accept()
         self.watch = asyncio.create_task(self.watch_session())
 
@@ -41,7 +40,10 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
         if hasattr(self, "watch"):
             self.watch.cancel()
         if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            try:
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+            except Exception:  # Redis away: the membership goes with this process's subscription
+                pass
 
     async def watch_session(self) -> None:
         """The scope's session is the one read at the handshake; the store says if it still holds."""
@@ -53,7 +55,12 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
                 return
 
     async def cluster_event(self, event: dict) -> None:
-        await self.send_json(event["payload"])
+        await self.send(text_data=event["text"])  # JSON, encoded once by live.push
+
+    async def layer_lost(self, event: dict) -> None:
+        """The layer's Redis subscription broke (dashboard/layers.py): events may have been
+        lost, so close; the page says live updates paused, reconnects and refetches."""
+        await self.close(code=1011)
 
 
 def session_user(key: str | None) -> str | None:

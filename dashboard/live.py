@@ -4,6 +4,7 @@
 so a reloaded page and a live one show the same thing.
 """
 
+import json
 import logging
 import time
 from datetime import timedelta
@@ -90,11 +91,10 @@ def push(cluster_id: int, payload: dict) -> None:
     and dropped, and pages catch up from the database when their socket reopens. Raising
     instead would stop a round or leave a running migration unfollowed.
     """
-    payload = {**payload, "sent_at": time.time()}  # lets bench/latency.py time round → browser
+    # Encoded once here, not once per page: the consumers pass the text on as it is.
+    text = json.dumps({**payload, "sent_at": time.time()})  # sent_at: bench/latency.py times round → browser
     try:
-        async_to_sync(get_channel_layer().group_send)(
-            group_name(cluster_id), {"type": "cluster.event", "payload": payload}
-        )
+        async_to_sync(get_channel_layer().group_send)(group_name(cluster_id), {"type": "cluster.event", "text": text})
     except (OSError, RedisError) as exc:
         log.warning("cluster %s: live update not sent (pages catch up on reconnect): %s", cluster_id, exc)
 

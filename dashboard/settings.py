@@ -209,6 +209,10 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("CRS_LOGIN_LOCKOUT_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own, not the pair
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Behind reverse proxies the address is read from X-Forwarded-For, and only then: the number
+# of proxies in front of daphne, each appending to the header (dashboard/logins.client_address).
+CRS_TRUSTED_PROXY_COUNT = env_int("CRS_TRUSTED_PROXY_COUNT", 0)
+AXES_CLIENT_IP_CALLABLE = "dashboard.logins.client_address"
 
 # Content-Security-Policy: the pages run only the scripts served from here (dashboard.js,
 # Plotly from its installed package), talk only to this origin (API and WebSocket), and may
@@ -296,11 +300,13 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         # redis-py's async pool refuses (not queues) past max_connections, 100 by default; every
         # page's join is a command, and after a web restart all pages reconnect at once.
+        # Pub/sub: one publish per event, fanned out inside each web process (dashboard/layers.py).
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "dashboard.layers.RedisBroadcastChannelLayer",
             # socket_timeout: redis-py 8 gives every socket 5 s, exactly channels-redis's blocking
-            # read (brpop_timeout, 5 s); each idle read then raced the timeout and the consumer's
-            # socket closed with 1011 every 10-19 s. A silent dead server is still noticed.
+            # read (brpop_timeout, 5 s) of its list layer; each idle read then raced the timeout
+            # and the consumer's socket closed with 1011 every 10-19 s. A silent dead server is
+            # still noticed.
             "CONFIG": {
                 "hosts": [
                     {

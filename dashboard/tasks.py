@@ -277,13 +277,14 @@ def follow(migration_id: int) -> None:
         follow.apply_async((migration_id,), countdown=FOLLOW_SECONDS)
 
 
-def requeue_stalled(cluster_id: int) -> None:
-    """Approved migrations nobody started: their message was lost (broker down at approval)
-    or they wait for a slot. Queued again every round; execute is safe to repeat."""
-    before = timezone.now() - STALLED_APPROVAL
-    for pk in Migration.objects.filter(cluster_id=cluster_id, state="approved", decided_at__lt=before).values_list(
-        "pk", flat=True
-    ):
+def requeue_stalled(cluster_id: int | None = None, after: timedelta = STALLED_APPROVAL) -> None:
+    """Approved migrations nobody started for `after` (of one cluster, or all): their message
+    was lost (broker down at approval) or they wait for a slot. Queued again every round;
+    execute is safe to repeat."""
+    waiting = Migration.objects.filter(state="approved", decided_at__lte=timezone.now() - after)
+    if cluster_id is not None:
+        waiting = waiting.filter(cluster_id=cluster_id)
+    for pk in waiting.values_list("pk", flat=True):
         execute.delay(pk)
 
 
@@ -295,39 +296,31 @@ def claim_follow(migration_id: int) -> bool:
     return Migration.objects.filter(pk=migration_id, state="running").exclude(recently).update(followed_at=now) == 1
 
 
-def refollow_unfollowed(cluster_id: int | None = None) -> None:
-    """Follow again the running migrations nobody polled for UNFOLLOWED (of one cluster, or all):
+def refollow_unfollowed(cluster_id: int | None = None, after: timedelta = UNFOLLOWED) -> None:
+    """Follow again the running migrations nobody polled for `after` (of one cluster, or all):
     the adapter is asked for its task's state, so one that ended during an outage is settled.
 
     Stamping followed_at first (conditionally) keeps two rounds from queueing it twice."""
     now = timezone.now()
-    stale = Q(followed_at__lt=now - UNFOLLOWED) | Q(followed_at__isnull=True, started_at__lt=now - UNFOLLOWED)
+    stale = Q(followed_at__lte=now - after) | Q(followed_at__isnull=True, started_at__lte=now - after)
     running = Migration.objects.filter(stale, state="running")
     if cluster_id is not None:
         running = running.filter(cluster_id=cluster_id)
     for pk in running.values_list("pk", flat=True):
         # stamped back by one poll interval: the follower queued here may claim it at once
         if Migration.objects.filter(stale, pk=pk).update(followed_at=now - timedelta(seconds=FOLLOW_SECONDS)):
-            log.warning("migration %s: not followed for %s s; following it again", pk, UNFOLLOWED.seconds)
+            log.warning("migration %s: not followed for %s s; following it again", pk, after.seconds)
             follow.delay(pk)
 
 
 @shared_task(ignore_result=True)
-def reconcile() -> None:
-    """On worker start (celery.py): what an outage or a killed worker left unfollowed."""
-    refollow_unfollowed()
-    waiting = Migration.objects.filter(state="approved").order_by().values_list("cluster_id", flat=True)
-    for cluster_id in waiting.distinct():
-        requeue_stalled(cluster_id)
-
-
-def resume_unfinished() -> None:
-    """Queue again what a restart dropped: the embedded broker keeps no messages across restarts,
-    and an approved or running migration nobody follows would block its cluster's recommendations."""
-    for pk in Migration.objects.filter(state="approved").values_list("pk", flat=True):
-        execute.delay(pk)
-    for pk in Migration.objects.filter(state="running").values_list("pk", flat=True):
-        follow.delay(pk)
+def reconcile(restarted: bool = False) -> None:
+    """What an outage or a killed worker left unfollowed or unstarted, in every cluster: run on
+    worker start (celery.py). `restarted`: the broker itself lost every message (runembedded's
+    in-process broker keeps none across a restart), so nothing is waited for: every approved
+    migration is queued and every running one followed at once."""
+    refollow_unfollowed(after=timedelta(0) if restarted else UNFOLLOWED)
+    requeue_stalled(after=timedelta(0) if restarted else STALLED_APPROVAL)
 
 
 def finish(migration_id: int, state: str, **fields) -> None:

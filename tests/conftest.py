@@ -21,7 +21,8 @@ VENV_BIN = Path(sys.executable).parent
 # The commands of docker-compose.yml and the Makefile; the web's bind address and port vary.
 WEB = ["daphne", "-b", "0.0.0.0", "-p", "8000", "dashboard.asgi:application"]
 WORKER = ["celery", "-A", "dashboard", "worker", "-l", "info"]
-# The worker runs restarted when it stops, as `make worker` and the compose restart policy do.
+# Worker and beat run restarted when they stop, as `make worker`, `make beat` and the compose
+# restart policy do.
 SUPERVISE = [str(ROOT / "scripts" / "supervise")]
 # One worker process as the single-worker tests run it: the production command, one process,
 # no mingle/gossip chatter to wait for at start.
@@ -232,7 +233,7 @@ def distributed_stack(database_url: str, redis_url: str, password: str, name: st
             ARTIFACTS / f"{name}-{command[3]}.log",
             new_session=bool(supervised),
         )
-        for supervised, command in ((SUPERVISE, WORKER), ([], BEAT))
+        for supervised, command in ((SUPERVISE, WORKER), (SUPERVISE, BEAT))
     ]
     try:
         wait_for_port(port, processes[0])

@@ -51,3 +51,40 @@ def test_a_success_before_the_limit_forgets_the_failures(client, admin):
     client.logout()
     for _ in range(LIMIT - 1):
         assert log_in(client, "/accounts/login/", "admin", "wrong").status_code == 200
+
+
+def log_in_via_proxy(client, username, password, forwarded_for):
+    """An attempt through a reverse proxy at 10.0.0.100, which appends the client's address."""
+    return client.post(
+        "/accounts/login/",
+        {"username": username, "password": password},
+        REMOTE_ADDR="10.0.0.100",
+        HTTP_X_FORWARDED_FOR=forwarded_for,
+    )
+
+
+def test_by_default_the_forwarded_header_is_not_trusted(client, admin):
+    # A guesser who rotates X-Forwarded-For is still one address, and locked out as one.
+    for n in range(LIMIT):
+        log_in_via_proxy(client, f"guess{n}", "wrong", forwarded_for=f"192.0.2.{n}")
+    assert log_in_via_proxy(client, "admin", "pw", forwarded_for="192.0.2.77").status_code == 429
+    assert AuditEvent.objects.filter(action="login-locked-out").first().details["address"] == "10.0.0.100"
+
+
+@override_settings(CRS_TRUSTED_PROXY_COUNT=1)
+def test_behind_a_trusted_proxy_the_client_address_is_locked_not_the_proxy(client, admin):
+    # The client may forge entries to the left; the proxy appended the address it saw last.
+    for n in range(LIMIT):
+        log_in_via_proxy(client, f"guess{n}", "wrong", forwarded_for=f"203.0.113.{n}, 192.0.2.7")
+    assert log_in_via_proxy(client, "admin", "pw", forwarded_for="192.0.2.7").status_code == 429
+    assert AuditEvent.objects.filter(action="login-locked-out").first().details["address"] == "192.0.2.7"
+    assert log_in_via_proxy(client, "admin", "pw", forwarded_for="192.0.2.8").status_code == 302  # others may
+
+
+@override_settings(CRS_TRUSTED_PROXY_COUNT=2)
+def test_a_forwarded_header_shorter_than_the_proxy_chain_is_not_trusted(client, admin):
+    # Two proxies append two entries; one entry did not pass both: the nearest proxy is keyed.
+    for n in range(LIMIT):
+        log_in_via_proxy(client, f"guess{n}", "wrong", forwarded_for=f"192.0.2.{n}")
+    assert log_in_via_proxy(client, "admin", "pw", forwarded_for="198.51.100.1, 10.0.0.50").status_code == 302
+    assert AuditEvent.objects.filter(action="login-locked-out").first().details["address"] == "10.0.0.100"

@@ -79,9 +79,9 @@ def test_restart_resumes_approved_and_running_migrations(suggested, monkeypatch)
     monkeypatch.setattr(tasks.execute, "delay", lambda pk: queued.append(("execute", pk)))
     monkeypatch.setattr(tasks.follow, "delay", lambda pk: queued.append(("follow", pk)))
     Migration.objects.transition(suggested.pk, "suggested", "approved", None)
-    tasks.resume_unfinished()
+    tasks.reconcile(restarted=True)
     Migration.objects.transition(suggested.pk, "approved", "running", None)
-    tasks.resume_unfinished()
+    tasks.reconcile(restarted=True)
     assert queued == [("execute", suggested.pk), ("follow", suggested.pk)]
 
 

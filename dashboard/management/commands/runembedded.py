@@ -48,7 +48,7 @@ class Command(BaseCommand):
         from channels.routing import get_default_application
 
         from dashboard.celery import app
-        from dashboard.tasks import resume_unfinished
+        from dashboard.tasks import reconcile
 
         app.finalize()
         app.set_current()
@@ -61,7 +61,7 @@ class Command(BaseCommand):
         threading.Thread(target=worker.start, name="celery-worker", daemon=True).start()
         beat = EmbeddedService(app, thread=True, scheduler_cls=settings.CELERY_BEAT_SCHEDULER)
         beat.start()
-        resume_unfinished()
+        reconcile(restarted=True)
 
         self.stdout.write(f"dashboard: http://{host}:{port}/  (Ctrl-C to stop)")
         self.stdout.flush()
