@@ -11,6 +11,12 @@ from dashboard.models import Cluster, Policy
 
 DEMO_CLUSTER = "demo"
 DEMO_ROUND_SECONDS = 5  # short, so a first-time user sees a recommendation within two minutes
+# A 5-minute trace sample plays over six rounds (30 s at the default interval): the trace at
+# 10× its real pace, each round between two samples seeing the load shift part of the way.
+# One sample per round (60×) aged a recommendation by three hours of load in the three
+# minutes an admin takes to read it, so no plan held that long; the real pace leaves the
+# page showing the same figures for minutes.
+DEMO_ROUNDS_PER_SAMPLE = 6
 
 
 class Command(BaseCommand):
@@ -34,8 +40,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, password: str, round_interval: int | None, source_config: dict, **options):
         interval = round_interval or DEMO_ROUND_SECONDS
-        # One trace sample per round: the simulator's clock runs at the rounds' pace.
-        source_config = {"round_interval_s": interval, **source_config}
+        source_config = {
+            "round_interval_s": interval,
+            "seconds_per_sample": interval * DEMO_ROUNDS_PER_SAMPLE,
+            **source_config,
+        }
         cluster, created = Cluster.objects.get_or_create(
             name=DEMO_CLUSTER, defaults={"source_kind": "simulator", "source_config": source_config}
         )
