@@ -168,11 +168,10 @@ def test_with_a_real_worker_a_plan_stays_while_it_holds_and_goes_when_a_step_bre
     set_policy(cluster, hold_duration=0)  # every round computes a plan of its own and weighs it against the kept one
 
     def rounds_done(count):
-        before = Round.objects.count()
         for _ in range(count):
-            collect.delay(cluster.pk)
-            wait_until(lambda: Round.objects.count() > before)
             before = Round.objects.count()
+            collect.delay(cluster.pk)
+            wait_until(lambda before=before: Round.objects.count() > before)
 
     rounds_done(4)
     plan = list(Migration.objects.order_by("step"))
