@@ -11,12 +11,13 @@ from dashboard.models import Cluster, Policy
 
 DEMO_CLUSTER = "demo"
 DEMO_ROUND_SECONDS = 5  # short, so a first-time user sees a recommendation within two minutes
-# A 5-minute trace sample plays over six rounds (30 s at the default interval): the trace at
-# 10× its real pace, each round between two samples seeing the load shift part of the way.
-# One sample per round (60×) aged a recommendation by three hours of load in the three
-# minutes an admin takes to read it, so no plan held that long; the real pace leaves the
-# page showing the same figures for minutes.
-DEMO_ROUNDS_PER_SAMPLE = 6
+# A 5-minute trace sample plays over twenty rounds (100 s at the default interval): the trace
+# at 3× its real pace, each round between two samples seeing the load shift part of the way,
+# so the page moves every round. One sample per round (60×) aged a recommendation by three
+# hours of load in the three minutes an admin takes to read it: the Bitbrains VMs' usage is
+# bursty, and a plan computed on one sample was beaten by the margin within a minute or two
+# (bench/README.md, recommendation churn).
+DEMO_ROUNDS_PER_SAMPLE = 20
 
 
 class Command(BaseCommand):
