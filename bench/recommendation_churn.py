@@ -42,14 +42,15 @@ def main() -> None:
         help="simulator options of the demo cluster, e.g. '{\"seconds_per_sample\": 300}' for the trace at its "
         "real pace (the demo's default plays one 5-minute sample per round)",
     )
+    parser.add_argument("--port", type=int, default=0, help="port for the server (default: any free one)")
     args = parser.parse_args()
-    port = free_port()
+    port = args.port or free_port()
     with tempfile.TemporaryDirectory() as tmp:
         env = {"DATABASE_URL": f"sqlite:///{tmp}/churn.sqlite3", "REDIS_URL": "", "CRS_ADMIN_PASSWORD": PASSWORD}
         command = ["manage.py", "runembedded", "--port", str(port), "--source-config", args.source_config]
         process = start(command, env, Path(tmp) / "server.log")
         try:
-            wait_for_port(port, process, timeout=120)
+            wait_for_port(port, process, timeout=600)  # a fresh database migrates first; slow on a busy machine
             base = f"http://127.0.0.1:{port}"
             seen = watch(base, login(base, "admin", PASSWORD), args.minutes * 60, args.poll)
         finally:

@@ -45,13 +45,13 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
     with transaction.atomic():
         changed = expiry.overdue(cluster, now)
         pending = list(cluster.migrations.filter(state="suggested").order_by("plan", "step"))
-        if pending and (reason := expiry.verdict(cluster, snapshot, pending, result)):
-            changed += expiry.replaced(pending, reason)
+        review = expiry.verdict(cluster, snapshot, pending, result) if pending else expiry.Verdict("")
+        if review.replace:
+            changed += expiry.replaced(pending, review.replace)
             pending = []
         waiting = waiting_reason(cluster, pending)
-        if result.decision == "migrate" and waiting and waiting != last_waiting(cluster):
-            # The trail says what blocked a plan, once per change rather than every round.
-            AuditEvent.objects.create(actor=None, action="waiting", cluster=cluster, details={"reason": waiting})
+        if result.decision == "migrate" and waiting:
+            note_waiting(cluster, waiting, review.kept, pending)
         new = []
         if result.decision == "migrate" and not waiting:
             new = recommend(cluster, result)
@@ -60,6 +60,8 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
         if new and not cluster.stopped:
             approved = plans.approve_by_automation(new, policy)
         explanation = {**result.explanation.to_dict(), "waiting": waiting, "plan": new[0].plan if new else None}
+        if review.kept:  # the status describes the plan the list shows, not the one this round computed
+            explanation.update(reason=review.kept, kept_plan=pending[0].plan)
         round_ = Round.objects.create(
             cluster=cluster,
             at=now,
@@ -88,6 +90,18 @@ def waiting_reason(cluster: Cluster, pending: list[Migration]) -> str:
         count = len(pending)
         return f"plan {pending[0].plan} still holds on fresh data ({count} recommendations waiting for a decision)"
     return ""
+
+
+def note_waiting(cluster: Cluster, waiting: str, kept: str, pending: list[Migration]) -> None:
+    """The trail says what blocked a new plan: a kept plan once, with its figures on fresh
+    data and why it stays; anything else once per change rather than every round."""
+    if kept:
+        plan = pending[0].plan
+        if not cluster.audit_events.filter(action="waiting", details__kept_plan=plan).exists():
+            details = {"reason": kept, "kept_plan": plan}
+            AuditEvent.objects.create(actor=None, action="waiting", cluster=cluster, details=details)
+    elif waiting != last_waiting(cluster):
+        AuditEvent.objects.create(actor=None, action="waiting", cluster=cluster, details={"reason": waiting})
 
 
 def last_waiting(cluster: Cluster) -> str:

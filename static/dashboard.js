@@ -78,7 +78,8 @@ function showRound(r) {
   // What really blocks a new plan, as the round recorded it (dashboard/rounds.py waiting_reason).
   const waiting = r.explanation.waiting ? ` Waiting: ${r.explanation.waiting}.` : "";
   const words = document.createElement("strong");
-  words.textContent = DECISION_WORDS[r.decision] || r.decision;
+  // A round that keeps the pending plan says so (its reason describes that plan, not the one it computed).
+  words.textContent = r.explanation.kept_plan ? "Plan kept" : DECISION_WORDS[r.decision] || r.decision;
   const reason = document.createElement("span");
   reason.className = "reason";
   reason.textContent = ` ${r.explanation.reason}${waiting}`;

@@ -5,6 +5,7 @@ setup do not mix in one process, so these tests touch no database themselves.
 """
 
 import os
+import re
 import tempfile
 import time
 from contextlib import contextmanager
@@ -198,3 +199,17 @@ def test_emergency_stop_is_one_click_and_a_second_lifts_it(page):
     page.wait_for_selector("text=Lift the emergency stop")  # stored, not just shown
     page.click("#emergency-stop")
     wait_until(page, "document.getElementById('emergency-stop').textContent === 'Emergency stop'")
+
+
+def test_a_round_that_keeps_the_plan_describes_the_plan_the_list_shows(page):
+    # Read in one go, so a round in between cannot pair one plan's status with another's list.
+    read = """(() => {
+        const status = document.getElementById('decision').textContent;
+        const first = document.querySelector('#recommendations li');
+        return status.startsWith('Plan kept') && first && [status, first.innerText];
+    })()"""
+    status, first = wait_until(page, read, 120_000)
+    kept = re.search(r"Plan (\d+) is kept: on fresh data its \d+ moves?, starting with (\S+) (\S+) → (\S+),", status)
+    assert kept, status
+    leader, source, target = kept[2], kept[3], kept[4]
+    assert leader in first and source in first and target in first, (status, first)

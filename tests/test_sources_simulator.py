@@ -45,11 +45,12 @@ def test_usage_is_the_trace_sample_of_the_moment():
     assert by_sid(first)["vm:1"].cores == 2 and by_sid(first)["vm:1"].memory_bytes == 8388608 * 1024
 
 
-def test_seconds_per_sample_sets_the_acceleration():
+def test_seconds_per_sample_sets_the_acceleration_and_usage_moves_in_between():
     cluster = sim(round_interval_s=10, seconds_per_sample=60)
     cluster.collect(T0)
-    assert by_sid(cluster.collect(T0 + 59))["vm:1"].cpu_usage == pytest.approx(0.144)
+    assert by_sid(cluster.collect(T0 + 30))["vm:1"].cpu_usage == pytest.approx((0.144 + 0.13534) / 2)
     assert by_sid(cluster.collect(T0 + 60))["vm:1"].cpu_usage == pytest.approx(0.13534)
+    assert by_sid(cluster.collect(T0 + 60))["vm:1"].mem_usage_bytes == 469761 * 1024  # on a sample: exactly it
 
 
 def test_trace_day_loops():
@@ -237,10 +238,10 @@ def test_trace_with_a_negative_value_is_refused_naming_the_row(tmp_path):
 
 def test_the_demo_cluster_looks_busy_and_uneven_from_its_first_snapshots():
     # what `make run` shows before its first round may act (hold duration 3): the demo
-    # command's simulator, one trace sample per round
-    from dashboard.management.commands.demo import DEMO_ROUND_SECONDS
+    # command's simulator, a trace sample over DEMO_ROUNDS_PER_SAMPLE rounds
+    from dashboard.management.commands.demo import DEMO_ROUND_SECONDS, DEMO_ROUNDS_PER_SAMPLE
 
-    demo = sim(round_interval_s=DEMO_ROUND_SECONDS)
+    demo = sim(round_interval_s=DEMO_ROUND_SECONDS, seconds_per_sample=DEMO_ROUND_SECONDS * DEMO_ROUNDS_PER_SAMPLE)
     for r in range(4):
         snap = demo.collect(T0 + r * DEMO_ROUND_SECONDS)
         busiest = max(max(n.cpu_usage / n.cpus, n.mem_usage_bytes / n.memory_bytes) for n in snap.nodes)

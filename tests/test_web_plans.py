@@ -7,7 +7,7 @@ from django.urls import reverse
 from test_web_tasks import wait_until, worker  # noqa: F401 (a fixture)
 
 from dashboard import tasks
-from dashboard.models import AuditEvent, Cluster, Migration
+from dashboard.models import AuditEvent, Cluster, Migration, Round
 from dashboard.tasks import collect
 
 SETTLED = ("done", "failed", "expired")
@@ -159,3 +159,32 @@ def test_partial_automation_approves_the_steps_clearing_the_automatic_margin_wit
     assert approve_by_automation(steps, policy) == [steps[0].pk, steps[1].pk]
     assert [Migration.objects.get(pk=m.pk).state for m in steps] == ["approved", "approved", "suggested"]
     assert {m.automatic for m in Migration.objects.filter(state="approved")} == {True}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_a_real_worker_a_plan_stays_while_it_holds_and_goes_when_a_step_breaks(cluster, worker):  # noqa: F811
+    # The simulator's clock is real time here: each round sees the load moved on (samples interpolated).
+    service_or_skip("CRS_TEST_DATABASE_URL")
+    set_policy(cluster, hold_duration=0)  # every round computes a plan of its own and weighs it against the kept one
+
+    def rounds_done(count):
+        for _ in range(count):
+            before = Round.objects.count()
+            collect.delay(cluster.pk)
+            wait_until(lambda before=before: Round.objects.count() > before)
+
+    rounds_done(4)
+    plan = list(Migration.objects.order_by("step"))
+    assert {(m.plan, m.state) for m in plan} == {(1, "suggested")}  # kept four rounds on fresh data
+    kept = [r.explanation for r in Round.objects.order_by("at")[1:]]
+    assert all(e["kept_plan"] == 1 and e["reason"].startswith("Plan 1 is kept: on fresh data") for e in kept)
+    # Someone moves the guest of step 1 elsewhere: the plan no longer holds and the next plan replaces it.
+    broken = plan[1]
+    cluster.refresh_from_db()
+    other = next(n["name"] for n in cluster.snapshot["nodes"] if n["name"] not in (broken.source, broken.target))
+    placement = {**cluster.source_state["placement"], broken.leader: other}
+    Cluster.objects.filter(pk=cluster.pk).update(source_state={**cluster.source_state, "placement": placement})
+    rounds_done(1)
+    assert set(Migration.objects.filter(plan=1).values_list("state", flat=True)) == {"expired"}
+    assert Migration.objects.get(pk=broken.pk).reason.startswith(f"step #{broken.pk} no longer holds: ")
+    assert Migration.objects.filter(plan=2, state="suggested").exists()

@@ -207,23 +207,36 @@ class Simulator:
     def _sids(self) -> list[str]:
         return [f"vm:{i}" for i in self.trace.vm_ids]
 
-    def _sample(self, now: float) -> int:
-        """The trace sample shown at `now`; the trace day loops, as days do."""
+    def _sample(self, now: float) -> tuple[int, float]:
+        """The trace sample shown at `now` and how far (0 ≤ share < 1) it is towards the next;
+        the trace day loops, as days do."""
         if self._state["started_at"] is None:
             self._state["started_at"] = now
         elapsed: float = max(0.0, now - self._state["started_at"])
-        return (self.config.start_sample + math.floor(elapsed / self.config.seconds_per_sample)) % self.trace.samples
+        position = elapsed / self.config.seconds_per_sample
+        whole = math.floor(position)
+        return (self.config.start_sample + whole) % self.trace.samples, position - whole
 
-    def _guest(self, i: int, sid: str, sample: int, target: str | None) -> Guest:
+    def _guest(self, i: int, sid: str, sample: tuple[int, float], target: str | None) -> Guest:
+        """Usage between two samples moves in a straight line from one to the next, so a
+        round between them sees the load shift rather than the same figures again (the
+        demo plays a sample over several rounds); on a sample it is that sample exactly."""
         t = self.trace
+        at, share = sample
+        following = (at + 1) % t.samples
+
+        def usage(series: np.ndarray) -> float:
+            value = float(series[i, at])
+            return value if share == 0.0 else value + share * (float(series[i, following]) - value)
+
         return Guest(
             sid,
             self._state["placement"][sid],
             "migrate" if target else "started",
             cores=float(t.cores[i]),
             memory_bytes=float(t.memory_bytes[i]),
-            cpu_usage=float(t.cpu_usage[i, sample]),
-            mem_usage_bytes=float(t.mem_usage_bytes[i, sample]),
+            cpu_usage=usage(t.cpu_usage),
+            mem_usage_bytes=usage(t.mem_usage_bytes),
             target=target,
         )
 

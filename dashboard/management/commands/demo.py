@@ -11,6 +11,13 @@ from dashboard.models import Cluster, Policy
 
 DEMO_CLUSTER = "demo"
 DEMO_ROUND_SECONDS = 5  # short, so a first-time user sees a recommendation within two minutes
+# A 5-minute trace sample plays over twenty rounds (100 s at the default interval): the trace
+# at 3× its real pace, each round between two samples seeing the load shift part of the way,
+# so the page moves every round. One sample per round (60×) aged a recommendation by three
+# hours of load in the three minutes an admin takes to read it: the Bitbrains VMs' usage is
+# bursty, and a plan computed on one sample was beaten by the margin within a minute or two
+# (bench/README.md, recommendation churn).
+DEMO_ROUNDS_PER_SAMPLE = 20
 
 
 class Command(BaseCommand):
@@ -34,8 +41,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, password: str, round_interval: int | None, source_config: dict, **options):
         interval = round_interval or DEMO_ROUND_SECONDS
-        # One trace sample per round: the simulator's clock runs at the rounds' pace.
-        source_config = {"round_interval_s": interval, **source_config}
+        source_config = {
+            "round_interval_s": interval,
+            "seconds_per_sample": interval * DEMO_ROUNDS_PER_SAMPLE,
+            **source_config,
+        }
         cluster, created = Cluster.objects.get_or_create(
             name=DEMO_CLUSTER, defaults={"source_kind": "simulator", "source_config": source_config}
         )
