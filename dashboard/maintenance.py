@@ -45,14 +45,16 @@ class NodeState:
 
 
 def enter(cluster: Cluster, node: str, actor, at_once: bool = False) -> Maintenance:
-    """Put `node` into maintenance; the next round plans its evacuation. Safe to repeat."""
+    """Put `node` into maintenance; the next round plans its evacuation. Safe to repeat.
+
+    The record is written under the source's lock with the switch, so no collect (and no
+    round) sees the node in maintenance before the record that says who asked and how."""
     snapshot = _checked(cluster, node)
-    if (open_ := cluster.maintenances.filter(node=node, left_at=None).first()) is not None:
-        return open_
-    _switch(cluster, node, True)
     guests = [g.sid for g in snapshot.guests if g.node == node and g.state == "started"]
     try:
-        with transaction.atomic():
+        with opened_source(cluster.pk) as (_, source):
+            if (open_ := cluster.maintenances.filter(node=node, left_at=None).first()) is not None:
+                return open_
             record = Maintenance.objects.create(
                 cluster=cluster, node=node, entered_by=actor, guests=guests, at_once=at_once
             )
@@ -62,8 +64,11 @@ def enter(cluster: Cluster, node: str, actor, at_once: bool = False) -> Maintena
                 cluster=cluster,
                 details={"node": node, "guests": guests, "at_once": at_once},
             )
+            source.maintenance(node, True, time.time())
     except IntegrityError:  # two admins at once: the other one's record stands
         return cluster.maintenances.get(node=node, left_at=None)
+    except (SourceError, CrsError) as exc:
+        raise Refused(str(exc)) from exc
     _collect_soon(cluster)
     return record
 
@@ -72,12 +77,17 @@ def leave(cluster: Cluster, node: str, actor) -> Maintenance | None:
     """Take `node` out of maintenance; its evacuation stops, and the next round, seeing the node
     back, closes the maintenance and plans the way back. Safe to repeat."""
     _checked(cluster, node)
-    _switch(cluster, node, False)
-    with transaction.atomic():
-        record = cluster.maintenances.select_for_update().filter(node=node, left_at=None).first()
-        if record is not None and Maintenance.objects.filter(pk=record.pk, left_by=None).update(left_by=actor):
-            AuditEvent.objects.create(actor=actor, action="maintenance-left", cluster=cluster, details={"node": node})
-        expired = expiry.maintenance_ended(cluster, node)
+    try:
+        with opened_source(cluster.pk) as (_, source):
+            record = cluster.maintenances.filter(node=node, left_at=None).first()
+            if record is not None and Maintenance.objects.filter(pk=record.pk, left_by=None).update(left_by=actor):
+                AuditEvent.objects.create(
+                    actor=actor, action="maintenance-left", cluster=cluster, details={"node": node}
+                )
+            expired = expiry.maintenance_ended(cluster, node)
+            source.maintenance(node, False, time.time())
+    except (SourceError, CrsError) as exc:
+        raise Refused(str(exc)) from exc
     _push(cluster, expired)
     _collect_soon(cluster)
     return record
@@ -97,6 +107,8 @@ def reconcile(cluster: Cluster, snapshot: crs.model.Snapshot) -> tuple[list[int]
         )
     theirs = proxmox_moves(cluster, snapshot)
     for record in cluster.maintenances.filter(left_at=None).exclude(node__in=down):
+        if cluster.collected_at is None or cluster.collected_at <= record.entered_at:
+            continue  # a snapshot from before the node entered: it cannot say the node left
         if not any(n.name == record.node and n.usable for n in snapshot.nodes):
             continue  # offline: it left maintenance by failing, nothing comes back to it
         Maintenance.objects.filter(pk=record.pk, left_at=None).update(left_at=timezone.now())
@@ -166,15 +178,6 @@ def _checked(cluster: Cluster, node: str) -> crs.model.Snapshot:
     if node not in names:
         raise ValueError(f"node must be one of {', '.join(names)}, not {node!r}")
     return snapshot
-
-
-def _switch(cluster: Cluster, node: str, on: bool) -> None:
-    """At the source: the simulator takes it; Proxmox answers with the command to run instead."""
-    try:
-        with opened_source(cluster.pk) as (_, source):
-            source.maintenance(node, on, time.time())
-    except (SourceError, CrsError) as exc:
-        raise Refused(str(exc)) from exc
 
 
 def _collect_soon(cluster: Cluster) -> None:
