@@ -135,6 +135,7 @@ class Guest:
     pinned_reason: str = ""  # why allowed_nodes is narrowed (local disk, passed-through device)
     requires: frozenset[str] = frozenset()  # node traits it needs; "!trait": a trait it must not meet
     recoverable: bool = True  # False: tied to its node (local disk, device): lost if the node fails
+    proxmox_ha: bool = False  # an HA resource of a Proxmox cluster: its manager evacuates it and enforces its rules
 
     def may_run_on(self, node: Node) -> bool:
         """Allowed nodes and traits, as OpenStack Placement's required and forbidden traits."""

@@ -190,6 +190,7 @@ def _parse_guest(raw: Any, path: str, nodes: set[str]) -> Guest:
         "pinned_reason": _f.text(raw, "pinned_reason", path) if "pinned_reason" in raw else "",
         "requires": frozenset(_names(raw.get("requires", []), f"{path}.requires")),
         "recoverable": _f.boolean(raw, "recoverable", path, True),
+        "proxmox_ha": _f.boolean(raw, "proxmox_ha", path, False),
     }
     return Guest(**values)
 
@@ -347,7 +348,17 @@ def to_dict(snapshot: Snapshot) -> dict[str, Any]:
 
 # Keys written only when they say something: files without them keep their old meaning.
 _OPTIONAL_KEYS = frozenset(
-    {"ksm_bytes", "pressure", "traits", "uptime_s", "allowed_nodes", "pinned_reason", "requires", "recoverable"}
+    {
+        "ksm_bytes",
+        "pressure",
+        "traits",
+        "uptime_s",
+        "allowed_nodes",
+        "pinned_reason",
+        "requires",
+        "recoverable",
+        "proxmox_ha",
+    }
 )
 
 

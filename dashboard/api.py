@@ -32,6 +32,7 @@ from rest_framework_dataclasses.serializers import DataclassSerializer
 
 import crs.model
 
+from . import maintenance
 from .audit import AuditFilterForm
 from .forms import POLICY_FIELDS, PolicyApiForm, RejectForm, json_type_errors
 from .models import EVENTS, AuditEvent, Cluster, Migration, NotificationDestination, Policy, Round
@@ -139,6 +140,19 @@ class NodeSerializer(DataclassSerializer):
 class GuestSerializer(DataclassSerializer):
     class Meta:
         dataclass = crs.model.Guest
+
+
+class NodeMaintenanceSerializer(DataclassSerializer):
+    class Meta:
+        dataclass = maintenance.NodeState
+
+
+class MaintenanceRequestSerializer(serializers.Serializer):
+    node = serializers.CharField(max_length=100, help_text="The node's name, as in the cluster's nodes.")
+    at_once = serializers.BooleanField(
+        default=False,
+        help_text="Enter only: run the evacuation without waiting for approval, whatever the automation level.",
+    )
 
 
 class RoundSerializer(serializers.ModelSerializer):
@@ -372,6 +386,50 @@ class ClusterViewSet(ApiViewSet):
             else:
                 approved.append(migration)
         return Response({"approved": MigrationSerializer(approved, many=True).data, "refused": refused})
+
+    @extend_schema(responses=NodeMaintenanceSerializer(many=True))
+    @action(detail=True, pagination_class=None, url_path="maintenance")
+    def maintenance(self, request, pk=None):
+        """Every node: in maintenance or not, the guests still on it, the evacuation moves under way,
+        and on a Proxmox cluster the `ha-manager` command that enters or leaves it."""
+        self._snapshot()
+        return Response(NodeMaintenanceSerializer(maintenance.states(self.get_object()), many=True).data)
+
+    @extend_schema(
+        request=MaintenanceRequestSerializer,
+        responses={
+            200: NodeMaintenanceSerializer(many=True),
+            409: OpenApiResponse(description="Not possible here: `detail` says why (on Proxmox, the command to run)."),
+        },
+    )
+    @action(detail=True, methods=["post"], url_path="maintenance/enter")
+    def enter_maintenance(self, request, pk=None):
+        """Put a node into maintenance: its guests are evacuated with Proxmox's placement, as a plan
+        approved per the automation level (or at once). Audited; safe to repeat."""
+        return self._maintenance(
+            request, lambda cluster, data: maintenance.enter(cluster, data["node"], request.user, data["at_once"])
+        )
+
+    @extend_schema(
+        request=MaintenanceRequestSerializer,
+        responses={200: NodeMaintenanceSerializer(many=True), 409: OpenApiResponse(description="`detail` says why.")},
+    )
+    @action(detail=True, methods=["post"], url_path="maintenance/leave")
+    def leave_maintenance(self, request, pk=None):
+        """Take a node out of maintenance: guests come back where failback says so. Audited; safe to repeat."""
+        return self._maintenance(request, lambda cluster, data: maintenance.leave(cluster, data["node"], request.user))
+
+    def _maintenance(self, request, change):
+        cluster = self.get_object()
+        serializer = MaintenanceRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            change(cluster, serializer.validated_data)
+        except ValueError as exc:
+            raise ValidationError({"node": [str(exc)]}) from exc
+        except maintenance.Refused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(NodeMaintenanceSerializer(maintenance.states(cluster), many=True).data)
 
 
 class RoundViewSet(ApiViewSet):

@@ -12,7 +12,10 @@ The causes, named here and nowhere else (each sets the migration's reason):
 * stale       — at approval, the cluster's latest snapshot no longer allows it (guest moved,
                 cooldown, rule, ...): the engine names what changed;
 * stale_at_start — the same check on a fresh snapshot taken just before it starts;
-* unverifiable — no fresh snapshot could be taken to re-check it before it starts.
+* unverifiable — no fresh snapshot could be taken to re-check it before it starts;
+* outranked   — a plan of a higher kind (evacuation > rule fix > pressure relief >
+                balancing, crs.precedence) took over: the lower kind's pending moves go;
+* maintenance_ended — the node an evacuation was emptying left maintenance.
 
 A recommendation expires from `suggested`, an approved migration from `approved`; both
 through Migration.objects.transition, so each expiry is audited once.
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 import crs.balancer
 import crs.decision
 import crs.imbalance
+import crs.precedence
 import crs.usage
 from crs.decision import RoundResult, total_gain
 from crs.model import Snapshot
@@ -144,8 +148,9 @@ def outdated(cluster: Cluster, result: RoundResult) -> list[int]:
     """Recommendations the latest round no longer supports, if it supports none."""
     if result.decision not in NO_LONGER_WARRANTED:
         return []
-    pending = cluster.migrations.filter(state="suggested").values_list("pk", flat=True)
-    return _expire(pending, f"no longer recommended: {result.explanation.reason}", {"decision": result.decision})
+    pending = cluster.migrations.filter(state="suggested").exclude(kind__in=crs.precedence.MANDATORY)
+    reason = f"no longer recommended: {result.explanation.reason}"
+    return _expire(pending.values_list("pk", flat=True), reason, {"decision": result.decision})
 
 
 def stale(migration: Migration, actor) -> bool:
@@ -164,6 +169,28 @@ def unverifiable(migration_id: int, error: Exception) -> bool:
     """Just before it starts: no fresh snapshot to re-check it against, so it is not started."""
     reason = f"could not re-check it on a fresh snapshot: {error}"
     return Migration.objects.transition(migration_id, "approved", "expired", None, reason=reason)
+
+
+def outranked(cluster: Cluster, kind: str, plan: int, why: str) -> list[int]:
+    """A new plan of `kind` takes over: pending moves of lower kinds (suggested, or approved and
+    not started) expire with the reason; a running migration is never cut short."""
+    lower = [k for k in crs.precedence.KINDS if crs.precedence.outranks(kind, k)]
+    reason = f"replaced by {kind} plan {plan}, which goes first: {why}"
+    out = []
+    for m in cluster.migrations.filter(kind__in=lower, state__in=["suggested", "approved"]).order_by("plan", "step"):
+        if Migration.objects.transition(m.pk, m.state, "expired", None, {"outranked_by": plan}, reason=reason):
+            out.append(m.pk)
+    return out
+
+
+def maintenance_ended(cluster: Cluster, node: str) -> list[int]:
+    """The evacuation of `node` stops where it is: the node left maintenance."""
+    reason = f"{node} left maintenance before this move started"
+    out = []
+    for m in cluster.migrations.filter(kind="evacuation", source=node, state__in=["suggested", "approved"]):
+        if Migration.objects.transition(m.pk, m.state, "expired", None, reason=reason):
+            out.append(m.pk)
+    return out
 
 
 def _expire(pks, reason: str, details: dict | None = None) -> list[int]:

@@ -63,6 +63,8 @@ def migration_payload(migration: Migration) -> dict:
         "plan_gain": migration.plan_gain,
         "alternatives": migration.alternatives,
         "priority": migration.priority,
+        "kind": migration.kind,
+        "explanation": migration.explanation,
     }
 
 

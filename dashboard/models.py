@@ -16,7 +16,9 @@ from django.utils import timezone
 import crs.balancer
 import crs.decision
 import crs.guards
+import crs.mandatory
 import crs.model
+import crs.precedence
 import crs.snapshot
 import crs.sources
 
@@ -441,6 +443,12 @@ class Migration(models.Model):
     # When a follower last polled it (tasks.follow); a running migration not polled for a while
     # lost its follower to an outage and is followed again (tasks.reconcile).
     followed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # What the move is for, in precedence order (crs.precedence): evacuation and failback
+    # (maintenance), rule fix, pressure relief, balancing; and why, when it is owed.
+    kind = models.CharField(
+        max_length=15, choices=[(k, k) for k in crs.precedence.KINDS], default="balancing", db_index=True
+    )
+    explanation = models.TextField(blank=True, help_text="Why the move is owed: the maintenance or the rule it fixes.")
 
     objects = MigrationManager()
 
@@ -489,6 +497,8 @@ class Migration(models.Model):
         if snapshot is None:
             return ""
         judged = self.cluster.under_policy(snapshot)
+        if self.kind in crs.precedence.MANDATORY:  # owed moves: no guards, Proxmox's placement rules
+            return crs.mandatory.stale_reason(judged, self.as_move(), self.kind) or ""
         return crs.balancer.stale_reason(judged, self.as_move(), self.cluster.guards()) or ""
 
 
@@ -531,6 +541,8 @@ class AuditEvent(models.Model):
         "cluster-changed",
         "cluster-deleted",
         "login-locked-out",
+        "maintenance-entered",
+        "maintenance-left",
     ]
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -559,6 +571,38 @@ class AuditEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise AuditTrailError("audit events are never deleted")
+
+
+class Maintenance(models.Model):
+    """A node's maintenance: when it began and ended, who asked, and the guests it held then
+    (the ones that return when it ends, where failback says so). Open while `left_at` is empty;
+    at most one open per node."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="maintenances")
+    node = models.CharField(max_length=100)
+    entered_at = models.DateTimeField(default=timezone.now)
+    entered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    left_at = models.DateTimeField(null=True, blank=True)
+    left_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    guests = models.JSONField(default=list, blank=True, help_text="Started guests on the node when it entered.")
+    at_once = models.BooleanField(default=False, help_text="The evacuation runs without waiting for approval.")
+
+    class Meta:
+        ordering = ["-entered_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "node"],
+                condition=models.Q(left_at__isnull=True),
+                name="one_open_maintenance_per_node",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node} of {self.cluster} in maintenance since {self.entered_at:%Y-%m-%d %H:%M}"
 
 
 # -- notification destinations (sending them is dashboard/notify.py's) -------------------------------

@@ -1,4 +1,4 @@
-"""Deciding on a plan's recommendations: what approving or rejecting one step does to the others.
+"""Storing a plan as recommendations, and deciding on them: what approving or rejecting one step does to the others.
 
 A step was computed on the snapshot with the steps it is `after` applied, so its math
 holds only with them: approving step n approves the steps it was computed behind (first
@@ -6,8 +6,11 @@ first), and rejecting it expires the steps computed behind it (the next round re
 The page's buttons, the JSON API and the automation levels all decide through here.
 """
 
+import crs.precedence
+from crs.decision import total_gain
+
 from . import expiry
-from .models import Migration, Policy
+from .models import AuditEvent, Cluster, Migration, Policy, priority
 
 
 def approve(migration: Migration, actor, automatic: bool = False, details: dict | None = None) -> list[int]:
@@ -60,3 +63,77 @@ def approve_by_automation(steps: list[Migration], policy: Policy) -> list[int]:
             step.refresh_from_db()
             approved += approve(step, None, automatic=True, details=details)
     return approved
+
+
+def store_plan(
+    cluster: Cluster,
+    steps,
+    *,
+    kind: str,
+    margin: float,
+    method: str,
+    details: dict,
+    explanations: tuple[str, ...] = (),
+) -> list[Migration]:
+    """A plan of any kind as recommendations, one per step, in plan order; each audited.
+
+    Owed moves (evacuation, failback, rule fix) are priority 1 and carry why they are owed;
+    the others are graded by their step's gain."""
+    number = (cluster.migrations.exclude(plan=None).order_by("-plan").values_list("plan", flat=True).first() or 0) + 1
+    gain = total_gain(steps)
+    owed = kind in crs.precedence.MANDATORY
+    created = []
+    for index, step in enumerate(steps):
+        move = step.move
+        migration = Migration.objects.create(
+            cluster=cluster,
+            leader=move.leader,
+            guests=list(move.guests),
+            source=move.source,
+            target=move.target,
+            imbalance_before=step.imbalance_before,
+            imbalance_after=step.imbalance_after,
+            relative_gain=step.gain,
+            margin=margin,
+            method=method,
+            plan=number,
+            step=index,
+            after=step.after,
+            plan_gain=gain,
+            alternatives=list(step.alternatives),
+            priority=1 if owed else priority(step.gain),
+            kind=kind,
+            explanation=explanations[index] if explanations else "",
+        )
+        AuditEvent.objects.create(
+            actor=None,
+            action="suggested",
+            cluster=cluster,
+            migration=migration,
+            details={"plan": number, "step": index, "after": step.after, "kind": kind, **details}
+            | ({"why": migration.explanation} if migration.explanation else {}),
+        )
+        created.append(migration)
+    return created
+
+
+def owe(
+    cluster: Cluster, steps, reasons: tuple[str, ...], kind: str, at_once: bool = False
+) -> tuple[list[int], list[int]]:
+    """An owed plan (evacuation, failback, rule fix): stored as priority-1 recommendations that
+    say why, the pending moves of lower kinds expire (they were computed without it), and it is
+    approved when the automation is automatic or the admin asked for it at once; never during
+    an emergency stop. Returns (migrations changed, migrations approved)."""
+    if not steps:
+        return [], []
+    policy = cluster.policy
+    created = store_plan(cluster, steps, kind=kind, margin=0.0, method=policy.method, details={}, explanations=reasons)
+    changed = [m.pk for m in created] + expiry.outranked(cluster, kind, created[0].plan, reasons[0])
+    approved: list[int] = []
+    if not cluster.stopped and (policy.automation == "automatic" or at_once):
+        details = {"at_once": True} if at_once else {"automation": policy.automation}
+        for m in created:
+            m.refresh_from_db()
+            if m.state == "suggested":
+                approved += approve(m, None, automatic=True, details=details)
+    return changed, approved

@@ -14,12 +14,17 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+import crs.precedence
 import crs.usage
-from crs.decision import RoundResult, total_gain
+from crs.decision import RoundResult
 from crs.model import Snapshot
 
-from . import expiry, plans
-from .models import AuditEvent, Cluster, Migration, Round, priority
+from . import expiry, maintenance, plans, violations
+from .models import AuditEvent, Cluster, Migration, Round
+
+# The kinds a balancing round plans itself; owed plans (crs.precedence.MANDATORY) come from
+# maintenance.reconcile and violations.reconcile.
+BALANCING_KINDS = ("pressure", "balancing")
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,12 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
     now = timezone.now()
     with transaction.atomic():
         changed = expiry.overdue(cluster, now)
-        pending = list(cluster.migrations.filter(state="suggested").order_by("plan", "step"))
+        # Owed plans first (evacuation > rule fix > balancing, crs.precedence): they do not wait.
+        evacuations, owed_approved = maintenance.reconcile(cluster, snapshot)
+        fixes, fixes_approved, proxmox_fixes = violations.reconcile(cluster, snapshot)
+        changed += evacuations + fixes
+        owed_approved += fixes_approved
+        pending = list(cluster.migrations.filter(state="suggested", kind__in=BALANCING_KINDS).order_by("plan", "step"))
         review = expiry.verdict(cluster, snapshot, pending, result) if pending else expiry.Verdict("")
         if review.replace:
             changed += expiry.replaced(pending, review.replace)
@@ -59,7 +69,13 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
         approved = []
         if new and not cluster.stopped:
             approved = plans.approve_by_automation(new, policy)
-        explanation = {**result.explanation.to_dict(), "waiting": waiting, "plan": new[0].plan if new else None}
+        approved = owed_approved + approved
+        explanation = {
+            **result.explanation.to_dict(),
+            "waiting": waiting,
+            "plan": new[0].plan if new else None,
+            "proxmox_fixes": proxmox_fixes,
+        }
         if review.kept:  # the status describes the plan the list shows, not the one this round computed
             explanation.update(reason=review.kept, kept_plan=pending[0].plan)
         round_ = Round.objects.create(
@@ -82,6 +98,10 @@ def waiting_reason(cluster: Cluster, pending: list[Migration]) -> str:
     """What keeps this round from recommending a new plan, as the page, the API and the trail say it; "" = nothing."""
     if cluster.stopped:
         return "emergency stop: automation is paused until it is lifted"
+    owed = cluster.migrations.filter(state="suggested", kind__in=crs.precedence.MANDATORY).order_by("plan", "step")
+    if first := owed.first():
+        what = "an evacuation" if first.kind in ("evacuation", "failback") else "a rule fix"
+        return f"{what} goes first (plan {first.plan}, waiting for a decision): no balancing plan until it is done"
     busy = list(cluster.migrations.filter(state__in=["approved", "running"]).order_by("plan", "step"))
     if busy:
         listed = ", ".join(f"#{m.pk} {m.state}" for m in busy)
@@ -111,35 +131,12 @@ def last_waiting(cluster: Cluster) -> str:
 
 def recommend(cluster: Cluster, result: RoundResult) -> list[Migration]:
     """The round's plan as recommendations, one per step, ranked in plan order; each audited."""
-    number = (cluster.migrations.exclude(plan=None).order_by("-plan").values_list("plan", flat=True).first() or 0) + 1
-    gain = total_gain(result.plan)
-    created = []
-    for index, step in enumerate(result.plan):
-        move = step.move
-        migration = Migration.objects.create(
-            cluster=cluster,
-            leader=move.leader,
-            guests=list(move.guests),
-            source=move.source,
-            target=move.target,
-            imbalance_before=step.imbalance_before,
-            imbalance_after=step.imbalance_after,
-            relative_gain=step.gain,
-            margin=result.explanation.margin,
-            method=result.explanation.method,
-            plan=number,
-            step=index,
-            after=step.after,
-            plan_gain=gain,
-            alternatives=list(step.alternatives),
-            priority=priority(step.gain),
-        )
-        AuditEvent.objects.create(
-            actor=None,
-            action="suggested",
-            cluster=cluster,
-            migration=migration,
-            details={"plan": number, "step": index, "after": step.after, "explanation": result.explanation.to_dict()},
-        )
-        created.append(migration)
-    return created
+    kind = "pressure" if result.plan and result.plan[0].move.objective == "pressure" else "balancing"
+    return plans.store_plan(
+        cluster,
+        result.plan,
+        kind=kind,
+        margin=result.explanation.margin,
+        method=result.explanation.method,
+        details={"explanation": result.explanation.to_dict()},
+    )

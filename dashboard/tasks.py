@@ -18,6 +18,7 @@ from django.utils import timezone
 import crs.balancer
 import crs.model
 import crs.planner
+import crs.precedence
 import crs.snapshot
 from crs.decision import RoundState
 from crs.errors import CrsError
@@ -172,7 +173,11 @@ def claim(migration_id: int) -> str:
 
 
 def slot_free(cluster: Cluster, migration: Migration) -> bool:
-    """Whether `migration` may start now: its turn in plan order, a cluster slot, and room on both its nodes."""
+    """Whether `migration` may start now: its kind's turn (approved moves of a higher kind go
+    first, crs.precedence), its turn in plan order, a cluster slot, and room on both its nodes."""
+    ahead = [k for k in crs.precedence.KINDS if crs.precedence.outranks(k, migration.kind)]
+    if cluster.migrations.filter(state="approved", kind__in=ahead).exists():
+        return False
     if (
         migration.plan is not None
         and cluster.migrations.filter(plan=migration.plan, state="approved", step__lt=migration.step).exists()

@@ -31,6 +31,15 @@ const DECISION_WORDS = {
   "disabled": "Balancing is off",
 };
 
+// What a recommendation is for (migration kinds, in precedence order).
+const KIND_WORDS = {
+  "evacuation": "Maintenance",
+  "failback": "Back from maintenance",
+  "rule-fix": "Rule fix",
+  "pressure": "Pressure relief",
+  "balancing": "Balancing",
+};
+
 function csrfToken() {
   return document.querySelector("input[name=csrfmiddlewaretoken]").value;
 }
@@ -113,8 +122,9 @@ function addRound(r) {
 
 function showMigrations() {
   const all = [...migrations.values()].sort((a, b) => b.id - a.id);
-  // Ranked as the plan computed them: plan, then step.
-  const pending = all.filter((m) => m.state === "suggested").sort((a, b) => (a.plan - b.plan) || (a.step - b.step));
+  // Ranked by priority (1 = owed: evacuation, rule fix), then as the plan computed them: plan, then step.
+  const pending = all.filter((m) => m.state === "suggested")
+    .sort((a, b) => (a.priority - b.priority) || (a.plan - b.plan) || (a.step - b.step));
   // Keep the items already shown: a push must not wipe a rejection reason being typed, nor
   // a lost race's explanation (kept until the next page load).
   const shown = new Map([...el("recommendations").children].map((li) => [li.dataset.id, li]));
@@ -126,8 +136,11 @@ function showMigrations() {
   el("plan-summary").hidden = pending.length === 0;
   if (pending.length) {
     const first = pending[0];
-    el("plan-summary").textContent = `Plan ${first.plan}: ${pending.length} moves, total gain ${pct(first.plan_gain)}` +
-      ` vs margin ${pct(first.margin)}. A move marked "computed after #N" assumes #N is done first.`;
+    el("plan-summary").textContent = first.explanation
+      ? `Plan ${first.plan} (${KIND_WORDS[first.kind] || first.kind}, priority 1): it goes before any balancing.` +
+        ` ${pending.length} recommendations waiting.`
+      : `Plan ${first.plan}: ${pending.length} moves, total gain ${pct(first.plan_gain)}` +
+        ` vs margin ${pct(first.margin)}. A move marked "computed after #N" assumes #N is done first.`;
   }
   el("migrations").tBodies[0].replaceChildren(...all.filter((m) => m.state !== "suggested").slice(0, 20).map(migrationRow));
 }
@@ -151,6 +164,12 @@ function recommendationItem(m) {
     `#${m.id} priority ${m.priority} · ${m.guests.join(", ")}: ${m.source} → ${m.target}` +
     ` · imbalance ${pct(m.imbalance_before)} → ${pct(m.imbalance_after)} · step gain ${pct(m.relative_gain)}` +
     (behind ? ` · computed after #${behind.id}` : "") + ` · ${m.method}`;
+  if (m.explanation) {  // owed moves (evacuation, failback, rule fix) say why they go first
+    const why = document.createElement("p");
+    why.className = "why";
+    why.textContent = `${KIND_WORDS[m.kind] || m.kind}: ${m.explanation}`;
+    li.querySelector(".math").after(why);
+  }
   // A viewer, or anyone on a read-only what-if cluster, sees what waits without the buttons.
   if (!config.can_decide) {
     li.querySelector(".actions").remove();
@@ -286,6 +305,7 @@ function connect(delay) {
   };
   socket.onmessage = (event) => {
     const data = JSON.parse(event.data);
+    document.dispatchEvent(new CustomEvent("crs:event", {detail: data}));  // other panels (maintenance.js) follow
     if (data.type === "round") addRound(data);
     else if (data.type === "migration") setMigration(data);
     else if (data.type === "source") showSource(data);

@@ -68,6 +68,9 @@ class FakePve:
         ]
         self.services = {"vm:104": {"node": "node3", "state": "started", "uid": "ZkV5bq0bW1F0a0HR3tE8Bw"}}
         self.node_status = {f"node{i}": "online" for i in range(1, 5)}
+        # LRM mode per node ("active", "maintenance"), as `ha-manager crm-command node-maintenance
+        # enable <node>` leaves it; GET /cluster/ha/status/current words it "maintenance mode".
+        self.lrm_mode = {f"node{i}": "active" for i in range(1, 5)}
         self.rules: list[dict] | None = [
             {
                 "rule": "db-prefers-node3",
@@ -117,6 +120,8 @@ class FakePve:
                 "quorum": {"node": "node1", "quorate": "1"},
                 "lrm_status": {},
             }
+        if method == "GET" and path == "cluster/ha/status/current":
+            return 200, self._status_current()
         if method == "GET" and path == "cluster/ha/rules":
             return (501, "Method 'GET /cluster/ha/rules' not implemented") if self.rules is None else (200, self.rules)
         if m := re.fullmatch(r"nodes/([^/]+)/(qemu|lxc)/(\d+)/migrate", path):
@@ -143,6 +148,52 @@ class FakePve:
         if m := re.fullmatch(r"nodes/([^/]+)/tasks", path):
             return 200, self._task_list(m[1], params)
         return 501, f"Method '{method} /{path}' not implemented"
+
+    def _status_current(self) -> list[dict]:
+        """The entries pve-ha-manager's API2/HA/Status.pm `status` builds: quorum, master, one
+        lrm per node ("node3 (maintenance mode, <time>)" when its LRM is in maintenance mode),
+        one service per HA resource."""
+        when = datetime.datetime.fromtimestamp(self._clock, datetime.UTC).strftime("%a %b %d %H:%M:%S %Y")
+        out: list[dict] = [
+            {"id": "quorum", "type": "quorum", "node": "node1", "status": "OK", "quorate": 1},
+            {
+                "id": "master",
+                "type": "master",
+                "node": "node1",
+                "status": f"node1 (active, {when})",
+                "timestamp": self._clock,
+            },
+        ]
+        for node in sorted(self.node_status):
+            mode = self.lrm_mode.get(node, "active")
+            state = "active" if mode == "active" else f"{mode} mode"
+            out.append(
+                {
+                    "id": f"lrm:{node}",
+                    "type": "lrm",
+                    "node": node,
+                    "status": f"{node} ({state}, {when})",
+                    "timestamp": self._clock,
+                }
+            )
+        for sid, service in sorted(self.services.items()):
+            state = service["state"]
+            out.append(
+                {
+                    "id": f"service:{sid}",
+                    "type": "service",
+                    "sid": sid,
+                    "node": service["node"],
+                    "crm_state": state,
+                    "state": state,
+                    "status": f"{sid} ({service['node']}, {state})",
+                    "request_state": "started",
+                    "max_restart": 1,
+                    "max_relocate": 1,
+                    "failback": 1,
+                }
+            )
+        return out
 
     def _migrate(self, node: str, kind: str, vmid: int, params: dict) -> tuple[int, object]:
         guest = next((e for e in self.resources if e.get("id") == f"{kind}/{vmid}"), None)

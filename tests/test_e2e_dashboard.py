@@ -31,7 +31,7 @@ WAIT_MS = 60_000
 
 
 @contextmanager
-def embedded(log: str, *options: str):
+def embedded(log: str, *options: str, start_timeout: float = 60.0):
     """runembedded on a fresh SQLite file with one-second rounds, as `make run` starts it.
     Yields its URL and the environment it runs with (to run manage.py beside it)."""
     ARTIFACTS.mkdir(exist_ok=True)
@@ -46,7 +46,7 @@ def embedded(log: str, *options: str):
         args = ["manage.py", "runembedded", "--port", str(port), "--round-interval", "1", *options]
         process = start(args, env, ARTIFACTS / log)
         try:
-            wait_for_port(port, process)
+            wait_for_port(port, process, start_timeout)
             yield f"http://127.0.0.1:{port}", env
         finally:
             stop(process)

@@ -272,3 +272,21 @@ def test_environment_supplies_connection_settings():
 def test_bad_config_names_the_key(config, message):
     with pytest.raises(ConfigError, match=message):
         open_source("proxmox", config, None)
+
+
+def test_node_whose_lrm_reports_maintenance_mode_is_marked(pve):
+    # `ha-manager crm-command node-maintenance enable node2`: the LRM switches to maintenance mode,
+    # which GET /cluster/ha/status/current words "node2 (maintenance mode, <time>)"
+    pve.lrm_mode["node2"] = "maintenance"
+    snapshot = connect(pve).collect(T0)
+    assert snapshot.node("node2").maintenance and not snapshot.node("node1").maintenance
+
+
+def test_ha_resources_are_marked_as_proxmox_s_own(pve):
+    snapshot = connect(pve).collect(T0)
+    assert {g.sid for g in snapshot.guests if g.proxmox_ha} == {"vm:104"}
+
+
+def test_maintenance_is_refused_with_the_command_to_run(pve):
+    with pytest.raises(SourceError, match="ha-manager crm-command node-maintenance enable node2"):
+        connect(pve).maintenance("node2", True, T0)

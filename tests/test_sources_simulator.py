@@ -259,3 +259,18 @@ def test_a_saturated_node_stalls_its_guests_by_the_excess_share():
     assert _stall(Node("n", 8, 64 * 2**30, cpu_usage=10.0, mem_usage_bytes=32 * 2**30)).cpu_some == pytest.approx(0.2)
     calm = _stall(Node("n", 8, 64 * 2**30, cpu_usage=6.0, mem_usage_bytes=80 * 2**30))
     assert calm.cpu_some == 0.0 and calm.memory_some == pytest.approx(0.2)
+
+
+def test_a_node_in_maintenance_is_reported_so_takes_no_guests_and_survives_a_resume():
+    s = sim(nodes=4, hot_nodes=1)
+    s.maintenance("node02", True, 0.0)
+    resumed = open_source("simulator", {"nodes": 4, "hot_nodes": 1}, s.state())
+    snapshot = resumed.collect(1.0)
+    assert [n.name for n in snapshot.nodes if n.maintenance] == ["node02"]
+    guest = next(g for g in snapshot.guests if g.node == "node01")
+    with pytest.raises(SourceError, match="node02 is in maintenance"):
+        resumed.migrate(guest.sid, "node02", 1.0)
+    resumed.maintenance("node02", False, 2.0)
+    assert not resumed.collect(2.0).node("node02").maintenance
+    with pytest.raises(SourceError, match="not a node"):
+        resumed.maintenance("node99", True, 2.0)

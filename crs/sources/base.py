@@ -38,5 +38,9 @@ class Source(Protocol):
     def abort(self, task_id: str, now: float) -> None:
         """Ask a running migration to stop (emergency stop); the guest stays where it was."""
 
+    def maintenance(self, node: str, on: bool, now: float) -> None:
+        """Put `node` into maintenance (no guest may come) or take it out; SourceError where
+        the cluster does not take it from us (Proxmox: only its command line does)."""
+
     def state(self) -> dict[str, Any]:
         """JSON-able state to persist between calls (empty for stateless adapters)."""

@@ -233,6 +233,10 @@ class Proxmox:
         node = _decode(upid)["node"]
         self._call(f"stop task {upid}", lambda: self._api(f"nodes/{node}/tasks/{upid}").delete())
 
+    def maintenance(self, node: str, on: bool, now: float) -> None:
+        """pve-ha-manager has no API for it (`node-maintenance-set` is in its CLI only)."""
+        raise SourceError(f"Proxmox takes node maintenance from its command line only: run `{command(node, on)}`")
+
     def state(self) -> dict[str, Any]:
         return {"tasks": copy.deepcopy(self._tasks), "preconditions": copy.deepcopy(self._checked)}
 
@@ -269,14 +273,23 @@ class Proxmox:
             del self._tasks[key]
 
     def _ha_view(self) -> HaView:
-        """HA resources, manager status and PVE 9 rules, each only where the cluster has it."""
+        """HA resources, manager status and PVE 9 rules, each only where the cluster has it.
+
+        A node is in maintenance when the manager's node status says so or when its LRM
+        reports "maintenance mode" in `GET /cluster/ha/status/current` (what `ha-manager
+        status` prints), whichever shows first."""
         resources = self._get("cluster/ha/resources", optional=True) or []
         status = (self._get("cluster/ha/status/manager_status", optional=True) or {}).get("manager_status", {})
         rules = self._get("cluster/ha/rules", optional=True) or []
+        current = self._get("cluster/ha/status/current", optional=True) or []
+        node_status = dict(status.get("node_status", {}))
+        for entry in current:
+            if entry.get("type") == "lrm" and "maintenance mode" in str(entry.get("status", "")):
+                node_status[str(entry.get("node"))] = "maintenance"
         return HaView(
             {r["sid"]: r for r in resources if "sid" in r},
             status.get("service_status", {}),
-            status.get("node_status", {}),
+            node_status,
             tuple(rules),
         )
 
@@ -301,6 +314,11 @@ class Proxmox:
             ) from None
         except requests.exceptions.RequestException as exc:
             raise SourceError(f"{what}: cannot reach {where} ({type(exc).__name__})") from None
+
+
+def command(node: str, on: bool) -> str:
+    """The command an admin runs on any node of the cluster to put `node` into maintenance or take it out."""
+    return f"ha-manager crm-command node-maintenance {'enable' if on else 'disable'} {node}"
 
 
 def _decode(upid: str) -> dict[str, Any]:

@@ -121,18 +121,22 @@ def _guest(
     running = e.get("status") == "running"
     state, target = _state(sid, e, running, ha, moving, nodes)
     maxcpu = number(e, "maxcpu", where, _MISSING if running else DEFAULT_CORES)
-    return {
-        "sid": sid,
-        "node": node,
-        "state": state,
-        "target": target,
-        "running": running,
-        "cores": maxcpu,
-        "memory_bytes": number(e, "maxmem", where, _MISSING if running else DEFAULT_MEMORY),
-        "cpu_usage": number(e, "cpu", where, 0.0) * maxcpu if running else 0.0,
-        "mem_usage_bytes": number(e, "mem", where, 0.0) if running else 0.0,
-        "ha": manage == "all" or sid in ha.resources,
-    } | ({"uptime_s": number(e, "uptime", where)} if running and "uptime" in e else {})
+    return (
+        {
+            "sid": sid,
+            "node": node,
+            "state": state,
+            "target": target,
+            "running": running,
+            "cores": maxcpu,
+            "memory_bytes": number(e, "maxmem", where, _MISSING if running else DEFAULT_MEMORY),
+            "cpu_usage": number(e, "cpu", where, 0.0) * maxcpu if running else 0.0,
+            "mem_usage_bytes": number(e, "mem", where, 0.0) if running else 0.0,
+            "ha": manage == "all" or sid in ha.resources,
+        }
+        | ({"proxmox_ha": True} if sid in ha.resources else {})
+        | ({"uptime_s": number(e, "uptime", where)} if running and "uptime" in e else {})
+    )
 
 
 def _state(

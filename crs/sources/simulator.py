@@ -146,7 +146,10 @@ class Simulator:
         sample = self._sample(now)
         moving = {t["sid"]: t["target"] for t in self._state["tasks"].values() if t["state"] == "running"}
         guests = tuple(self._guest(i, sid, sample, moving.get(sid)) for i, sid in enumerate(self._sids()))
-        nodes = tuple(replace(n, pressure=_stall(n)) for n in _with_usage(self.config.nodes, guests))
+        down = set(self._state.get("maintenance", []))
+        nodes = tuple(
+            replace(n, pressure=_stall(n), maintenance=n.name in down) for n in _with_usage(self.config.nodes, guests)
+        )
         return Snapshot(
             nodes,
             _with_pressure(nodes, guests),
@@ -163,6 +166,8 @@ class Simulator:
             raise SourceError(f"migrate: {target!r} is not a node of this cluster")
         if placement[sid] == target:
             raise SourceError(f"migrate: {sid} is already on {target}")
+        if target in self._state.get("maintenance", []):
+            raise SourceError(f"migrate: {target} is in maintenance and takes no guests")
         if any(t["sid"] == sid and t["state"] == "running" for t in self._state["tasks"].values()):
             raise SourceError(f"migrate: {sid} is already migrating")
         number = self._state["next_task"]
@@ -200,6 +205,15 @@ class Simulator:
         task = self._state["tasks"].get(task_id)
         if task is not None and task["state"] == "running":
             task.update(state="failed", reason="migration aborted: emergency stop")
+
+    def maintenance(self, node: str, on: bool, now: float) -> None:
+        """As Proxmox's maintenance mode: the node takes no guests and carries no load for the
+        balancer; its guests stay until someone moves them (the product's evacuation plan)."""
+        if node not in self._names:
+            raise SourceError(f"maintenance: {node!r} is not a node of this cluster")
+        self._advance(now)
+        down = set(self._state.get("maintenance", []))
+        self._state["maintenance"] = sorted(down | {node} if on else down - {node})
 
     def state(self) -> dict[str, Any]:
         return copy.deepcopy(self._state)

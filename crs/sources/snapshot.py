@@ -37,6 +37,9 @@ class SnapshotFile:
     def abort(self, task_id: str, now: float) -> None:
         raise SourceError(f"task {task_id!r}: {READ_ONLY}, it runs no tasks")
 
+    def maintenance(self, node: str, on: bool, now: float) -> None:
+        raise SourceError(f"maintenance of {node}: {READ_ONLY}")
+
     def state(self) -> dict[str, Any]:
         return {}
 

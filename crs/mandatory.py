@@ -1,0 +1,93 @@
+"""Moves the cluster owes, not moves that improve it: evacuations and rule fixes.
+
+Proxmox's manager makes them service by service in sid order with `select_service_node`,
+counting each decision before the next, and repeats while anything changed
+(reference/proxmox-crs.md §5.3, §5.4, §6.1a). `in_turn` is that walk, shared by
+`crs.maintenance` and `crs.violations`. A decided guest counts on its target only, as once
+it settled: Proxmox's walk also counts a migrating guest on its source, so a negative
+partner left behind there moves too in the same round, one live migration more than the
+rule needs (the next round would find it alone); `stale_reason` re-checks one such
+move right before it starts. They ignore margin, hold, threshold, load floor and the
+guards: a rule or a maintenance does not wait for a better moment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from .decision import Move, Step
+from .imbalance import imbalance, relative_gain
+from .model import Snapshot
+from .placement import select_node
+from .rules import CompiledRules, compile_rules, node_affinity, resource_affinity
+from .usage import node_loads
+
+# sid, the snapshot with the earlier decisions counted → (target, why) or None (it stays).
+Decide = Callable[[str, Snapshot], tuple[str, str] | None]
+
+
+def in_turn(
+    snapshot: Snapshot, sids: Iterable[str], decide: Decide
+) -> tuple[tuple[Step, ...], tuple[str, ...], Snapshot]:
+    """(steps, their reasons, the snapshot after them): each guest in sid order, placed on
+    the snapshot with the earlier ones on their targets."""
+    scale, mode = snapshot.settings.imbalance_scale, snapshot.settings.mode
+    current = snapshot
+    before = imbalance(list(node_loads(current, mode).values()), scale)
+    steps: list[Step] = []
+    reasons: list[str] = []
+    for sid in sorted(sids):
+        decided = decide(sid, current)
+        if decided is None:
+            continue
+        target, why = decided
+        guest = current.guest(sid)
+        current = replace(current, guests=tuple(replace(g, node=target) if g.sid == sid else g for g in current.guests))
+        after = imbalance(list(node_loads(current, mode).values()), scale)
+        move = Move(sid, (sid,), guest.node, target, after, relative_gain(before, after))
+        steps.append(Step(move, before, after, move.relative_gain, (), len(steps) - 1 if steps else None))
+        reasons.append(why)
+        before = after
+    return tuple(steps), tuple(reasons), current
+
+
+def placed(snapshot: Snapshot, sid: str, rules: CompiledRules, maintenance_node: str | None = None) -> str | None:
+    """Where Proxmox's manager keeps a started guest this round (`select_service_node`, 'none')."""
+    return select_node(snapshot, sid, "none", rules=rules, maintenance_node=maintenance_node)
+
+
+def stale_reason(snapshot: Snapshot, move: Move, kind: str) -> str | None:
+    """Why an evacuation or rule fix must not start on this (fresh) snapshot; None = it may.
+
+    Same guest on the same source, the target usable and allowed by the rules and the
+    guest's own limits, and the reason still there: its source still in maintenance (an
+    evacuation; a return needs its node back), or its node still breaking a rule (a fix).
+    """
+    guests = {g.sid: g for g in snapshot.guests}
+    guest = guests.get(move.leader)
+    if guest is None:
+        return f"{move.leader} no longer exists"
+    if guest.node != move.source or guest.state != "started":
+        return f"{move.leader} is no longer running on {move.source} (now {guest.state} on {guest.node})"
+    nodes = {n.name: n for n in snapshot.nodes}
+    if move.target not in nodes or not nodes[move.target].usable:
+        return f"{move.target} is offline, in maintenance or gone"
+    rules = compile_rules(snapshot)
+    online = [n.name for n in snapshot.nodes if n.usable]
+    allowed, _ = node_affinity(rules, move.leader, online)
+    _, separate = resource_affinity(rules, move.leader, guests, online)
+    if move.target not in allowed or move.target in separate or not guest.may_run_on(nodes[move.target]):
+        return f"the rules no longer allow {move.leader} on {move.target}"
+    if kind == "evacuation" and nodes.get(move.source) is not None and nodes[move.source].usable:
+        return f"{move.source} is no longer in maintenance"
+    if kind == "failback" and placed(snapshot, move.leader, rules, move.target) != move.target:
+        return f"{move.target} is no longer where {move.leader} belongs"
+    if kind == "rule-fix" and placed(snapshot, move.leader, rules) == move.source:
+        return f"{move.leader} no longer breaks a rule on {move.source}"
+    return None
+
+
+def loads(snapshot: Snapshot) -> dict[str, float]:
+    """Node → load after a plan, under the snapshot's mode."""
+    return node_loads(snapshot, snapshot.settings.mode)

@@ -1,0 +1,98 @@
+"""Rule violations: guests whose node breaks a rule, and the move Proxmox's manager makes.
+
+A guest lands where a rule forbids it after a migration outside the product, a rule
+change or a node's return. Proxmox re-places every started service each round with
+`select_service_node(…, 'none')`: it stays unless its node breaks its node affinity
+(outside the allowed nodes, or below the best priority class online: failback), sits
+with a negative partner, or away from where its positive partners are; then the best
+allowed node wins (§5.3, §6.1a). The fix is that move, with the rule named, so an admin
+reads why a rule outranks balancing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .decision import Step
+from .mandatory import in_turn, placed
+from .model import ResourceAffinityRule, Snapshot
+from .rules import CompiledRules, compile_rules, node_affinity, resource_affinity
+
+
+@dataclass(frozen=True, slots=True)
+class Fixes:
+    steps: tuple[Step, ...]
+    reasons: tuple[str, ...]  # per step: the rule broken, in the admin's words
+    unfixable: tuple[str, ...]  # guests that break a rule with no node to go to
+
+
+def violations(snapshot: Snapshot, skip: frozenset[str] = frozenset()) -> Fixes:
+    """The corrective moves of every started guest on a usable node whose node breaks a rule.
+
+    `skip`: guests whose rules someone else enforces (a Proxmox cluster's HA manager fixes
+    its HA guests itself: the product shows them, it does not fight over them)."""
+    rules = compile_rules(snapshot)
+    usable = {n.name for n in snapshot.nodes if n.usable}
+    ruled = set(rules.node_affinity) | set(rules.positive) | set(rules.negative)
+    candidates = [
+        g.sid
+        for g in snapshot.guests
+        if g.sid in ruled and g.state == "started" and g.node in usable and g.sid not in skip
+    ]
+    unfixable: list[str] = []
+
+    def decide(sid: str, current: Snapshot) -> tuple[str, str] | None:
+        node = current.guest(sid).node
+        target = placed(current, sid, rules)
+        if target == node:
+            return None
+        why = broken(current, rules, sid)
+        if target is None:
+            if why is not None:
+                unfixable.append(sid)
+            return None
+        return target, why or f"the rules of {sid} place it on {target}, not {node}"
+
+    steps, reasons, _ = in_turn(snapshot, candidates, decide)
+    return Fixes(steps, reasons, tuple(unfixable))
+
+
+def broken(snapshot: Snapshot, rules: CompiledRules, sid: str) -> str | None:
+    """The rule `sid`'s node breaks, in words naming it; None when its node keeps every rule."""
+    guest = snapshot.guest(sid)
+    online = [n.name for n in snapshot.nodes if n.usable]
+    guests = {g.sid: g for g in snapshot.guests}
+    node_rule = rules.node_affinity.get(sid)
+    if node_rule is not None:
+        allowed, preferred = node_affinity(rules, sid, online)
+        if guest.node not in allowed:
+            return f"node affinity rule '{node_rule.id}' (strict) does not allow {sid} on {guest.node}"
+        if guest.node not in preferred:
+            best = ", ".join(sorted(preferred))
+            return f"node affinity rule '{node_rule.id}' prefers {best} for {sid} over {guest.node}"
+    together, separate = resource_affinity(rules, sid, guests, online)
+    if guest.node in separate:
+        partners = sorted(p for p in rules.negative.get(sid, ()) if p in guests and guests[p].node == guest.node)
+        rule = _named(snapshot, sid, partners, "negative")
+        return f"resource affinity rule {rule} keeps {sid} apart from {', '.join(partners)}, also on {guest.node}"
+    if together and together.get(guest.node, 0) < max(together.values(), default=0):
+        partners = sorted(rules.positive.get(sid, ()))
+        rule = _named(snapshot, sid, partners, "positive")
+        return f"resource affinity rule {rule} keeps {sid} together with {', '.join(partners)}, not on {guest.node}"
+    return None
+
+
+def _named(snapshot: Snapshot, sid: str, partners: list[str], affinity: str) -> str:
+    """The written rule(s) joining `sid` to a partner; inferred ones (Proxmox's implicit
+    negative rules, merged positive groups) are said to be so."""
+    ids = sorted(
+        r.id
+        for r in snapshot.rules
+        if isinstance(r, ResourceAffinityRule)
+        and r.affinity == affinity
+        and sid in r.resources
+        and set(partners) & set(r.resources)
+    )
+    if ids:
+        return ", ".join(f"'{i}'" for i in ids)
+    return "(inferred from the positive and negative rules)"
