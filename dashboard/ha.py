@@ -214,7 +214,7 @@ def save_rule(cluster_id: int, data: dict, instance: HaRule | None, actor) -> Ha
     """Create or change a rule, checked and audited. Edits of one cluster are serialised on its
     row, so two concurrent edits cannot both pass the feasibility check against the old set."""
     with transaction.atomic():
-        cluster = Cluster.objects.select_for_update().select_related("policy").get(pk=cluster_id)
+        cluster = Cluster.objects.select_for_update(of=("self",)).select_related("policy").get(pk=cluster_id)
         if instance is not None:
             instance = HaRule.objects.filter(pk=instance.pk, cluster=cluster).first()
             if instance is None:
@@ -264,7 +264,7 @@ def set_opt_out(cluster_id: int, sid: str, opted_out: bool, actor) -> bool:
     """Opt a guest out of (or back into) automatic rebalancing; True if that changed anything.
     Audited when it does; repeating it is harmless."""
     with transaction.atomic():
-        cluster = Cluster.objects.select_for_update().select_related("policy").get(pk=cluster_id)
+        cluster = Cluster.objects.select_for_update(of=("self",)).select_related("policy").get(pk=cluster_id)
         if opted_out:
             check_guest(cluster, sid)  # opting back in works for a guest that is gone too
             changed = RebalanceOptOut.objects.get_or_create(cluster=cluster, guest=sid)[1]
