@@ -239,3 +239,23 @@ def test_a_cluster_that_survives_says_so_and_the_verdict_waits_its_cadence(colle
     first = collected.n1
     assert first is not None and first["losses"]
     assert ha.refresh_n1(collected, collected.latest_snapshot()) is None  # fresh: not recomputed every round
+
+
+@pytest.mark.django_db
+def test_the_admin_checks_rules_as_the_api_does(admin_client, collected):
+    guest = sids_on(collected, "node01")[0]
+    form = {
+        "cluster": collected.pk,
+        "rule": "pin-a",
+        "type": "node-affinity",
+        "resources": f'["{guest}"]',
+        "nodes": '[{"node": "node02", "priority": 1}]',
+        "affinity": "positive",
+    }
+    answer = admin_client.post("/admin/dashboard/harule/add/", form)
+    assert answer.status_code == 302, answer.content.decode()[:2000]
+    assert AuditEvent.objects.filter(action="rule-created", details__rule="pin-a").exists()
+    answer = admin_client.post("/admin/dashboard/harule/add/", {**form, "rule": "pin-b"})
+    assert answer.status_code == 200  # the form again, with Proxmox's reason
+    assert "Drop rule &#x27;pin-b&#x27;, because resource" in answer.content.decode()
+    assert HaRule.objects.count() == 1
