@@ -24,9 +24,8 @@ def main() -> None:
         report = n1(snapshot)
         best_wall = min(best_wall, time.perf_counter() - wall)
         best_cpu = min(best_cpu, time.process_time() - cpu)
-    print(
-        f"{len(snapshot.nodes)} nodes, {len(snapshot.guests)} guests: best of 3 {best_wall:.2f} s wall, {best_cpu:.2f} s CPU"
-    )
+    size = f"{len(snapshot.nodes)} nodes, {len(snapshot.guests)} guests"
+    print(f"{size}: best of 3 {best_wall:.2f} s wall, {best_cpu:.2f} s CPU")
     print(report.verdict)
 
 

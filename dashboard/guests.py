@@ -60,6 +60,7 @@ def guest_rows(cluster: Cluster, snapshot: Snapshot) -> list[dict]:
                 "rules": rules.get(guest.sid, []),
                 "opted_out": not guest.auto_rebalance,
                 "cooldown_left": left,
+                "cooldown_text": f"{left / 60:.0f} min" if left >= 90 else f"{left:.0f} s",
                 "last": last,
             }
         )

@@ -5,7 +5,7 @@ Screenshots are kept in tests/artifacts/ (ha-*.png)."""
 
 import pytest
 from test_e2e_dashboard import ARTIFACTS, browser, embedded, wait_until  # noqa: F401  (a fixture)
-from test_e2e_page import VIEWPORTS, open_page, overflow
+from test_e2e_page import VIEWPORTS, open_page, overflow, serious_violations
 
 pytestmark = pytest.mark.e2e
 
@@ -53,7 +53,11 @@ def test_guest_view_sorts_filters_and_fits_a_phone(browser, server):  # noqa: F8
     assert int(page.text_content("#guest-count")) == total
     assert "GiB" in page.text_content("#node-capacity tbody tr")  # absolute units beside the percentages
     page.screenshot(path=str(ARTIFACTS / "ha-guests-desktop.png"))
-    assert overflow(page) == 0
+    assert (overflow(page), serious_violations(page)) == (0, [])
+    page.click("text=HA rules")
+    page.wait_for_selector("#rules")
+    assert (overflow(page), serious_violations(page)) == (0, [])
+    page.screenshot(path=str(ARTIFACTS / "ha-rules-desktop.png"), full_page=True)
 
     phone = browser.new_context(viewport=VIEWPORTS["phone"], storage_state=page.context.storage_state()).new_page()
     phone.goto(page.url)

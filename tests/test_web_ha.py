@@ -161,6 +161,25 @@ def test_a_proxmox_clusters_rules_are_read_only_with_a_link_to_proxmox(admin_cli
     page = admin_client.get(reverse("dashboard:rules", args=[proxmox.pk]))
     assert b'id="proxmox-rules-link"' in page.content and b"Add rule" not in page.content
 
+    # Rules Proxmox itself would drop (two node-affinity rules on one guest) are shown with the reason.
+    pinned = [
+        {
+            "id": name,
+            "type": "node-affinity",
+            "resources": [guest],
+            "nodes": [{"node": node, "priority": 0}],
+            "strict": False,
+            "affinity": "positive",
+        }
+        for name, node in (("pin-a", "node02"), ("pin-b", "node03"))
+    ]
+    Cluster.objects.filter(pk=proxmox.pk).update(snapshot={**collected.snapshot, "rules": pinned})
+    state = admin_client.get(f"/api/v1/clusters/{proxmox.pk}/rules/").json()
+    because = f"resource '{guest}' is already used in another node affinity rule"
+    assert [(r["id"], r["dropped"]) for r in state["rules"]] == [("pin-a", [because]), ("pin-b", [because])]
+    page = admin_client.get(reverse("dashboard:rules", args=[proxmox.pk])).content.decode()
+    assert f"Proxmox drops it, because {because}.".replace("'", "&#x27;") in page
+
 
 @pytest.mark.django_db
 def test_opt_out_is_carried_by_the_snapshot_and_refuses_unknown_guests(admin_client, collected):
