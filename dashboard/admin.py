@@ -1,10 +1,13 @@
 import re
 
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from . import ha
 from .forms import PolicyForm
-from .models import AuditEvent, Cluster, Migration, Policy
+from .models import AuditEvent, Cluster, HaRule, Migration, Policy, RebalanceOptOut
 
 # source_config keys whose values the trail never shows nor stores (token, token_value, password, ...).
 SECRET_KEY = re.compile(r"token|password|secret", re.IGNORECASE)
@@ -105,3 +108,83 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class HaRuleForm(forms.ModelForm):
+    """The admin's rule form: checked by ha.validated, as the page and the API are."""
+
+    class Meta:
+        model = HaRule
+        fields = ["cluster", "rule", "type", "resources", "nodes", "strict", "affinity"]
+
+    def clean(self):
+        data = super().clean()
+        if self.errors or not data.get("cluster"):
+            return data
+        try:
+            ha.validated(
+                data["cluster"], {k: v for k, v in data.items() if k != "cluster"}, self.instance.pk and self.instance
+            )
+        except ha.Refused as exc:
+            for name, messages in exc.errors.items():
+                self.add_error(name if name in self.fields else None, messages)
+        return data
+
+
+@admin.register(HaRule)
+class HaRuleAdmin(admin.ModelAdmin):
+    """Rules of simulated and imported clusters (a Proxmox cluster's are edited in Proxmox); audited."""
+
+    form = HaRuleForm
+    list_display = ["rule", "cluster", "type", "affinity", "strict"]
+    list_filter = ["cluster", "type"]
+
+    def save_model(self, request, obj, form, change):
+        data = {name: form.cleaned_data[name] for name in ha.FIELDS}
+        saved = ha.save_rule(obj.cluster_id, data, obj if change else None, request.user)
+        obj.pk = saved.pk
+
+    def delete_model(self, request, obj):
+        ha.delete_rule(obj, request.user)
+
+    def delete_queryset(self, request, queryset):
+        for rule in queryset:
+            ha.delete_rule(rule, request.user)
+
+
+class RebalanceOptOutForm(forms.ModelForm):
+    class Meta:
+        model = RebalanceOptOut
+        fields = ["cluster", "guest"]
+
+    def clean(self):
+        data = super().clean()
+        if data.get("cluster") and data.get("guest"):
+            try:
+                ha.check_guest(data["cluster"], data["guest"])
+            except ha.Refused as exc:
+                raise ValidationError(str(exc)) from exc
+        return data
+
+
+@admin.register(RebalanceOptOut)
+class RebalanceOptOutAdmin(admin.ModelAdmin):
+    """Guests that balancing rounds never pick; audited."""
+
+    form = RebalanceOptOutForm
+    list_display = ["guest", "cluster", "created_at"]
+    list_filter = ["cluster"]
+
+    def has_change_permission(self, request, obj=None):
+        return False  # opt in (delete) and out (add) instead
+
+    def save_model(self, request, obj, form, change):
+        ha.set_opt_out(obj.cluster_id, obj.guest, True, request.user)
+        obj.pk = RebalanceOptOut.objects.get(cluster_id=obj.cluster_id, guest=obj.guest).pk
+
+    def delete_model(self, request, obj):
+        ha.set_opt_out(obj.cluster_id, obj.guest, False, request.user)
+
+    def delete_queryset(self, request, queryset):
+        for opt_out in queryset:
+            self.delete_model(request, opt_out)

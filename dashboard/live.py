@@ -78,6 +78,7 @@ def history(cluster: Cluster) -> dict:
         "rounds": [round_payload(r, hold_duration) for r in rounds],
         "migrations": [migration_payload(m) for m in migrations],
         "source": source_payload(cluster.source_error, cluster.source_error_at),
+        "n1": cluster.n1,  # the last N+1 verdict (dashboard/ha.py), null before the first
     }
 
 

@@ -25,6 +25,14 @@ CONFIGURE = [
     "dashboard.add_cluster",
     "dashboard.change_cluster",
     "dashboard.delete_cluster",
+    # HA rules and opt-outs in the Django admin (the page and the API ask for change_policy)
+    "dashboard.view_harule",
+    "dashboard.add_harule",
+    "dashboard.change_harule",
+    "dashboard.delete_harule",
+    "dashboard.view_rebalanceoptout",
+    "dashboard.add_rebalanceoptout",
+    "dashboard.delete_rebalanceoptout",
 ]
 ROLES = {"viewer": VIEW, "operator": VIEW + DECIDE, "admin": VIEW + DECIDE + CONFIGURE}
 

@@ -21,6 +21,7 @@ import crs.snapshot
 from crs.errors import CrsError, SnapshotError
 from crs.fields import read_json
 
+from . import ha
 from .models import AuditEvent, Cluster, Policy
 
 MAX_UPLOAD_BYTES = 20 * 2**20
@@ -113,6 +114,7 @@ def import_snapshot(request):
         for name, value in form.policy_values.items():
             setattr(policy, name, value)
         policy.save()  # the schedule and hold counter follow saved settings
+        ha.adopt_file(cluster, data)  # its rules and opt-outs become the cluster's, editable
         AuditEvent.objects.create(
             actor=request.user,
             action="snapshot-imported",

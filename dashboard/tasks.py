@@ -24,7 +24,7 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, live, notify, rounds
+from . import expiry, ha, live, notify, rounds
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -45,7 +45,7 @@ def collect(cluster_id: int) -> None:
         with opened_source(cluster_id) as (cluster, source):
             if cluster.archived:
                 return  # archived after beat queued this
-            snapshot = source.collect(time.time())
+            snapshot = ha.applied(cluster, source.collect(time.time()))
             recovered = bool(cluster.source_error)
             cluster.snapshot = crs.snapshot.to_dict(snapshot)
             cluster.collected_at = timezone.now()
@@ -102,6 +102,8 @@ def balancing_round(cluster_id: int) -> None:
         )
         recorded = rounds.record(cluster, snapshot, result, duration=time.monotonic() - started)
         transaction.on_commit(lambda: announce(cluster, recorded))
+        if verdict := ha.refresh_n1(cluster, snapshot):  # on its own cadence (ha.N1_EVERY)
+            live.push(cluster.pk, verdict)
         for pk in recorded.approved:  # robust: with the broker down, later rounds queue them again
             transaction.on_commit(lambda pk=pk: execute.delay(pk), robust=True)
     finally:

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import audit, metrics, snapshots, tokens, views
+from . import audit, guests, ha_api, ha_views, metrics, snapshots, tokens, views
 
 app_patterns = [
     path("", views.home, name="home"),
@@ -24,6 +24,12 @@ app_patterns = [
     path("clusters/<int:pk>/plan", snapshots.plan, name="plan"),
     path("clusters/import", snapshots.import_form, name="import-form"),
     path("clusters/import/new", snapshots.import_snapshot, name="import"),
+    path("clusters/<int:pk>/rules/", ha_views.rules_page, name="rules"),
+    path("clusters/<int:pk>/rules/new", ha_views.save_rule, name="rule-new"),
+    path("clusters/<int:pk>/rules/<int:rule>/save", ha_views.save_rule, name="rule-save"),
+    path("clusters/<int:pk>/rules/<int:rule>/delete", ha_views.delete_rule, name="rule-delete"),
+    path("clusters/<int:pk>/opt-outs", ha_views.opt_out, name="opt-out"),
+    path("clusters/<int:pk>/guests/", guests.guests_page, name="guests"),
 ]
 
 handler400 = "dashboard.errors.bad_request"
@@ -35,6 +41,7 @@ urlpatterns = [
     path("", include((app_patterns, "dashboard"))),
     path("healthz", views.healthz, name="healthz"),
     path("api/", include("dashboard.api")),
+    path("api/v1/", include((ha_api.router.urls, "api-ha"))),
     path("metrics", metrics.metrics, name="metrics"),
     # Log in and out, change one's password; no password reset: it needs mail, which the product
     # does not send (an admin sets a new password in /admin/).

@@ -221,6 +221,7 @@ async function applyAll() {
 function setMigration(m) {
   migrations.set(m.id, m);
   showMigrations();
+  if (state.n1) document.dispatchEvent(new CustomEvent("crs:n1", {detail: state.n1}));
 }
 
 function showError(li, text) {
@@ -309,6 +310,7 @@ function connect(delay) {
     if (data.type === "round") addRound(data);
     else if (data.type === "migration") setMigration(data);
     else if (data.type === "source") showSource(data);
+    else document.dispatchEvent(new CustomEvent(`crs:${data.type}`, {detail: data}));  // other panels' (n1.js)
   };
   socket.onclose = (event) => {
     if (event.code === 4401) {  // the session ended (logout in another tab, expiry): reconnecting cannot help

@@ -1,0 +1,33 @@
+"""The N+1 verdict's cost at the demo size: why rounds compute it once a minute (dashboard/ha.py
+N1_EVERY), not every round.
+
+Run: .venv/bin/python bench/n1_cost.py
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import crs.sources  # noqa: E402
+from crs.n1 import n1  # noqa: E402
+
+
+def main() -> None:
+    snapshot = crs.sources.open_source("simulator", {}).collect(0.0)  # the demo: 12 nodes, 416 guests
+    best_wall, best_cpu = float("inf"), float("inf")
+    for _ in range(3):
+        wall, cpu = time.perf_counter(), time.process_time()
+        report = n1(snapshot)
+        best_wall = min(best_wall, time.perf_counter() - wall)
+        best_cpu = min(best_cpu, time.process_time() - cpu)
+    size = f"{len(snapshot.nodes)} nodes, {len(snapshot.guests)} guests"
+    print(f"{size}: best of 3 {best_wall:.2f} s wall, {best_cpu:.2f} s CPU")
+    print(report.verdict)
+
+
+if __name__ == "__main__":
+    main()

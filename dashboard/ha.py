@@ -1,0 +1,349 @@
+"""HA rules, the per-guest auto-rebalance opt-out and the N+1 verdict, for the page, the admin and the API.
+
+A simulated or imported cluster's rules are the product's (HaRule rows): an edit is refused
+when Proxmox would drop a rule because of it (crs.rules, the same checks and words as its
+"Drop rule …" messages), and every round's snapshot carries the rows (`applied`). A Proxmox
+cluster's rules are Proxmox's, read from /cluster/ha/rules by the connector: shown, never
+edited here, so the two never disagree. The opt-out is the product's on every cluster: the
+balancer is.
+
+N+1 (crs.n1) places every HA guest once per node; at the demo size (12 nodes, 416 guests)
+that is about a second, so rounds recompute it every N1_EVERY rather than every round, and
+the verdict says when it was computed.
+"""
+
+import math
+import re
+import time
+from dataclasses import asdict, replace
+from datetime import timedelta
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+import crs.model
+import crs.n1
+import crs.rules
+import crs.snapshot
+from crs.errors import CrsError
+from crs.fits import Limits
+
+from .models import AuditEvent, Cluster, HaRule, RebalanceOptOut, rule_id_validator
+
+N1_EVERY = timedelta(seconds=60)
+FIELDS = ("rule", "type", "resources", "nodes", "strict", "affinity")
+PROXMOX_RULES = "Datacenter → HA → Rules"
+
+
+class Refused(Exception):
+    """An edit refused: field → messages (each naming the field or the rule); `status` 400 or 409."""
+
+    def __init__(self, errors: dict[str, list[str]], status: int = 400):
+        super().__init__("; ".join(m for ms in errors.values() for m in ms))
+        self.errors = errors
+        self.status = status
+
+
+def editable(cluster: Cluster) -> bool:
+    """Rules are edited here unless Proxmox keeps them."""
+    return cluster.source_kind != "proxmox"
+
+
+def proxmox_rules_url(cluster: Cluster) -> str | None:
+    """Where a Proxmox cluster's rules are edited: its web interface (then Datacenter → HA → Rules)."""
+    if editable(cluster):
+        return None
+    config = cluster.effective_source_config()
+    host = config.get("host")
+    return f"https://{host}:{config.get('port', 8006)}/" if host else None
+
+
+# -- the snapshot carries them ---------------------------------------------------------------------
+
+
+def applied(cluster: Cluster, snapshot: crs.model.Snapshot) -> crs.model.Snapshot:
+    """`snapshot` with the rules and opt-outs the product keeps for `cluster`.
+
+    A stored rule naming a guest or node the cluster no longer has keeps the rest, as the
+    connector does with Proxmox's rules; one left with too few guests is left out."""
+    opted = set(cluster.opt_outs.values_list("guest", flat=True))
+    ours = editable(cluster)  # else the source's own opt-outs stand too
+    guests = tuple(
+        replace(g, auto_rebalance=(g.auto_rebalance or ours) and g.sid not in opted) for g in snapshot.guests
+    )
+    snapshot = replace(snapshot, guests=guests)
+    if not editable(cluster):
+        return snapshot
+    return replace(snapshot, rules=tuple(_engine_rules(snapshot, [r.as_dict() for r in cluster.ha_rules.all()])))
+
+
+def _engine_rules(snapshot: crs.model.Snapshot, rules: list[dict]) -> list[crs.model.Rule]:
+    sids = {g.sid for g in snapshot.guests}
+    nodes = {n.name for n in snapshot.nodes}
+    out = []
+    for raw in rules:
+        raw = {**raw, "resources": [s for s in raw["resources"] if s in sids]}
+        if "nodes" in raw:
+            raw["nodes"] = [n for n in raw["nodes"] if n["node"] in nodes]
+        try:
+            out.append(crs.snapshot.parse_rule(raw, "rule", sids, nodes))
+        except CrsError:
+            continue  # too few guests or nodes left: it constrains nothing
+    return out
+
+
+def refresh_snapshot(cluster: Cluster) -> None:
+    """Apply an edit to the stored snapshot at once (the page shows it before the next collect),
+    and let the next round recompute the N+1 verdict. Call under the cluster row's lock."""
+    if cluster.snapshot is None:
+        return
+    snapshot = applied(cluster, crs.snapshot.parse(cluster.snapshot))
+    Cluster.objects.filter(pk=cluster.pk).update(snapshot=crs.snapshot.to_dict(snapshot), n1_at=None)
+
+
+def file_rules(data: dict) -> tuple[list[dict], list[str]]:
+    """An imported file's rules as HaRule fields, and its opted-out guests. A negative node
+    affinity becomes the positive rule over the other nodes, as Proxmox rewrites it."""
+    snapshot = crs.snapshot.parse(data)
+    rules = []
+    for rule in snapshot.rules:
+        row = {"rule": rule.id, "type": rule.type, "resources": list(rule.resources)}
+        if isinstance(rule, crs.model.NodeAffinityRule):
+            nodes = rule.nodes
+            if rule.affinity == "negative":
+                nodes = tuple((n.name, 0) for n in snapshot.nodes if n.name not in {m for m, _ in rule.nodes})
+            row |= {"nodes": [{"node": n, "priority": p} for n, p in nodes], "strict": rule.strict}
+        else:
+            row["affinity"] = rule.affinity
+        rules.append(row)
+    return rules, [g.sid for g in snapshot.guests if not g.auto_rebalance]
+
+
+def adopt_file(cluster: Cluster, data: dict) -> None:
+    """An imported cluster keeps its file's rules and opt-outs as rows, editable from then on."""
+    rules, opted = file_rules(data)
+    for row in rules:
+        HaRule.objects.get_or_create(cluster=cluster, rule=row.pop("rule"), defaults=row)
+    for sid in opted:
+        RebalanceOptOut.objects.get_or_create(cluster=cluster, guest=sid)
+
+
+# -- editing ---------------------------------------------------------------------------------------
+
+
+def _shape(data: dict) -> dict:
+    """The rule's fields with their types checked, each refusal naming the field and what is allowed."""
+    errors: dict[str, list[str]] = {}
+    unknown = sorted(set(data) - set(FIELDS) - {"id", "cluster", "dropped"})
+    if unknown:
+        errors["non_field_errors"] = [f"unknown field(s) {', '.join(unknown)}; allowed: {', '.join(FIELDS)}"]
+    rule = data.get("rule")
+    try:
+        if not isinstance(rule, str):
+            raise ValidationError("rule is required: the rule's id, e.g. keep-db-apart")
+        rule_id_validator(rule)
+    except ValidationError as exc:
+        errors["rule"] = list(exc.messages)
+    kind = data.get("type")
+    if kind not in HaRule.TYPES:
+        errors["type"] = [f"type must be one of: {', '.join(HaRule.TYPES)}"]
+    resources = data.get("resources")
+    if not isinstance(resources, list) or not all(isinstance(s, str) for s in resources):
+        errors["resources"] = ['resources must be a list of guest sids, e.g. ["vm:101", "ct:102"]']
+    nodes = data.get("nodes", [])
+    if not isinstance(nodes, list):
+        errors["nodes"] = ['nodes must be a list of {"node": name, "priority": n} or "name:n" entries']
+    if not isinstance(data.get("strict", False), bool):
+        errors["strict"] = ["strict must be true or false"]
+    affinity = data.get("affinity", "positive")
+    if affinity not in HaRule.AFFINITIES:
+        errors["affinity"] = [f"affinity must be one of: {', '.join(HaRule.AFFINITIES)}"]
+    if errors:
+        raise Refused(errors)
+    if kind == "node-affinity":
+        return {"id": rule, "type": kind, "resources": resources, "nodes": nodes, "strict": data.get("strict", False)}
+    return {"id": rule, "type": kind, "resources": resources, "affinity": affinity}
+
+
+_PATH = re.compile(r"\Arule\.(\w+)")
+
+
+def validated(cluster: Cluster, data: dict, instance: HaRule | None) -> dict:
+    """HaRule field values for `data`, or Refused: bad input naming the field (400), or the rule
+    set after the edit would make Proxmox drop a rule (400, "Drop rule 'x', because …" for every
+    rule the edit takes down), or the cluster's rules are not the product's (409)."""
+    if not editable(cluster):
+        raise Refused(
+            {"cluster": [f"{cluster.name} is a Proxmox cluster: its HA rules are edited in Proxmox ({PROXMOX_RULES})"]},
+            409,
+        )
+    snapshot = cluster.latest_snapshot()
+    if snapshot is None:
+        raise Refused({"cluster": [f"{cluster.name} has no snapshot yet: rules are checked against its guests"]}, 409)
+    raw = _shape(data)
+    if cluster.ha_rules.exclude(pk=getattr(instance, "pk", None)).filter(rule=raw["id"]).exists():
+        raise Refused({"rule": [f"rule: {cluster.name} already has a rule called {raw['id']!r}"]})
+    sids = {g.sid for g in snapshot.guests}
+    nodes = {n.name for n in snapshot.nodes}
+    try:
+        candidate = crs.snapshot.parse_rule(raw, "rule", sids, nodes)
+    except CrsError as exc:
+        match = _PATH.match(str(exc))
+        raise Refused({match.group(1) if match else "non_field_errors": [str(exc)]}) from None
+    others = [r.as_dict() for r in cluster.ha_rules.exclude(pk=getattr(instance, "pk", None))]
+    before = {rule_id for rule_id, _ in _compiled(snapshot, [r.as_dict() for r in cluster.ha_rules.all()]).dropped}
+    after = _compiled(snapshot, others, candidate).dropped
+    taken_down = [(rule_id, why) for rule_id, why in after if rule_id == candidate.id or rule_id not in before]
+    if taken_down:
+        raise Refused({"non_field_errors": [f"Drop rule '{rule_id}', because {why}." for rule_id, why in taken_down]})
+    values = {"rule": candidate.id, "type": candidate.type, "resources": list(candidate.resources)}
+    if isinstance(candidate, crs.model.NodeAffinityRule):
+        return values | {"nodes": [{"node": n, "priority": p} for n, p in candidate.nodes], "strict": candidate.strict}
+    return values | {"nodes": [], "strict": False, "affinity": candidate.affinity}
+
+
+def _compiled(
+    snapshot: crs.model.Snapshot, rules: list[dict], extra: crs.model.Rule | None = None
+) -> crs.rules.CompiledRules:
+    engine = _engine_rules(snapshot, rules) + ([extra] if extra else [])
+    return crs.rules.compile_rules(replace(snapshot, rules=tuple(engine)))
+
+
+def save_rule(cluster_id: int, data: dict, instance: HaRule | None, actor) -> HaRule:
+    """Create or change a rule, checked and audited. Edits of one cluster are serialised on its
+    row, so two concurrent edits cannot both pass the feasibility check against the old set."""
+    with transaction.atomic():
+        cluster = Cluster.objects.select_for_update(of=("self",)).select_related("policy").get(pk=cluster_id)
+        if instance is not None:
+            instance = HaRule.objects.filter(pk=instance.pk, cluster=cluster).first()
+            if instance is None:
+                raise Refused({"rule": ["rule: it was deleted meanwhile"]}, 409)
+        values = validated(cluster, data, instance)
+        before = instance.as_dict() if instance else None
+        if instance is None:
+            instance = HaRule.objects.create(cluster=cluster, **values)
+        else:
+            for name, value in values.items():
+                setattr(instance, name, value)
+            instance.save()
+        AuditEvent.objects.create(
+            actor=actor,
+            action="rule-changed" if before else "rule-created",
+            cluster=cluster,
+            details={"rule": instance.rule, "before": before, "after": instance.as_dict()},
+        )
+        refresh_snapshot(cluster)
+    return instance
+
+
+def delete_rule(rule: HaRule, actor) -> None:
+    """Remove a rule (removing one never makes another infeasible); audited; safe to repeat."""
+    with transaction.atomic():
+        cluster = Cluster.objects.select_for_update().get(pk=rule.cluster_id)
+        if HaRule.objects.filter(pk=rule.pk).delete()[0]:
+            AuditEvent.objects.create(
+                actor=actor,
+                action="rule-deleted",
+                cluster=cluster,
+                details={"rule": rule.rule, "before": rule.as_dict()},
+            )
+            refresh_snapshot(cluster)
+
+
+def check_guest(cluster: Cluster, sid) -> None:
+    """Refused unless `sid` is a guest of the cluster's latest snapshot."""
+    snapshot = cluster.latest_snapshot()
+    if snapshot is None:
+        raise Refused({"cluster": [f"{cluster.name} has no snapshot yet"]}, 409)
+    if not isinstance(sid, str) or sid not in {g.sid for g in snapshot.guests}:
+        raise Refused({"guest": [f"guest: {sid!r} is not a guest of {cluster.name} (a sid like vm:101)"]})
+
+
+def set_opt_out(cluster_id: int, sid: str, opted_out: bool, actor) -> bool:
+    """Opt a guest out of (or back into) automatic rebalancing; True if that changed anything.
+    Audited when it does; repeating it is harmless."""
+    with transaction.atomic():
+        cluster = Cluster.objects.select_for_update(of=("self",)).select_related("policy").get(pk=cluster_id)
+        if opted_out:
+            check_guest(cluster, sid)  # opting back in works for a guest that is gone too
+            changed = RebalanceOptOut.objects.get_or_create(cluster=cluster, guest=sid)[1]
+        else:
+            changed = RebalanceOptOut.objects.filter(cluster=cluster, guest=sid).delete()[0] > 0
+        if changed:
+            action = "rebalance-opt-out" if opted_out else "rebalance-opt-in"
+            AuditEvent.objects.create(actor=actor, action=action, cluster=cluster, details={"guest": sid})
+            refresh_snapshot(cluster)
+    return changed
+
+
+# -- what the page and the API show ----------------------------------------------------------------
+
+
+def rules_state(cluster: Cluster) -> dict:
+    """The cluster's rules as they apply now: each with why Proxmox drops it (empty: it holds)."""
+    snapshot = cluster.latest_snapshot()
+    if editable(cluster):
+        rows = list(cluster.ha_rules.all())
+        rules = [{"pk": r.pk, **r.as_dict()} for r in rows]
+    else:
+        rules = [{"pk": None, **r} for r in (crs.snapshot.to_dict(snapshot)["rules"] if snapshot else [])]
+    dropped: dict[str, list[str]] = {}
+    if snapshot is not None:
+        compiled = _compiled(snapshot, [{k: v for k, v in r.items() if k != "pk"} for r in rules])
+        for rule_id, why in compiled.dropped:
+            dropped.setdefault(rule_id, []).append(why)
+    return {
+        "editable": editable(cluster),
+        "edit_url": proxmox_rules_url(cluster),
+        "rules": [{**r, "dropped": dropped.get(r["id"], [])} for r in rules],
+        "opt_outs": list(cluster.opt_outs.values_list("guest", flat=True)),
+    }
+
+
+# -- N+1 -------------------------------------------------------------------------------------------
+
+
+def n1_due(cluster: Cluster) -> bool:
+    return cluster.n1_at is None or timezone.now() - cluster.n1_at >= N1_EVERY
+
+
+def refresh_n1(cluster: Cluster, snapshot: crs.model.Snapshot) -> dict | None:
+    """Compute, store and return the verdict when it is due; None when the last one is fresh."""
+    if not n1_due(cluster):
+        return None
+    policy = cluster.policy
+    started = time.monotonic()
+    report = crs.n1.n1(snapshot, Limits(float(policy.memory_reserve), policy.cpu_overcommit))
+    now = timezone.now()
+    verdict = n1_dict(report, now, time.monotonic() - started)
+    Cluster.objects.filter(pk=cluster.pk).update(n1=verdict, n1_at=now)
+    return verdict
+
+
+def n1_dict(report: crs.n1.N1Report, at, seconds: float) -> dict:
+    """The verdict as stored, pushed (type "n1") and served: fractions, as the engine gives them."""
+    return _finite(
+        {
+            "type": "n1",
+            "computed_at": at.isoformat(),
+            "seconds": round(seconds, 3),
+            "survives": report.survives,
+            "verdict": report.verdict,
+            "losses": [
+                {**asdict(loss), "survived": loss.survived, "summary": f"losing {loss.node} {loss.summary()}"}
+                for loss in report.losses
+            ],
+        }
+    )
+
+
+def _finite(value):
+    """JSON (and PostgreSQL) hold no infinity: a node with no room at all (reserve ≥ its memory) says null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value

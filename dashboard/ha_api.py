@@ -1,0 +1,222 @@
+"""The REST API of HA rules, auto-rebalance opt-outs and the N+1 verdict (/api/v1/, dashboard/ha.py).
+
+Its own router, included beside api.py's under the same /api/v1/ prefix: the serializers
+check the JSON types (each error under its field's name); ha.py checks the rest, as the
+page and the admin do.
+"""
+
+from django import forms
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
+from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
+
+from . import ha
+from .api import ApiViewSet, filtered, form_parameters
+from .models import Cluster, HaRule, RebalanceOptOut
+
+CONFLICT = OpenApiResponse(
+    description="Not editable here (a Proxmox cluster's rules) or no snapshot yet: `cluster` says why."
+)
+
+
+class RuleNodeSerializer(serializers.Serializer):
+    node = serializers.CharField(max_length=100)
+    priority = serializers.IntegerField(min_value=0, max_value=2**53, default=0, help_text="Higher is preferred.")
+
+
+class RuleSerializer(serializers.ModelSerializer):
+    resources = serializers.ListField(
+        child=serializers.CharField(max_length=20), help_text='Guest sids, e.g. ["vm:101"].'
+    )
+    nodes = RuleNodeSerializer(
+        many=True, required=False, help_text="Node affinity only: the nodes and their priorities."
+    )
+    dropped = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="Why Proxmox drops the rule as the cluster is now (empty: it holds).",
+    )
+
+    class Meta:
+        model = HaRule
+        fields = ["id", "cluster", "rule", "type", "resources", "nodes", "strict", "affinity", "dropped"]
+        read_only_fields = []
+        validators = []  # ha.validated names a clash of ids itself, under the cluster's lock
+
+
+class ClusterRuleSerializer(serializers.Serializer):
+    pk = serializers.IntegerField(allow_null=True, help_text="The stored rule's id; null for a Proxmox cluster's.")
+    id = serializers.CharField(help_text="The rule's id.")
+    type = serializers.ChoiceField(choices=HaRule.TYPES)
+    resources = serializers.ListField(child=serializers.CharField())
+    nodes = RuleNodeSerializer(many=True, required=False)
+    strict = serializers.BooleanField(required=False)
+    affinity = serializers.ChoiceField(choices=HaRule.AFFINITIES)
+    dropped = serializers.ListField(child=serializers.CharField())
+
+
+class ClusterRulesSerializer(serializers.Serializer):
+    editable = serializers.BooleanField(help_text="False: a Proxmox cluster's rules, edited in Proxmox.")
+    edit_url = serializers.URLField(allow_null=True, help_text="Where a Proxmox cluster's rules are edited.")
+    rules = ClusterRuleSerializer(many=True)
+    opt_outs = serializers.ListField(child=serializers.CharField(), help_text="Guests opted out of auto-rebalance.")
+
+
+class OptOutSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RebalanceOptOut
+        fields = ["id", "cluster", "guest", "created_at"]
+        validators = []  # a repeated opt-out is answered with the existing one, not refused
+
+
+class ClusterFilterForm(forms.Form):
+    cluster = forms.ModelChoiceField(
+        Cluster.objects.all(), required=False, error_messages={"invalid_choice": "cluster: no such cluster"}
+    )
+
+
+def refused(exc: ha.Refused) -> Response:
+    return Response(exc.errors, status=exc.status)
+
+
+class RuleViewSet(ApiViewSet):
+    """HA rules of simulated and imported clusters: node affinity (nodes with priorities, strict or
+    not) and resource affinity (together or apart). An edit Proxmox's feasibility checks would
+    drop is refused with its "Drop rule …" message; a Proxmox cluster's rules answer 409."""
+
+    serializer_class = RuleSerializer
+    queryset = HaRule.objects.select_related("cluster")
+    write_permission = "dashboard.change_policy"
+
+    def _with_dropped(self, rules):
+        reasons: dict[int, dict[str, list[str]]] = {}
+        for cluster in {r.cluster for r in rules}:
+            reasons[cluster.pk] = {r["id"]: r["dropped"] for r in ha.rules_state(cluster)["rules"]}
+        for rule in rules:
+            rule.dropped = reasons[rule.cluster_id].get(rule.rule, [])
+        return rules
+
+    @extend_schema(parameters=form_parameters(ClusterFilterForm))
+    def list(self, request):
+        cluster = filtered(ClusterFilterForm, request)["cluster"]
+        rules = self.get_queryset().filter(cluster=cluster) if cluster else self.get_queryset()
+        return Response(self.get_serializer(self._with_dropped(list(rules)), many=True).data)
+
+    def retrieve(self, request, pk=None):
+        return Response(self.get_serializer(self._with_dropped([self.get_object()])[0]).data)
+
+    def _save(self, request, instance, partial=False):
+        serializer = self.get_serializer(instance, data=request.data, partial=partial)
+        serializer.is_valid(raise_exception=True)
+        given = serializer.validated_data
+        data = {name: getattr(instance, name) for name in ha.FIELDS} if instance else {}
+        data |= {name: given[name] for name in ha.FIELDS if name in given}
+        data["nodes"] = [dict(entry) for entry in data.get("nodes", [])]
+        cluster = instance.cluster if instance else given["cluster"]
+        try:
+            saved = ha.save_rule(cluster.pk, data, instance, request.user)
+        except ha.Refused as exc:
+            return refused(exc)
+        code = status.HTTP_200_OK if instance else status.HTTP_201_CREATED
+        return Response(self.get_serializer(self._with_dropped([saved])[0]).data, status=code)
+
+    @extend_schema(responses={201: RuleSerializer, 409: CONFLICT})
+    def create(self, request):
+        return self._save(request, None)
+
+    @extend_schema(responses={200: RuleSerializer, 409: CONFLICT})
+    def update(self, request, pk=None):
+        return self._save(request, self.get_object())
+
+    @extend_schema(responses={200: RuleSerializer, 409: CONFLICT})
+    def partial_update(self, request, pk=None):
+        return self._save(request, self.get_object(), partial=True)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        ha.delete_rule(self.get_object(), request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class OptOutViewSet(ApiViewSet):
+    """Guests opted out of automatic rebalancing: balancing rounds never pick them (any cluster)."""
+
+    serializer_class = OptOutSerializer
+    queryset = RebalanceOptOut.objects.all()
+    write_permission = "dashboard.change_policy"
+
+    @extend_schema(parameters=form_parameters(ClusterFilterForm))
+    def list(self, request):
+        cluster = filtered(ClusterFilterForm, request)["cluster"]
+        opt_outs = self.get_queryset().filter(cluster=cluster) if cluster else self.get_queryset()
+        return Response(self.get_serializer(opt_outs, many=True).data)
+
+    def retrieve(self, request, pk=None):
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(responses={201: OptOutSerializer, 200: OptOutSerializer, 409: CONFLICT})
+    def create(self, request):
+        """Opt a guest out; repeating it answers 200 with the existing opt-out."""
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        cluster, guest = serializer.validated_data["cluster"], serializer.validated_data["guest"]
+        try:
+            changed = ha.set_opt_out(cluster.pk, guest, True, request.user)
+        except ha.Refused as exc:
+            return refused(exc)
+        opt_out = RebalanceOptOut.objects.get(cluster=cluster, guest=guest)
+        return Response(self.get_serializer(opt_out).data, status=201 if changed else 200)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        """Opt the guest back in."""
+        opt_out = self.get_object()
+        ha.set_opt_out(opt_out.cluster_id, opt_out.guest, False, request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+N1_SCHEMA = inline_serializer(
+    "N1Verdict",
+    {
+        "type": serializers.CharField(),
+        "computed_at": serializers.DateTimeField(),
+        "seconds": serializers.FloatField(help_text="How long computing it took."),
+        "survives": serializers.BooleanField(),
+        "verdict": serializers.CharField(),
+        "losses": serializers.ListField(
+            child=serializers.DictField(),
+            help_text="Per node, if it failed now: recoveries (sid → target, null = lost), loads after "
+            "(fractions of the limits), overloaded nodes, lost guests, non-HA guests down with it.",
+        ),
+    },
+)
+
+
+class ClusterHaViewSet(ApiViewSet):
+    """A cluster's HA side: its rules as they apply (also a Proxmox cluster's) and its N+1 verdict."""
+
+    queryset = Cluster.objects.select_related("policy")
+    serializer_class = ClusterRulesSerializer
+
+    @extend_schema(responses=ClusterRulesSerializer)
+    @action(detail=True, pagination_class=None)
+    def rules(self, request, pk=None):
+        return Response(ha.rules_state(self.get_object()))
+
+    @extend_schema(responses=N1_SCHEMA)
+    @action(detail=True, pagination_class=None)
+    def n1(self, request, pk=None):
+        """Would the cluster survive losing any one node? Recomputed by rounds every minute."""
+        cluster = self.get_object()
+        if cluster.n1 is None:
+            raise NotFound("no N+1 verdict yet: the cluster's next round computes it")
+        return Response(cluster.n1)
+
+
+router = SimpleRouter()
+router.register("rules", RuleViewSet, basename="rule")
+router.register("rebalance-opt-outs", OptOutViewSet, basename="opt-out")
+router.register("clusters", ClusterHaViewSet, basename="cluster-ha")
