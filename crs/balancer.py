@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import pressure
+from . import gating, pressure
 from .bundles import movable_bundles
 from .decision import Decision, Explanation, Move, RoundResult, RoundState, Step, total_gain
 from .imbalance import imbalance
@@ -37,10 +37,11 @@ def run_round(
     stats = node_stats(snapshot, settings.mode)
     loads = {s.name: s.load for s in stats}
     current = imbalance(list(loads.values()), settings.imbalance_scale)
-    if settings.objective != "even" and not snapshot.in_motion:
-        relieving = _relief(snapshot, guards, current)
-        if relieving is not None or settings.objective == "pressure":
-            decision, reason, steps = relieving or _no_relief(snapshot)
+    if settings.objective != "even":
+        wait, state = gating.gate(snapshot, state)  # every round: a state change restarts the quiet minute
+        relieving = None if wait or snapshot.in_motion else _relief(snapshot, guards, current)
+        if not snapshot.in_motion and (relieving is not None or settings.objective == "pressure"):
+            decision, reason, steps = relieving or _no_relief(snapshot, wait)
             return _result(settings, loads, current, decision, reason, state, state.hold_count, len(steps), steps)
     waiting = _waiting(snapshot, stats, state, current, proxmox_gate)
     if waiting is not None:
@@ -49,7 +50,7 @@ def run_round(
     served = state.hold_count + 1  # the hold duration is served: this round acts, the next starts over
     steps, candidates = plan_moves(snapshot, guards, settings.moves_per_round, settings.target)
     decision, reason = _verdict(settings, current, steps)
-    return _result(settings, loads, current, decision, reason, RoundState(0), served, candidates, steps)
+    return _result(settings, loads, current, decision, reason, replace(state, hold_count=0), served, candidates, steps)
 
 
 def _relief(snapshot: Snapshot, guards: Guards, current: float) -> tuple[Decision, str, tuple[Step, ...]] | None:
@@ -58,7 +59,8 @@ def _relief(snapshot: Snapshot, guards: Guards, current: float) -> tuple[Decisio
     guards apply as to any move. None: nothing to relieve."""
     if not pressure.has_data(snapshot):
         return None
-    found = pressure.relief(snapshot, pressure.Limits(), resting=guards.resting, barred=guards.barred)
+    limits = pressure.Limits(containers=snapshot.settings.containers == "restart")
+    found = pressure.relief(snapshot, limits, resting=guards.resting, barred=guards.barred)
     if found is None:
         return None
     g = found.guest
@@ -83,9 +85,11 @@ def _relief(snapshot: Snapshot, guards: Guards, current: float) -> tuple[Decisio
     return "migrate", reason, (Step(move, current, after, gain, (), None),)
 
 
-def _no_relief(snapshot: Snapshot) -> tuple[Decision, str, tuple[Step, ...]]:
+def _no_relief(snapshot: Snapshot, wait: str | None) -> tuple[Decision, str, tuple[Step, ...]]:
     if not pressure.has_data(snapshot):
         return "no-pressure-data", "No pressure data: the source reports no stall figures (Proxmox VE 8).", ()
+    if wait:
+        return "holding", f"Waiting: {wait}.", ()
     return "no-pressure", "No guest stalls beyond the limits, or none that does has a node to go to.", ()
 
 
@@ -108,7 +112,7 @@ def _waiting(
         return (
             "below-threshold",
             f"Imbalance {_fmt(current)} is at or below the threshold {_fmt(settings.threshold)}: nothing to do.",
-            RoundState(0),
+            replace(state, hold_count=0),
         )
     busiest = max(stats, key=lambda s: (max(s.cpu_load, s.mem_load), s.name))
     busiest_load = max(busiest.cpu_load, busiest.mem_load)
@@ -118,7 +122,7 @@ def _waiting(
             f"No move: the busiest node, {busiest.name}, is at {_fmt(busiest_load)} "
             f"(CPU {_fmt(busiest.cpu_load)}, memory {_fmt(busiest.mem_load)}), "
             f"below the load floor {_fmt(settings.load_floor)}.",
-            RoundState(0),
+            replace(state, hold_count=0),
         )
     hold = state.hold_count + 1
     if hold < settings.hold_duration:
@@ -126,7 +130,7 @@ def _waiting(
             "holding",
             f"Imbalance {_fmt(current)} has been above the threshold {_fmt(settings.threshold)} "
             f"for {hold} of {settings.hold_duration} rounds: waiting to see that it lasts.",
-            RoundState(hold),
+            replace(state, hold_count=hold),
         )
     return None
 
@@ -199,6 +203,7 @@ def plan(snapshot: Snapshot, steps: int | None = None) -> RoundResult:
     margin (the documented meaning of crs-plan/1's `moves`), and (b) `plan`: the product's
     planner, the one rounds use, with K as its move budget and the file's target."""
     settings = replace(snapshot.settings, hold_duration=0)
+    snapshot = replace(snapshot, clock_s=None, taken_at=None)  # and the pressure moves' quiet minute passed
     if steps is None:
         return run_round(snapshot.with_settings(settings), RoundState())
     first = run_round(snapshot.with_settings(replace(settings, moves_per_round=steps)), RoundState())
