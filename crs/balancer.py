@@ -54,35 +54,48 @@ def run_round(
 
 
 def _relief(snapshot: Snapshot, guards: Guards, current: float) -> tuple[Decision, str, tuple[Step, ...]] | None:
-    """Objective pressure or both: the guest that hurts most and has somewhere to go, moved
+    """Objective pressure or both: the guests that hurt most and have somewhere to go, moved
     first whatever the imbalance (DRS 2.0's order: relieve contention, then even out); the
-    guards apply as to any move. None: nothing to relieve."""
+    guards apply as to any move. The seed moves one guest per check; the product plans up to
+    `moves_per_round`, each on the snapshot the earlier ones are expected to leave
+    (`pressure.settled`), so a saturated node is relieved in one round, not one guest a
+    minute. None: nothing to relieve."""
     if not pressure.has_data(snapshot):
         return None
-    limits = pressure.Limits(containers=snapshot.settings.containers == "restart")
-    found = pressure.relief(snapshot, limits, resting=guards.resting, barred=guards.barred)
-    if found is None:
+    settings = snapshot.settings
+    limits = pressure.Limits(containers=settings.containers == "restart")
+    steps: list[Step] = []
+    reasons: list[str] = []
+    moved: set[str] = set()
+    now, before = snapshot, current
+    while len(steps) < settings.moves_per_round:
+        found = pressure.relief(now, limits, resting=guards.resting | moved, barred=guards.barred)
+        if found is None:
+            break
+        g = found.guest
+        after_snapshot = _apply(now, (g.sid,), g.node, found.target)
+        after = imbalance(list(node_loads(after_snapshot, settings.mode).values()), settings.imbalance_scale)
+        gain = (before - after) / before if before else 0.0
+        pressure_before = max(g.cpu_pressure, g.memory_pressure)
+        move = Move(g.sid, (g.sid,), g.node, found.target, after, gain, "pressure", pressure_before, found.relief)
+        steps.append(Step(move, before, after, gain, (), len(steps) - 1 if steps else None))
+        reasons.append(found.reason)
+        moved.add(g.sid)
+        now, before = pressure.settled(now, found), after
+    if not steps:
         return None
-    g = found.guest
-    after_snapshot = _apply(snapshot, (g.sid,), g.node, found.target)
-    after = imbalance(
-        list(node_loads(after_snapshot, snapshot.settings.mode).values()), snapshot.settings.imbalance_scale
-    )
-    gain = (current - after) / current if current else 0.0
-    move = Move(
-        g.sid,
-        (g.sid,),
-        g.node,
-        found.target,
-        after,
-        gain,
-        "pressure",
-        max(g.cpu_pressure, g.memory_pressure),
-        found.relief,
-    )
     weights = ", ".join(f"{c} {w:.2f}" for c, w in zip(pressure.CRITERIA, pressure.WEIGHTS.weights))
-    reason = f"{found.reason} (AHP weights: {weights}; consistency ratio {pressure.WEIGHTS.consistency_ratio:.3f})"
-    return "migrate", reason, (Step(move, current, after, gain, (), None),)
+    reason = " ".join(reasons) + (
+        f" (AHP weights: {weights}; consistency ratio {pressure.WEIGHTS.consistency_ratio:.3f}{_period(settings)})"
+    )
+    return "migrate", reason, tuple(steps)
+
+
+def _period(settings: Settings) -> str:
+    """Which period the usage figures cover, for every explanation."""
+    if settings.usage_period <= 0:
+        return "; usage is the latest value"
+    return f"; usage is the mean of the last {settings.usage_period / 60:g} min"
 
 
 def _no_relief(snapshot: Snapshot, wait: str | None) -> tuple[Decision, str, tuple[Step, ...]]:
