@@ -53,6 +53,9 @@ class Limits:
     ksm_share: float = 0.20
     min_uptime_s: float = 300.0  # younger guests are still booting: skipped
     containers: bool = False  # containers move only with a restart (downtime)
+    cpu_headroom: float = (
+        0.0  # share of a target's CPU threads kept free after the move (0.2 cost more moves, bench/README.md)
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+import crs.happiness
 import crs.usage
 from crs.decision import RoundResult, total_gain
 from crs.model import Snapshot
@@ -70,8 +71,14 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
             explanation=explanation,
             node_usage=node_usage(snapshot),
             duration=duration,
+            happiness=crs.happiness.of_cluster(snapshot).share,
         )
-        Cluster.objects.filter(pk=cluster.pk).update(hold_count=result.state.hold_count, last_round_at=now)
+        s = result.state
+        Cluster.objects.filter(pk=cluster.pk).update(
+            hold_count=s.hold_count,
+            last_round_at=now,
+            pressure_gate={"checked_s": s.checked_s, "changed_s": s.changed_s, "digest": s.digest},
+        )
         cluster.rounds.filter(at__lt=now - timedelta(hours=settings.CRS_HISTORY_KEEP_HOURS)).delete()
     return Recorded(round_, changed + [pk for pk in approved if pk not in changed], approved)
 

@@ -23,12 +23,25 @@ from proxmoxer import ProxmoxAPI, ResourceException
 from proxmoxer.tools import Tasks
 
 from ..model import Snapshot
+from ..snapshot import MAX_USAGE_PERIOD_S
 from . import config as cfg
 from .base import SourceError, TaskStatus
 from .pve_resources import HaView, number, preconditions, pressure, rrd_pressure, to_snapshot
 
 WHERE = "proxmox"
-KEYS = {"host", "port", "user", "token_name", "token_value", "token", "verify_ssl", "timeout_s", "cluster", "guests"}
+KEYS = {
+    "host",
+    "port",
+    "user",
+    "token_name",
+    "token_value",
+    "token",
+    "verify_ssl",
+    "timeout_s",
+    "cluster",
+    "guests",
+    "usage_period",
+}
 TOKEN = re.compile(r"^(?P<user>[^!\s]+@[^!\s]+)!(?P<name>[^=\s]+)=(?P<value>\S+)$")
 ENVIRONMENT = {
     "CRS_PVE_HOST": "host",
@@ -57,6 +70,7 @@ class ProxmoxConfig:
     timeout_s: float = 10.0
     cluster: str = "proxmox"
     guests: str = "all"  # "all" guests may be moved, or only "ha" resources (Proxmox's own CRS)
+    usage_period: float = 0.0  # seconds over which usage is averaged from rrddata; 0 = the latest value
 
 
 def parse_config(config: dict[str, Any]) -> ProxmoxConfig:
@@ -84,6 +98,7 @@ def parse_config(config: dict[str, Any]) -> ProxmoxConfig:
         timeout_s=cfg.number(config, "timeout_s", WHERE, 10.0, low=0.0, exclusive_low=True),
         cluster=cfg.text(config, "cluster", WHERE, "proxmox"),
         guests=cfg.choice(config, "guests", WHERE, ("all", "ha"), "all"),
+        usage_period=cfg.number(config, "usage_period", WHERE, 0.0, low=0.0, high=MAX_USAGE_PERIOD_S),
     )
 
 
