@@ -10,30 +10,45 @@ def proxmox_preset_keeps_proxmox_ways(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('dashboard', '0009_plans_and_presets'),
+        ("dashboard", "0009_plans_and_presets"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='pressure_gate',
+            model_name="cluster",
+            name="pressure_gate",
             field=models.JSONField(default=dict, editable=False),
         ),
         migrations.AddField(
-            model_name='policy',
-            name='containers',
-            field=models.CharField(choices=[('never', 'never move (no downtime)'), ('restart', 'move with a restart (downtime)')], default='never', help_text='A container cannot live-migrate: its move is a restart, with downtime.', max_length=10),
+            model_name="policy",
+            name="containers",
+            field=models.CharField(
+                choices=[("never", "never move (no downtime)"), ("restart", "move with a restart (downtime)")],
+                default="never",
+                help_text="A container cannot live-migrate: its move is a restart, with downtime.",
+                max_length=10,
+            ),
         ),
         migrations.AddField(
-            model_name='policy',
-            name='usage_period',
-            field=models.IntegerField(default=300, help_text="Seconds of the source's clock over which usage is averaged; 0 = the latest value.", validators=[django.core.validators.MinValueValidator(0, message='usage period must be between 0 and 86400 seconds'), django.core.validators.MaxValueValidator(86400, message='usage period must be between 0 and 86400 seconds')]),
+            model_name="policy",
+            name="usage_period",
+            field=models.IntegerField(
+                default=300,
+                help_text="Seconds of the source's clock over which usage is averaged; 0 = the latest value.",
+                validators=[
+                    django.core.validators.MinValueValidator(
+                        0, message="usage period must be between 0 and 86400 seconds"
+                    ),
+                    django.core.validators.MaxValueValidator(
+                        86400, message="usage period must be between 0 and 86400 seconds"
+                    ),
+                ],
+            ),
         ),
         migrations.AddField(
-            model_name='round',
-            name='happiness',
+            model_name="round",
+            name="happiness",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.RunPython(proxmox_preset_keeps_proxmox_ways, migrations.RunPython.noop),
