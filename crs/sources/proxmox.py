@@ -26,7 +26,7 @@ from ..model import Snapshot
 from ..snapshot import MAX_USAGE_PERIOD_S
 from . import config as cfg
 from .base import SourceError, TaskStatus
-from .pve_resources import HaView, number, preconditions, pressure, rrd_pressure, to_snapshot
+from .pve_resources import HaView, number, preconditions, pressure, rrd_pressure, rrd_usage, to_snapshot
 
 WHERE = "proxmox"
 KEYS = {
@@ -57,6 +57,8 @@ UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 PRESSURE_PERIOD_S = 300.0  # node pressure: the mean of the RRD's 1-minute rows over 5 minutes, as DRS averages
 PRECONDITIONS_TTL_S = 600.0
 PRECONDITIONS_PER_ROUND = 10
+RRD_STEP_S = 60.0  # the RRD's finest rows: a guest's mean is asked again at most this often
+GUEST_RRD_PER_ROUND = 20  # guests' rrddata calls per collection; the rest keep their last mean
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,7 @@ class Proxmox:
             raise cfg.ConfigError(f"{WHERE} state.tasks: expected an object of tasks")
         self._tasks: dict[str, dict[str, Any]] = copy.deepcopy(tasks)
         self._checked: dict[str, dict[str, Any]] = copy.deepcopy((state or {}).get("preconditions", {}))
+        self._means: dict[str, dict[str, Any]] = copy.deepcopy((state or {}).get("usage", {}))
         self._api = ProxmoxAPI(
             config.host,
             port=config.port,
@@ -157,7 +160,9 @@ class Proxmox:
             cluster=self.config.cluster,
             taken_at=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             manage=self.config.guests,
-            details=self._pressure(online, now) | self._preconditions(resources, online, now),
+            details=_merged(
+                self._pressure(online, now), self._preconditions(resources, online, now), self._usage(resources, now)
+            ),
         )
 
     def _pressure(self, online: list[str], now: float) -> dict[str, dict[str, Any]]:
@@ -173,7 +178,35 @@ class Proxmox:
             rows = self._get(f"nodes/{node}/rrddata", optional=True, timeframe="hour", cf="AVERAGE") or []
             if (p := rrd_pressure(rows, now - PRESSURE_PERIOD_S, f"nodes/{node}/rrddata")) is not None:
                 out[node] = {"pressure": p}
+            period = self.config.usage_period
+            if period > 0 and (u := rrd_usage(rows, now - period, f"nodes/{node}/rrddata", "memused")) is not None:
+                out[node] = out.get(node, {}) | u
         return out
+
+    def _usage(self, resources: list[dict[str, Any]], now: float) -> dict[str, dict[str, Any]]:
+        """Running guests' CPU and memory as the mean over `usage_period` of their RRD rows, not
+        the instant `/cluster/resources` shows (a 10-second spike must not move a guest). One
+        call per guest: at most GUEST_RRD_PER_ROUND per collection, the longest-unasked first,
+        none asked twice within an RRD step; a guest not asked yet keeps its instant figures."""
+        period = self.config.usage_period
+        if period <= 0:
+            return {}
+        running = {
+            f"{'vm' if e.get('type') == 'qemu' else 'ct'}:{e.get('vmid')}": e
+            for e in resources
+            if e.get("type") in ("qemu", "lxc") and e.get("status") == "running"
+        }
+        self._means = {sid: m for sid, m in self._means.items() if sid in running}
+        due = sorted(
+            (sid for sid in running if now - self._means.get(sid, {}).get("at", -RRD_STEP_S) >= RRD_STEP_S),
+            key=lambda sid: (self._means.get(sid, {}).get("at", -1.0), sid),
+        )
+        for sid in due[:GUEST_RRD_PER_ROUND]:
+            e = running[sid]
+            path = f"nodes/{e['node']}/{e['type']}/{e['vmid']}/rrddata"
+            rows = self._get(path, optional=True, timeframe="hour", cf="AVERAGE") or []
+            self._means[sid] = {"at": now, "mean": rrd_usage(rows, now - period, path, "mem")}
+        return {sid: m["mean"] for sid, m in self._means.items() if m.get("mean")}
 
     def _preconditions(
         self, resources: list[dict[str, Any]], online: list[str], now: float
@@ -249,7 +282,11 @@ class Proxmox:
         self._call(f"stop task {upid}", lambda: self._api(f"nodes/{node}/tasks/{upid}").delete())
 
     def state(self) -> dict[str, Any]:
-        return {"tasks": copy.deepcopy(self._tasks), "preconditions": copy.deepcopy(self._checked)}
+        return {
+            "tasks": copy.deepcopy(self._tasks),
+            "preconditions": copy.deepcopy(self._checked),
+            "usage": copy.deepcopy(self._means),
+        }
 
     def _after_ha_request(self, task_id: str, task: dict[str, Any], info: dict[str, Any], now: float) -> TaskStatus:
         """The HA manager accepted the request; find the migration its LRM started, or keep waiting."""
@@ -316,6 +353,15 @@ class Proxmox:
             ) from None
         except requests.exceptions.RequestException as exc:
             raise SourceError(f"{what}: cannot reach {where} ({type(exc).__name__})") from None
+
+
+def _merged(*parts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per guest or node, the snapshot keys every endpoint answered."""
+    out: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for key, values in part.items():
+            out[key] = out.get(key, {}) | values
+    return out
 
 
 def _decode(upid: str) -> dict[str, Any]:
