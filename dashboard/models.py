@@ -451,6 +451,9 @@ class Migration(models.Model):
     after = models.PositiveSmallIntegerField(null=True, blank=True)
     plan_gain = models.FloatField(null=True, blank=True)
     alternatives = models.JSONField(default=list, blank=True, help_text="Next-best targets, best first.")
+    downtime = models.FloatField(
+        null=True, blank=True, help_text="Seconds of downtime: a container moves by a restart (estimate); null = live."
+    )
     priority = models.PositiveSmallIntegerField(default=5, help_text="1 mandatory … 5 slight gain, as DRS grades.")
     automatic = models.BooleanField(default=False, help_text="Approved by the round, not a person.")
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+import crs.containers
 import crs.happiness
 import crs.usage
 from crs.decision import RoundResult, total_gain
@@ -55,7 +56,7 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
             AuditEvent.objects.create(actor=None, action="waiting", cluster=cluster, details={"reason": waiting})
         new = []
         if result.decision == "migrate" and not waiting:
-            new = recommend(cluster, result)
+            new = recommend(cluster, result, snapshot)
             changed += [m.pk for m in new]
         approved = []
         if new and not cluster.stopped:
@@ -102,7 +103,7 @@ def last_waiting(cluster: Cluster) -> str:
     return (last or {}).get("waiting", "")
 
 
-def recommend(cluster: Cluster, result: RoundResult) -> list[Migration]:
+def recommend(cluster: Cluster, result: RoundResult, snapshot: Snapshot) -> list[Migration]:
     """The round's plan as recommendations, one per step, ranked in plan order; each audited."""
     number = (cluster.migrations.exclude(plan=None).order_by("-plan").values_list("plan", flat=True).first() or 0) + 1
     gain = total_gain(result.plan)
@@ -126,6 +127,7 @@ def recommend(cluster: Cluster, result: RoundResult) -> list[Migration]:
             plan_gain=gain,
             alternatives=list(step.alternatives),
             priority=priority(step.gain),
+            downtime=crs.containers.restart_downtime_s([snapshot.guest(sid) for sid in move.guests]),
         )
         AuditEvent.objects.create(
             actor=None,
