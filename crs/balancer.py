@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import pressure
+from . import gating, pressure
 from .bundles import movable_bundles
 from .decision import Decision, Explanation, Move, RoundResult, RoundState, Step, total_gain
 from .imbalance import imbalance
@@ -37,10 +37,11 @@ def run_round(
     stats = node_stats(snapshot, settings.mode)
     loads = {s.name: s.load for s in stats}
     current = imbalance(list(loads.values()), settings.imbalance_scale)
-    if settings.objective != "even" and not snapshot.in_motion:
-        relieving = _relief(snapshot, guards, current)
-        if relieving is not None or settings.objective == "pressure":
-            decision, reason, steps = relieving or _no_relief(snapshot)
+    if settings.objective != "even":
+        wait, state = gating.gate(snapshot, state)  # every round: a state change restarts the quiet minute
+        relieving = None if wait or snapshot.in_motion else _relief(snapshot, guards, current)
+        if not snapshot.in_motion and (relieving is not None or settings.objective == "pressure"):
+            decision, reason, steps = relieving or _no_relief(snapshot, wait)
             return _result(settings, loads, current, decision, reason, state, state.hold_count, len(steps), steps)
     waiting = _waiting(snapshot, stats, state, current, proxmox_gate)
     if waiting is not None:
@@ -49,43 +50,59 @@ def run_round(
     served = state.hold_count + 1  # the hold duration is served: this round acts, the next starts over
     steps, candidates = plan_moves(snapshot, guards, settings.moves_per_round, settings.target)
     decision, reason = _verdict(settings, current, steps)
-    return _result(settings, loads, current, decision, reason, RoundState(0), served, candidates, steps)
+    return _result(settings, loads, current, decision, reason, replace(state, hold_count=0), served, candidates, steps)
 
 
 def _relief(snapshot: Snapshot, guards: Guards, current: float) -> tuple[Decision, str, tuple[Step, ...]] | None:
-    """Objective pressure or both: the guest that hurts most and has somewhere to go, moved
+    """Objective pressure or both: the guests that hurt most and have somewhere to go, moved
     first whatever the imbalance (DRS 2.0's order: relieve contention, then even out); the
-    guards apply as to any move. None: nothing to relieve."""
+    guards apply as to any move. The seed moves one guest per check; the product plans up to
+    `moves_per_round`, each on the snapshot the earlier ones are expected to leave
+    (`pressure.settled`), so a saturated node is relieved in one round, not one guest a
+    minute. None: nothing to relieve."""
     if not pressure.has_data(snapshot):
         return None
-    found = pressure.relief(snapshot, pressure.Limits(), resting=guards.resting, barred=guards.barred)
-    if found is None:
+    settings = snapshot.settings
+    limits = pressure.Limits(containers=settings.containers == "restart")
+    steps: list[Step] = []
+    reasons: list[str] = []
+    moved: set[str] = set()
+    now, before = snapshot, current
+    while len(steps) < settings.moves_per_round:
+        found = pressure.relief(now, limits, resting=guards.resting | moved, barred=guards.barred)
+        if found is None:
+            break
+        g = found.guest
+        after_snapshot = _apply(now, (g.sid,), g.node, found.target)
+        after = imbalance(list(node_loads(after_snapshot, settings.mode).values()), settings.imbalance_scale)
+        gain = (before - after) / before if before else 0.0
+        pressure_before = max(g.cpu_pressure, g.memory_pressure)
+        move = Move(g.sid, (g.sid,), g.node, found.target, after, gain, "pressure", pressure_before, found.relief)
+        steps.append(Step(move, before, after, gain, (), len(steps) - 1 if steps else None))
+        reasons.append(found.reason)
+        moved.add(g.sid)
+        now, before = pressure.settled(now, found), after
+    if not steps:
         return None
-    g = found.guest
-    after_snapshot = _apply(snapshot, (g.sid,), g.node, found.target)
-    after = imbalance(
-        list(node_loads(after_snapshot, snapshot.settings.mode).values()), snapshot.settings.imbalance_scale
-    )
-    gain = (current - after) / current if current else 0.0
-    move = Move(
-        g.sid,
-        (g.sid,),
-        g.node,
-        found.target,
-        after,
-        gain,
-        "pressure",
-        max(g.cpu_pressure, g.memory_pressure),
-        found.relief,
-    )
     weights = ", ".join(f"{c} {w:.2f}" for c, w in zip(pressure.CRITERIA, pressure.WEIGHTS.weights))
-    reason = f"{found.reason} (AHP weights: {weights}; consistency ratio {pressure.WEIGHTS.consistency_ratio:.3f})"
-    return "migrate", reason, (Step(move, current, after, gain, (), None),)
+    reason = " ".join(reasons) + (
+        f" (AHP weights: {weights}; consistency ratio {pressure.WEIGHTS.consistency_ratio:.3f}{_period(settings)})"
+    )
+    return "migrate", reason, tuple(steps)
 
 
-def _no_relief(snapshot: Snapshot) -> tuple[Decision, str, tuple[Step, ...]]:
+def _period(settings: Settings) -> str:
+    """Which period the usage figures cover, for every explanation."""
+    if settings.usage_period <= 0:
+        return "; usage is the latest value"
+    return f"; usage is the mean of the last {settings.usage_period / 60:g} min"
+
+
+def _no_relief(snapshot: Snapshot, wait: str | None) -> tuple[Decision, str, tuple[Step, ...]]:
     if not pressure.has_data(snapshot):
         return "no-pressure-data", "No pressure data: the source reports no stall figures (Proxmox VE 8).", ()
+    if wait:
+        return "holding", f"Waiting: {wait}.", ()
     return "no-pressure", "No guest stalls beyond the limits, or none that does has a node to go to.", ()
 
 
@@ -108,7 +125,7 @@ def _waiting(
         return (
             "below-threshold",
             f"Imbalance {_fmt(current)} is at or below the threshold {_fmt(settings.threshold)}: nothing to do.",
-            RoundState(0),
+            replace(state, hold_count=0),
         )
     busiest = max(stats, key=lambda s: (max(s.cpu_load, s.mem_load), s.name))
     busiest_load = max(busiest.cpu_load, busiest.mem_load)
@@ -118,7 +135,7 @@ def _waiting(
             f"No move: the busiest node, {busiest.name}, is at {_fmt(busiest_load)} "
             f"(CPU {_fmt(busiest.cpu_load)}, memory {_fmt(busiest.mem_load)}), "
             f"below the load floor {_fmt(settings.load_floor)}.",
-            RoundState(0),
+            replace(state, hold_count=0),
         )
     hold = state.hold_count + 1
     if hold < settings.hold_duration:
@@ -126,7 +143,7 @@ def _waiting(
             "holding",
             f"Imbalance {_fmt(current)} has been above the threshold {_fmt(settings.threshold)} "
             f"for {hold} of {settings.hold_duration} rounds: waiting to see that it lasts.",
-            RoundState(hold),
+            replace(state, hold_count=hold),
         )
     return None
 
@@ -199,6 +216,7 @@ def plan(snapshot: Snapshot, steps: int | None = None) -> RoundResult:
     margin (the documented meaning of crs-plan/1's `moves`), and (b) `plan`: the product's
     planner, the one rounds use, with K as its move budget and the file's target."""
     settings = replace(snapshot.settings, hold_duration=0)
+    snapshot = replace(snapshot, clock_s=None, taken_at=None)  # and the pressure moves' quiet minute passed
     if steps is None:
         return run_round(snapshot.with_settings(settings), RoundState())
     first = run_round(snapshot.with_settings(replace(settings, moves_per_round=steps)), RoundState())

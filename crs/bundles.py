@@ -51,6 +51,8 @@ def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str, guards:
             continue
         if any(m.sid in guards.resting for m in members):
             continue
+        if snapshot.settings.containers == "never" and any(m.kind == "ct" for m in members):
+            continue  # a container's move is a restart: only when the admin allows the downtime
         members.sort(key=lambda g: g.sid)
         leader = members[0]
         if leader.sid in out or leader.node not in online_set:

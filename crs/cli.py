@@ -165,7 +165,11 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
         help="the settings a flag does not give: product (default, what new clusters start with) or proxmox "
         "(Proxmox's single move per round)",
     )
-    parser.add_argument("--objective", choices=OBJECTIVES, help="even (default), pressure or both")
+    parser.add_argument(
+        "--objective",
+        choices=OBJECTIVES,
+        help="even (default), pressure or both; the summary counts guest-minutes under pressure for each",
+    )
     parser.add_argument("--method", choices=METHODS, help=f"default {d.method}")
     parser.add_argument("--scale", dest="imbalance_scale", choices=SCALES, help="imbalance scale")
     parser.add_argument("--threshold", type=float, help="fraction; default the preset's")
@@ -280,5 +284,7 @@ def _replay_table(result: replay.Replay, out: dict[str, Any], trace_name: str) -
         f"{m['per_day']:.1f} a day, {out['gib_moved_per_day']:.1f} GiB moved a day",
         f"ping-pong moves (A→B→A within an hour): {out['ping_pongs']} ({out['ping_pongs_per_day']:.1f} a day)",
         f"most moves of one guest: {most['moves']}" + (f" ({most['guest']})" if most["guest"] else ""),
+        "guest-minutes under pressure (CPU or memory stall above the limit): "
+        f"{out['guest_minutes_under_pressure']:.0f}",
     ]
     return "\n".join(lines)

@@ -28,6 +28,11 @@ class RoundState:
     """What one round hands to the next; the caller persists it (Proxmox keeps it in memory)."""
 
     hold_count: int = 0  # consecutive rounds above threshold so far
+    # Pressure gating (crs.gating), in the source's clock: the last look for a pressure move,
+    # the last state change, and the digest of the guests' states that tells a change.
+    checked_s: float | None = None
+    changed_s: float | None = None
+    digest: str = ""
 
 
 @dataclass(frozen=True, slots=True)

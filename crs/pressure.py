@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import ahp, topsis
-from .model import Guest, Node, Snapshot
+from .model import Guest, Node, Pressure, Snapshot
 from .placement import select_node
 
 CRITERIA = ("affinity", "cpu_pressure", "memory_pressure", "total_cpu", "memory")
@@ -53,6 +53,9 @@ class Limits:
     ksm_share: float = 0.20
     min_uptime_s: float = 300.0  # younger guests are still booting: skipped
     containers: bool = False  # containers move only with a restart (downtime)
+    cpu_headroom: float = (
+        0.0  # share of a target's CPU threads kept free after the move (0.2 cost more moves, bench/README.md)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +70,11 @@ class Hurting:
     total_cpu: float  # cores in use
     memory_bytes: float  # memory in use
     reasons: tuple[str, ...]
+    cpu_relief: float = -1.0  # the CPU criterion ranked on; < 0: the CPU pressure itself
 
     def criteria(self) -> tuple[float, ...]:
-        return (self.affinity, self.cpu_pressure, self.memory_pressure, self.total_cpu, self.memory_bytes)
+        cpu = self.cpu_pressure if self.cpu_relief < 0 else self.cpu_relief
+        return (self.affinity, cpu, self.memory_pressure, self.total_cpu, self.memory_bytes)
 
 
 def has_data(snapshot: Snapshot) -> bool:
@@ -87,6 +92,18 @@ def node_memory_used(snapshot: Snapshot, node: Node) -> float:
     if node.mem_usage_bytes is not None:
         return node.mem_usage_bytes
     return sum(g.mem_usage_bytes for g in snapshot.guests if g.node == node.name)
+
+
+def node_cpu_used(snapshot: Snapshot, node: Node) -> float:
+    if node.cpu_usage is not None:
+        return node.cpu_usage
+    return sum(g.cpu_usage for g in snapshot.guests if g.node == node.name)
+
+
+def cpu_stall(used: float, node: Node) -> float:
+    """The share of time a node's guests wait when its CPU demand exceeds its threads (the
+    simulator's contention model): the expected stall after a move, before it is measured."""
+    return max(0.0, used - node.cpus) / used if used > 0 else 0.0
 
 
 def skip_reason(guest: Guest, online: set[str], limits: Limits, last_moved: str | None) -> str | None:
@@ -112,6 +129,7 @@ def hurting(
     online = {n.name for n in snapshot.nodes if n.usable}
     nodes = {n.name: n for n in snapshot.nodes}
     used = {n.name: node_memory_used(snapshot, n) for n in snapshot.nodes}
+    excess = {n.name: node_cpu_used(snapshot, n) - n.cpus for n in snapshot.nodes}
     out = []
     for guest in snapshot.guests:
         if skip_reason(guest, online, limits, last_moved) is not None:
@@ -131,6 +149,11 @@ def hurting(
             if used[node.name] - guest.mem_usage_bytes < limit and guest.mem_usage_bytes > 0:
                 memory = (used[node.name] - limit) / guest.mem_usage_bytes
         affinity = 1.0 if guest.sid in breaking else 0.0
+        # Where the node's CPU demand exceeds its threads every guest on it stalls alike, and
+        # the seed's tie-breakers (least CPU first) would move the guests that relieve least:
+        # there the CPU criterion is the stall share this guest's leaving takes away.
+        over = excess[node.name]
+        relief_share = cpu * min(1.0, guest.cpu_usage / over) if over > 0 else -1.0
         if reasons or affinity:
             out.append(
                 Hurting(
@@ -142,6 +165,7 @@ def hurting(
                     guest.cpu_usage,
                     guest.mem_usage_bytes,
                     tuple(reasons) or ("breaks an affinity rule",),
+                    relief_share,
                 )
             )
     return tuple(out)
@@ -177,8 +201,9 @@ class Relief:
 
 def target(snapshot: Snapshot, guest: Hurting, limits: Limits, barred: frozenset[str] = frozenset()) -> str | None:
     """Where `guest` goes: the node Proxmox's recovery placement would pick were its node to
-    fail, skipping nodes that would themselves cross the memory limit or already stall on
-    CPU (the seed's "same as for service recovery", without moving the pain elsewhere)."""
+    fail, skipping nodes that would themselves cross the memory limit, already stall on CPU
+    or would stall once its CPU demand arrives (the seed's "same as for service recovery",
+    without moving the pain elsewhere)."""
     excluded = {guest.node} | set(barred)
     while True:
         nodes = tuple(replace(n, online=False) if n.name in excluded else n for n in snapshot.nodes)
@@ -188,7 +213,8 @@ def target(snapshot: Snapshot, guest: Hurting, limits: Limits, barred: frozenset
         node = snapshot.node(pick)
         after = node_memory_used(snapshot, node) + guest.memory_bytes
         stalled = node.pressure is not None and node.pressure.cpu_some > limits.cpu
-        if after <= memory_limit(node, limits) and not stalled:
+        short = cpu_stall(node_cpu_used(snapshot, node) + guest.total_cpu, node) > 0.0
+        if after <= memory_limit(node, limits) and not stalled and not short:
             return pick
         excluded.add(pick)
 
@@ -211,3 +237,50 @@ def relief(
         if node is not None:
             return Relief(guest, node, score, max(guest.cpu_pressure, guest.memory_pressure))
     return None
+
+
+def settled(snapshot: Snapshot, move: Relief) -> Snapshot:
+    """The snapshot after `move`, with the pressure it is expected to leave: usage shifts with
+    the guest, the source's guests stall in proportion to the contention left (unchanged where
+    their stall has another cause), and the guest takes its target's expected stall. A round
+    plans its next pressure move on this, not on stale figures."""
+    g = move.guest
+    nodes = {n.name: n for n in snapshot.nodes}
+    before = {name: cpu_stall(node_cpu_used(snapshot, nodes[name]), nodes[name]) for name in (g.node, move.target)}
+    moved = tuple(replace(x, node=move.target) if x.sid == g.sid else x for x in snapshot.guests)
+    shifted = tuple(
+        replace(
+            n,
+            cpu_usage=None
+            if n.cpu_usage is None
+            else max(0.0, n.cpu_usage + (g.total_cpu if n.name == move.target else -g.total_cpu)),
+            mem_usage_bytes=None
+            if n.mem_usage_bytes is None
+            else max(0.0, n.mem_usage_bytes + (g.memory_bytes if n.name == move.target else -g.memory_bytes)),
+        )
+        if n.name in before
+        else n
+        for n in snapshot.nodes
+    )
+    after_snapshot = replace(snapshot, guests=moved, nodes=shifted)
+    after = {n.name: cpu_stall(node_cpu_used(after_snapshot, n), n) for n in shifted if n.name in before}
+
+    def eased(p: Pressure | None, node: str) -> Pressure | None:
+        if p is None:
+            return None
+        if node == g.node and before[node] > 0:
+            return replace(p, cpu_some=p.cpu_some * after[node] / before[node])
+        if node == move.target:
+            return replace(p, cpu_some=max(p.cpu_some, after[node]))
+        return p
+
+    guests = tuple(
+        (replace(x, pressure=replace(x.pressure, cpu_some=after[move.target])) if x.pressure else x)
+        if x.sid == g.sid
+        else replace(x, pressure=eased(x.pressure, x.node))
+        if x.node in before
+        else x
+        for x in moved
+    )
+    nodes_out = tuple(replace(n, pressure=eased(n.pressure, n.name)) if n.name in before else n for n in shifted)
+    return replace(after_snapshot, guests=guests, nodes=nodes_out)

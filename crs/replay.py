@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from . import happiness
 from .balancer import run_round
 from .decision import Move, RoundResult, RoundState
 from .guards import PastMove, guards_from
@@ -53,18 +54,20 @@ class Replay:
     decisions: tuple[str, ...]
     node_loads: tuple[dict[str, float], ...]
     migrations: tuple[Migration, ...]
+    under_pressure: tuple[int, ...] = ()  # per round: guests stalled beyond the pressure limit (crs.happiness)
 
 
 def replay(source_config: dict[str, Any], settings: Settings, rounds: int, cooldown_s: float = 0.0) -> Replay:
     """Run `rounds` balancing rounds on a fresh simulator built from `source_config`; a guest
     rests `cooldown_s` of trace time after its migration ended, as in the product."""
-    cluster = Simulator(parse_config(source_config))
+    cluster = Simulator(parse_config(source_config | {"usage_period": settings.usage_period}))
     interval = cluster.config.round_interval_s
     trace_per_caller_s = SAMPLE_SECONDS / cluster.config.seconds_per_sample
     state = RoundState()
     running: dict[str, Migration] = {}
     series: list[tuple[float, float, str, dict[str, float]]] = []
     migrations: list[Migration] = []
+    stalled: list[int] = []
     for r in range(rounds):
         now = START + r * interval
         snap = cluster.collect(now)
@@ -78,6 +81,7 @@ def replay(source_config: dict[str, Any], settings: Settings, rounds: int, coold
         history = (PastMove((m.sid,), m.source, m.target, m.outcome, m.ended_s) for m in migrations)
         result = run_round(snap.with_settings(settings), state, guards=guards_from(history, trace_now, cooldown_s, 0.0))
         state = result.state
+        stalled.append(len(happiness.stalled(snap)))
         series.append((trace_now, result.imbalance, result.decision, result.node_loads))
         for move in planned_moves(result):
             for sid in move.guests:
@@ -87,7 +91,9 @@ def replay(source_config: dict[str, Any], settings: Settings, rounds: int, coold
     migrations += running.values()
     migrations.sort(key=lambda m: (m.started_s, m.sid))
     trace_s, values, decisions, loads = zip(*series) if series else ((), (), (), ())
-    return Replay(settings, tuple(trace_s), tuple(values), tuple(decisions), tuple(loads), tuple(migrations))
+    return Replay(
+        settings, tuple(trace_s), tuple(values), tuple(decisions), tuple(loads), tuple(migrations), tuple(stalled)
+    )
 
 
 def planned_moves(result: RoundResult) -> tuple[Move, ...]:
@@ -145,7 +151,14 @@ def summary(result: Replay) -> dict[str, Any]:
         "ping_pongs": pairs,
         "ping_pongs_per_day": pairs / days,
         "most_moves_of_one_guest": {"guest": busiest[0], "moves": busiest[1]},
+        # a guest counts for a round's trace time while its CPU or memory pressure is above the limit
+        "guest_minutes_under_pressure": sum(result.under_pressure) * _round_s(result) / 60,
     }
+
+
+def _round_s(result: Replay) -> float:
+    """Trace seconds one round stands for."""
+    return result.trace_s[1] - result.trace_s[0] if len(result.trace_s) > 1 else SAMPLE_SECONDS
 
 
 def hourly(result: Replay) -> list[tuple[int, float, float, int]]:

@@ -18,6 +18,7 @@ import numpy as np
 from .errors import RuleError, SnapshotError
 from .fields import MISSING, SMALLEST_NUMBER, Fields, read_json, shown
 from .model import (
+    CONTAINERS,
     METHODS,
     MODES,
     OBJECTIVES,
@@ -45,6 +46,7 @@ MAX_CPUS = 2**20  # node CPUs, guest cores and CPU usage, in cores
 MAX_BYTES = 2**60  # memory sizes and usage
 MIN_NODE_CPUS = 0.01  # a node's capacity divides its load
 MIN_NODE_BYTES = 2**20
+MAX_USAGE_PERIOD_S = 86400.0  # Proxmox's RRD keeps 1-minute rows for a day
 _f = Fields(SnapshotError)
 # (key, default, high) of the guests' numbers, for both guest readers
 _GUEST_NUMBERS = (
@@ -98,7 +100,8 @@ def parse(data: Any) -> Snapshot:
     taken_at = data.get("taken_at")
     if taken_at is not None and (not isinstance(taken_at, str) or "\0" in taken_at):
         raise SnapshotError(f"taken_at: {shown(taken_at)} is not a timestamp string")
-    return Snapshot(tuple(nodes), tuple(guests), tuple(rules), settings, cluster, taken_at)
+    clock_s = _f.optional_number(data, "clock_s", "snapshot", low=0.0, high=MAX_BYTES)
+    return Snapshot(tuple(nodes), tuple(guests), tuple(rules), settings, cluster, taken_at, clock_s)
 
 
 def parse_settings(raw: Any, path: str = "settings") -> Settings:
@@ -133,6 +136,8 @@ def parse_settings(raw: Any, path: str = "settings") -> Settings:
         objective=objective,
         cpu_overcommit=_f.number(raw, "cpu_overcommit", path, d.cpu_overcommit, low=0.0, exclusive_low=True),
         memory_reserve_bytes=_f.number(raw, "memory_reserve_bytes", path, d.memory_reserve_bytes, low=0.0),
+        usage_period=_f.number(raw, "usage_period", path, d.usage_period, low=0.0, high=MAX_USAGE_PERIOD_S),
+        containers=_f.choice(raw, "containers", path, CONTAINERS, d.containers),
     )
 
 
@@ -343,7 +348,7 @@ def to_dict(snapshot: Snapshot) -> dict[str, Any]:
         "nodes": [_node_dict(n) for n in snapshot.nodes],
         "guests": [_guest_dict(g) for g in snapshot.guests],
         "rules": [_rule_dict(r) for r in snapshot.rules],
-    }
+    } | ({} if snapshot.clock_s is None else {"clock_s": snapshot.clock_s})
 
 
 # Keys written only when they say something: files without them keep their old meaning.

@@ -30,6 +30,7 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 from rest_framework_dataclasses.serializers import DataclassSerializer
 
+import crs.happiness
 import crs.model
 
 from . import maintenance
@@ -138,8 +139,15 @@ class NodeSerializer(DataclassSerializer):
 
 
 class GuestSerializer(DataclassSerializer):
+    happiness = serializers.SerializerMethodField(
+        help_text="Share of time the guest was not stalled (DRS 2.0's VM score); null without pressure data."
+    )
+
     class Meta:
         dataclass = crs.model.Guest
+
+    def get_happiness(self, guest: crs.model.Guest) -> float | None:
+        return crs.happiness.score(guest)
 
 
 class NodeMaintenanceSerializer(DataclassSerializer):
@@ -169,6 +177,7 @@ class RoundSerializer(serializers.ModelSerializer):
             "explanation",
             "node_usage",
             "duration",
+            "happiness",
         ]
 
 

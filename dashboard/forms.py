@@ -35,6 +35,8 @@ POLICY_FIELDS = [
     "max_migrations_per_node",
     "cpu_overcommit",
     "memory_reserve",
+    "usage_period",
+    "containers",
 ]
 DURATIONS = ("cooldown", "rejection_memory", "recommendation_expiry")
 BYTES = ("memory_reserve",)

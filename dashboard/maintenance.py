@@ -118,7 +118,7 @@ def reconcile(cluster: Cluster, snapshot: crs.model.Snapshot) -> tuple[list[int]
             )
         changed += expiry.maintenance_ended(cluster, record.node)
         plan = crs.maintenance.failback(snapshot, record.node, [sid for sid in record.guests if sid not in theirs])
-        c, a = plans.owe(cluster, plan.steps, plan.reasons, "failback", record.at_once)
+        c, a = plans.owe(cluster, snapshot, plan.steps, plan.reasons, "failback", record.at_once)
         changed, approved = changed + c, approved + a
     for record in cluster.maintenances.filter(left_at=None, node__in=down).order_by("node"):
         covered = set(
@@ -127,7 +127,7 @@ def reconcile(cluster: Cluster, snapshot: crs.model.Snapshot) -> tuple[list[int]
             )
         )
         plan = crs.maintenance.evacuate(snapshot, record.node, skip=frozenset(covered | theirs))
-        c, a = plans.owe(cluster, plan.steps, plan.reasons, "evacuation", record.at_once)
+        c, a = plans.owe(cluster, snapshot, plan.steps, plan.reasons, "evacuation", record.at_once)
         changed, approved = changed + c, approved + a
     return changed, approved
 

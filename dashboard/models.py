@@ -92,6 +92,7 @@ class Cluster(models.Model):
     # archives it: no more rounds, gone from the page's list, history and trail kept.
     archived = models.BooleanField(default=False, help_text="No rounds, hidden from the page; history is kept.")
     hold_count = models.PositiveIntegerField(default=0, editable=False)
+    pressure_gate = models.JSONField(default=dict, editable=False)  # crs.gating's round state
     # Emergency stop: automation paused, nothing approved starts; undone by a second click.
     stopped = models.BooleanField(default=False, editable=False)
     last_round_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -115,8 +116,11 @@ class Cluster(models.Model):
         """`source_config` as the adapter gets it: the cluster's own options over the site's
         Proxmox defaults (read from the environment in settings.py, so an API token need not
         be stored)."""
+        period = {"usage_period": self.policy.usage_period} if hasattr(self, "policy") else {}
         if self.source_kind == "proxmox":
-            return {**settings.CRS_PVE_DEFAULTS, **self.source_config}
+            return {**settings.CRS_PVE_DEFAULTS, **self.source_config, **period}
+        if self.source_kind == "simulator":
+            return {**self.source_config, **period}
         return self.source_config
 
     def clean(self) -> None:
@@ -180,12 +184,16 @@ class Policy(models.Model):
         ("pressure", "pressure: relieve nodes short of CPU or memory"),
         ("both", "both: relieve pressure first, then spread evenly"),
     ]
+    CONTAINER_CHOICES = [
+        ("never", "never move (no downtime)"),
+        ("restart", "move with a restart (downtime)"),
+    ]
     PRESET_CHOICES = [
         ("proxmox", "proxmox: Proxmox's exact behaviour, one move per round"),
         ("product", "product: plans of several moves down to a target, no move that overfills a node"),
     ]
     # What a preset sets when an admin switches to it: the engine's values of that preset.
-    PRESET_SETTINGS = ("moves_per_round", "target_imbalance", "load_floor")
+    PRESET_SETTINGS = ("moves_per_round", "target_imbalance", "load_floor", "usage_period", "containers")
     FRACTIONS = ("threshold", "margin", "automatic_margin", "target_imbalance", "load_floor")
 
     cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="policy")
@@ -285,6 +293,17 @@ class Policy(models.Model):
         help_text="Migrations one node may take part in at once.",
     )
     objective = models.CharField(max_length=10, choices=OBJECTIVE_CHOICES, default="even")
+    usage_period = models.IntegerField(
+        default=int(crs.model.PRODUCT.usage_period),
+        validators=whole_number_validators("usage period", 0, 86400, "seconds"),
+        help_text="Seconds of the source's clock over which usage is averaged; 0 = the latest value.",
+    )
+    containers = models.CharField(
+        max_length=10,
+        choices=CONTAINER_CHOICES,
+        default=crs.model.PRODUCT.containers,
+        help_text="A container cannot live-migrate: its move is a restart, with downtime.",
+    )
 
     class Meta:
         verbose_name = "settings"
@@ -323,6 +342,8 @@ class Policy(models.Model):
             objective=self.objective,
             cpu_overcommit=self.cpu_overcommit,
             memory_reserve_bytes=self.memory_reserve,
+            usage_period=float(self.usage_period),
+            containers=self.containers,
         )
 
     def switch_preset(self, preset: str, actor) -> None:
@@ -331,7 +352,8 @@ class Policy(models.Model):
         before = {name: getattr(self, name) for name in ("preset", *self.PRESET_SETTINGS)}
         self.preset = preset
         for name in self.PRESET_SETTINGS:
-            setattr(self, name, getattr(values, name))
+            value = getattr(values, name)
+            setattr(self, name, int(value) if name == "usage_period" else value)
         with transaction.atomic():
             self.save()
             AuditEvent.objects.create(
@@ -360,6 +382,7 @@ class Round(models.Model):
     explanation = models.JSONField()
     node_usage = models.JSONField()  # {node: {"cpu": fraction, "memory": fraction}}
     duration = models.FloatField(null=True, blank=True)  # seconds the round took (engine and recording), for /metrics
+    happiness = models.FloatField(null=True, blank=True)  # share of happy guests (crs.happiness); None: no data
 
     class Meta:
         indexes = [models.Index(fields=["cluster", "at"])]
@@ -434,6 +457,9 @@ class Migration(models.Model):
     after = models.PositiveSmallIntegerField(null=True, blank=True)
     plan_gain = models.FloatField(null=True, blank=True)
     alternatives = models.JSONField(default=list, blank=True, help_text="Next-best targets, best first.")
+    downtime = models.FloatField(
+        null=True, blank=True, help_text="Seconds of downtime: a container moves by a restart (estimate); null = live."
+    )
     priority = models.PositiveSmallIntegerField(default=5, help_text="1 mandatory … 5 slight gain, as DRS grades.")
     automatic = models.BooleanField(default=False, help_text="Approved by the round, not a person.")
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)

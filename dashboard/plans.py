@@ -6,8 +6,10 @@ first), and rejecting it expires the steps computed behind it (the next round re
 The page's buttons, the JSON API and the automation levels all decide through here.
 """
 
+import crs.containers
 import crs.precedence
 from crs.decision import total_gain
+from crs.model import Snapshot
 
 from . import expiry
 from .models import AuditEvent, Cluster, Migration, Policy, priority
@@ -67,6 +69,7 @@ def approve_by_automation(steps: list[Migration], policy: Policy) -> list[int]:
 
 def store_plan(
     cluster: Cluster,
+    snapshot: Snapshot,
     steps,
     *,
     kind: str,
@@ -78,7 +81,8 @@ def store_plan(
     """A plan of any kind as recommendations, one per step, in plan order; each audited.
 
     Owed moves (evacuation, failback, rule fix) are priority 1 and carry why they are owed;
-    the others are graded by their step's gain."""
+    the others are graded by their step's gain. A step that moves a container says its restart's
+    downtime (`snapshot` holds the guests' kind and size)."""
     number = (cluster.migrations.exclude(plan=None).order_by("-plan").values_list("plan", flat=True).first() or 0) + 1
     gain = total_gain(steps)
     owed = kind in crs.precedence.MANDATORY
@@ -104,6 +108,7 @@ def store_plan(
             priority=1 if owed else priority(step.gain),
             kind=kind,
             explanation=explanations[index] if explanations else "",
+            downtime=crs.containers.restart_downtime_s([snapshot.guest(sid) for sid in move.guests]),
         )
         AuditEvent.objects.create(
             actor=None,
@@ -118,7 +123,7 @@ def store_plan(
 
 
 def owe(
-    cluster: Cluster, steps, reasons: tuple[str, ...], kind: str, at_once: bool = False
+    cluster: Cluster, snapshot: Snapshot, steps, reasons: tuple[str, ...], kind: str, at_once: bool = False
 ) -> tuple[list[int], list[int]]:
     """An owed plan (evacuation, failback, rule fix): stored as priority-1 recommendations that
     say why, the pending moves of lower kinds expire (they were computed without it), and it is
@@ -127,7 +132,9 @@ def owe(
     if not steps:
         return [], []
     policy = cluster.policy
-    created = store_plan(cluster, steps, kind=kind, margin=0.0, method=policy.method, details={}, explanations=reasons)
+    created = store_plan(
+        cluster, snapshot, steps, kind=kind, margin=0.0, method=policy.method, details={}, explanations=reasons
+    )
     changed = [m.pk for m in created] + expiry.outranked(cluster, kind, created[0].plan, reasons[0])
     approved: list[int] = []
     if not cluster.stopped and (policy.automation == "automatic" or at_once):

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+import crs.happiness
 import crs.precedence
 import crs.usage
 from crs.decision import RoundResult
@@ -64,7 +65,7 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
             note_waiting(cluster, waiting, review.kept, pending)
         new = []
         if result.decision == "migrate" and not waiting:
-            new = recommend(cluster, result)
+            new = recommend(cluster, result, snapshot)
             changed += [m.pk for m in new]
         approved = []
         if new and not cluster.stopped:
@@ -88,8 +89,14 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
             explanation=explanation,
             node_usage=node_usage(snapshot),
             duration=duration,
+            happiness=crs.happiness.of_cluster(snapshot).share,
         )
-        Cluster.objects.filter(pk=cluster.pk).update(hold_count=result.state.hold_count, last_round_at=now)
+        s = result.state
+        Cluster.objects.filter(pk=cluster.pk).update(
+            hold_count=s.hold_count,
+            last_round_at=now,
+            pressure_gate={"checked_s": s.checked_s, "changed_s": s.changed_s, "digest": s.digest},
+        )
         cluster.rounds.filter(at__lt=now - timedelta(hours=settings.CRS_HISTORY_KEEP_HOURS)).delete()
     return Recorded(round_, changed + [pk for pk in approved if pk not in changed], approved)
 
@@ -129,11 +136,12 @@ def last_waiting(cluster: Cluster) -> str:
     return (last or {}).get("waiting", "")
 
 
-def recommend(cluster: Cluster, result: RoundResult) -> list[Migration]:
+def recommend(cluster: Cluster, result: RoundResult, snapshot: Snapshot) -> list[Migration]:
     """The round's plan as recommendations, one per step, ranked in plan order; each audited."""
     kind = "pressure" if result.plan and result.plan[0].move.objective == "pressure" else "balancing"
     return plans.store_plan(
         cluster,
+        snapshot,
         result.plan,
         kind=kind,
         margin=result.explanation.margin,

@@ -96,7 +96,7 @@ def balancing_round(cluster_id: int) -> None:
         snapshot = cluster.latest_snapshot()
         result = crs.balancer.run_round(
             snapshot,
-            RoundState(cluster.hold_count),
+            RoundState(cluster.hold_count, **cluster.pressure_gate),
             proxmox_gate=False,
             guards=cluster.guards(),
         )

@@ -21,6 +21,7 @@ from crs.fields import read_json
 from . import emergency, live, plans
 from .forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
 from .models import Cluster, Migration
+from .pressure import pressure_context
 from .tasks import execute
 
 
@@ -72,7 +73,7 @@ def _page(request, cluster):
         "can_decide": request.user.has_perm("dashboard.approve_migration") and not cluster.read_only,
         "all_stopped": not Cluster.objects.filter(archived=False, stopped=False).exists(),
         "can_configure": request.user.has_perm("dashboard.change_policy"),
-    }
+    } | pressure_context(cluster)
     return render(request, "dashboard/cluster.html", context)
 
 

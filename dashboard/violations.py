@@ -24,6 +24,6 @@ def reconcile(cluster: Cluster, snapshot: crs.model.Snapshot) -> tuple[list[int]
         )
     )
     fixes = crs.violations.violations(snapshot, skip=frozenset(fixing | theirs))
-    changed, approved = plans.owe(cluster, fixes.steps, fixes.reasons, "rule-fix")
+    changed, approved = plans.owe(cluster, snapshot, fixes.steps, fixes.reasons, "rule-fix")
     proxmox = crs.violations.violations(snapshot, skip=frozenset(g.sid for g in snapshot.guests if g.sid not in theirs))
     return changed, approved, [f"Proxmox's HA manager moves it: {why}" for why in proxmox.reasons]

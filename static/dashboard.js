@@ -163,7 +163,8 @@ function recommendationItem(m) {
   li.querySelector(".math").textContent =
     `#${m.id} priority ${m.priority} · ${m.guests.join(", ")}: ${m.source} → ${m.target}` +
     ` · imbalance ${pct(m.imbalance_before)} → ${pct(m.imbalance_after)} · step gain ${pct(m.relative_gain)}` +
-    (behind ? ` · computed after #${behind.id}` : "") + ` · ${m.method}`;
+    (behind ? ` · computed after #${behind.id}` : "") + ` · ${m.method}` +
+    (m.downtime != null ? ` · restart, ~${Math.round(m.downtime)} s downtime (a container cannot live-migrate)` : "");
   if (m.explanation) {  // owed moves (evacuation, failback, rule fix) say why they go first
     const why = document.createElement("p");
     why.className = "why";

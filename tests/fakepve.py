@@ -85,6 +85,7 @@ class FakePve:
         # guest lists send them, node RRD rows, and migrate preconditions per guest id.
         self.guest_psi: dict[str, dict] = {}
         self.node_rrd: dict[str, list[dict]] = {}
+        self.guest_rrd: dict[str, list[dict]] = {}  # per guest id; absent = the recorded stopped-VM rows
         self.preconditions: dict[str, dict] = {}
         self.tasks: dict[str, dict] = {}
         self.requests: list[tuple[str, str, dict]] = []
@@ -135,6 +136,11 @@ class FakePve:
                 for e in self.resources
                 if e.get("type") == m[2] and e.get("node") == m[1]
             ]
+        if method == "GET" and (m := re.fullmatch(r"nodes/([^/]+)/(qemu|lxc)/(\d+)/rrddata", path)):
+            # A guest without rows of its own answers in the recorded shape: a stopped VM's rows,
+            # sizes only (the recording has no running VM's rrddata).
+            rows = self.guest_rrd.get(f"{m[2]}/{m[3]}")
+            return 200, rows if rows is not None else recorded("qemu-rrddata-hour.stopped-vm-go-proxmox.json")
         if method == "GET" and (m := re.fullmatch(r"nodes/([^/]+)/rrddata", path)):
             return 200, self.node_rrd.get(m[1], [])
         if method == "DELETE" and (m := re.fullmatch(r"nodes/([^/]+)/tasks/([^/]+)", path)):

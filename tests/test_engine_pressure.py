@@ -137,7 +137,7 @@ def test_objective_pressure_moves_the_guest_that_hurts_and_says_so():
     from crs.balancer import run_round
     from crs.decision import RoundState
 
-    snapshot = replace(table_cluster(), settings=Settings(objective="pressure"))
+    snapshot = replace(table_cluster(), settings=Settings(objective="pressure", containers="never"))
     result = run_round(snapshot, RoundState())
     assert result.decision == "migrate" and result.move.objective == "pressure"
     assert (result.move.leader, result.move.target) == ("vm:102", "node2")  # limit 0.10: vm:201 has no target

@@ -18,8 +18,8 @@ def pve(tmp_path):
     fake.stop()
 
 
-def connect(pve, state=None):
-    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file}
+def connect(pve, state=None, **extra):
+    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file} | extra
     return open_source("proxmox", config, state)
 
 
@@ -68,6 +68,48 @@ def test_preconditions_are_asked_again_only_after_their_lifetime(pve):
     assert sum(1 for m, p, _ in pve.requests if m == "GET" and p.endswith("/migrate")) == asked
     again.collect(T0 + 601)
     assert sum(1 for m, p, _ in pve.requests if m == "GET" and p.endswith("/migrate")) > asked
+
+
+def test_usage_is_the_mean_over_the_usage_period_from_rrddata(pve):
+    """A 10-second spike in /cluster/resources does not count: the figures are the period's mean."""
+    pve.entry("qemu/100").update(cpu=1.0, maxcpu=2)  # the instant: both cores busy
+    pve.guest_rrd["qemu/100"] = [
+        {"time": T0 - 900, "cpu": 0.9, "maxcpu": 2, "mem": 9 * 2**30},  # before the 5 minutes: not counted
+        {"time": T0 - 240, "cpu": 0.10, "maxcpu": 2, "mem": 1 * 2**30},
+        {"time": T0 - 60, "cpu": 0.30, "maxcpu": 2, "mem": 3 * 2**30},
+    ]
+    pve.node_rrd["node2"] = [
+        {"time": T0 - 120, "cpu": 0.25, "maxcpu": 8, "memused": 4 * 2**30},
+        {"time": T0 - 60, "cpu": 0.75, "maxcpu": 8, "memused": 6 * 2**30},
+    ]
+    instant = guests(connect(pve).collect(T0))["vm:100"]
+    assert instant.cpu_usage == pytest.approx(2.0)  # usage_period absent: the latest value, as Proxmox
+    cluster = connect(pve, usage_period=300)
+    snap = cluster.collect(T0)
+    vm = guests(snap)["vm:100"]
+    assert vm.cpu_usage == pytest.approx(0.4) and vm.mem_usage_bytes == pytest.approx(2 * 2**30)
+    assert snap.node("node2").cpu_usage == pytest.approx(4.0)
+    assert snap.node("node2").mem_usage_bytes == pytest.approx(5 * 2**30)
+    # a running guest whose rows carry no usage (the recorded shape) keeps its instant figures
+    assert guests(snap)["ct:300"].mem_usage_bytes == pytest.approx(268435456)
+
+
+def test_guest_rrddata_calls_are_bounded_and_not_repeated_within_a_step(pve):
+    from crs.sources.proxmox import GUEST_RRD_PER_ROUND
+
+    def asked():
+        return sum(1 for m, p, _ in pve.requests if m == "GET" and p.count("/") == 4 and p.endswith("/rrddata"))
+
+    for i in range(GUEST_RRD_PER_ROUND + 5):  # more running VMs than one collection may ask about
+        vm = dict(pve.entry("qemu/100"), id=f"qemu/{500 + i}", vmid=500 + i)
+        pve.resources.append(vm)
+    cluster = connect(pve, usage_period=300)
+    cluster.collect(T0)
+    first = asked()
+    assert first == GUEST_RRD_PER_ROUND
+    again = connect(pve, cluster.state(), usage_period=300)
+    again.collect(T0 + 10)  # the rest now, none of the first batch again within the RRD's minute
+    assert asked() - first < GUEST_RRD_PER_ROUND and asked() > first
 
 
 pytestmark = pytest.mark.skipif(not RESPONSES.is_dir(), reason=f"recorded PVE responses not found at {RESPONSES}")

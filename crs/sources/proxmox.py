@@ -23,12 +23,25 @@ from proxmoxer import ProxmoxAPI, ResourceException
 from proxmoxer.tools import Tasks
 
 from ..model import Snapshot
+from ..snapshot import MAX_USAGE_PERIOD_S
 from . import config as cfg
 from .base import SourceError, TaskStatus
-from .pve_resources import HaView, number, preconditions, pressure, rrd_pressure, to_snapshot
+from .pve_resources import HaView, number, preconditions, pressure, rrd_pressure, rrd_usage, to_snapshot
 
 WHERE = "proxmox"
-KEYS = {"host", "port", "user", "token_name", "token_value", "token", "verify_ssl", "timeout_s", "cluster", "guests"}
+KEYS = {
+    "host",
+    "port",
+    "user",
+    "token_name",
+    "token_value",
+    "token",
+    "verify_ssl",
+    "timeout_s",
+    "cluster",
+    "guests",
+    "usage_period",
+}
 TOKEN = re.compile(r"^(?P<user>[^!\s]+@[^!\s]+)!(?P<name>[^=\s]+)=(?P<value>\S+)$")
 ENVIRONMENT = {
     "CRS_PVE_HOST": "host",
@@ -44,6 +57,8 @@ UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 PRESSURE_PERIOD_S = 300.0  # node pressure: the mean of the RRD's 1-minute rows over 5 minutes, as DRS averages
 PRECONDITIONS_TTL_S = 600.0
 PRECONDITIONS_PER_ROUND = 10
+RRD_STEP_S = 60.0  # the RRD's finest rows: a guest's mean is asked again at most this often
+GUEST_RRD_PER_ROUND = 20  # guests' rrddata calls per collection; the rest keep their last mean
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,7 @@ class ProxmoxConfig:
     timeout_s: float = 10.0
     cluster: str = "proxmox"
     guests: str = "all"  # "all" guests may be moved, or only "ha" resources (Proxmox's own CRS)
+    usage_period: float = 0.0  # seconds over which usage is averaged from rrddata; 0 = the latest value
 
 
 def parse_config(config: dict[str, Any]) -> ProxmoxConfig:
@@ -84,6 +100,7 @@ def parse_config(config: dict[str, Any]) -> ProxmoxConfig:
         timeout_s=cfg.number(config, "timeout_s", WHERE, 10.0, low=0.0, exclusive_low=True),
         cluster=cfg.text(config, "cluster", WHERE, "proxmox"),
         guests=cfg.choice(config, "guests", WHERE, ("all", "ha"), "all"),
+        usage_period=cfg.number(config, "usage_period", WHERE, 0.0, low=0.0, high=MAX_USAGE_PERIOD_S),
     )
 
 
@@ -119,6 +136,7 @@ class Proxmox:
             raise cfg.ConfigError(f"{WHERE} state.tasks: expected an object of tasks")
         self._tasks: dict[str, dict[str, Any]] = copy.deepcopy(tasks)
         self._checked: dict[str, dict[str, Any]] = copy.deepcopy((state or {}).get("preconditions", {}))
+        self._means: dict[str, dict[str, Any]] = copy.deepcopy((state or {}).get("usage", {}))
         self._api = ProxmoxAPI(
             config.host,
             port=config.port,
@@ -142,7 +160,9 @@ class Proxmox:
             cluster=self.config.cluster,
             taken_at=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             manage=self.config.guests,
-            details=self._pressure(online, now) | self._preconditions(resources, online, now),
+            details=_merged(
+                self._pressure(online, now), self._preconditions(resources, online, now), self._usage(resources, now)
+            ),
         )
 
     def _pressure(self, online: list[str], now: float) -> dict[str, dict[str, Any]]:
@@ -158,7 +178,35 @@ class Proxmox:
             rows = self._get(f"nodes/{node}/rrddata", optional=True, timeframe="hour", cf="AVERAGE") or []
             if (p := rrd_pressure(rows, now - PRESSURE_PERIOD_S, f"nodes/{node}/rrddata")) is not None:
                 out[node] = {"pressure": p}
+            period = self.config.usage_period
+            if period > 0 and (u := rrd_usage(rows, now - period, f"nodes/{node}/rrddata", "memused")) is not None:
+                out[node] = out.get(node, {}) | u
         return out
+
+    def _usage(self, resources: list[dict[str, Any]], now: float) -> dict[str, dict[str, Any]]:
+        """Running guests' CPU and memory as the mean over `usage_period` of their RRD rows, not
+        the instant `/cluster/resources` shows (a 10-second spike must not move a guest). One
+        call per guest: at most GUEST_RRD_PER_ROUND per collection, the longest-unasked first,
+        none asked twice within an RRD step; a guest not asked yet keeps its instant figures."""
+        period = self.config.usage_period
+        if period <= 0:
+            return {}
+        running = {
+            f"{'vm' if e.get('type') == 'qemu' else 'ct'}:{e.get('vmid')}": e
+            for e in resources
+            if e.get("type") in ("qemu", "lxc") and e.get("status") == "running"
+        }
+        self._means = {sid: m for sid, m in self._means.items() if sid in running}
+        due = sorted(
+            (sid for sid in running if now - self._means.get(sid, {}).get("at", -RRD_STEP_S) >= RRD_STEP_S),
+            key=lambda sid: (self._means.get(sid, {}).get("at", -1.0), sid),
+        )
+        for sid in due[:GUEST_RRD_PER_ROUND]:
+            e = running[sid]
+            path = f"nodes/{e['node']}/{e['type']}/{e['vmid']}/rrddata"
+            rows = self._get(path, optional=True, timeframe="hour", cf="AVERAGE") or []
+            self._means[sid] = {"at": now, "mean": rrd_usage(rows, now - period, path, "mem")}
+        return {sid: m["mean"] for sid, m in self._means.items() if m.get("mean")}
 
     def _preconditions(
         self, resources: list[dict[str, Any]], online: list[str], now: float
@@ -238,7 +286,11 @@ class Proxmox:
         raise SourceError(f"Proxmox takes node maintenance from its command line only: run `{command(node, on)}`")
 
     def state(self) -> dict[str, Any]:
-        return {"tasks": copy.deepcopy(self._tasks), "preconditions": copy.deepcopy(self._checked)}
+        return {
+            "tasks": copy.deepcopy(self._tasks),
+            "preconditions": copy.deepcopy(self._checked),
+            "usage": copy.deepcopy(self._means),
+        }
 
     def _after_ha_request(self, task_id: str, task: dict[str, Any], info: dict[str, Any], now: float) -> TaskStatus:
         """The HA manager accepted the request; find the migration its LRM started, or keep waiting."""
@@ -319,6 +371,13 @@ class Proxmox:
 def command(node: str, on: bool) -> str:
     """The command an admin runs on any node of the cluster to put `node` into maintenance or take it out."""
     return f"ha-manager crm-command node-maintenance {'enable' if on else 'disable'} {node}"
+def _merged(*parts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per guest or node, the snapshot keys every endpoint answered."""
+    out: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for key, values in part.items():
+            out[key] = out.get(key, {}) | values
+    return out
 
 
 def _decode(upid: str) -> dict[str, Any]:

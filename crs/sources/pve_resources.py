@@ -253,6 +253,20 @@ def rrd_pressure(rows: list[dict[str, Any]], since: float, where: str) -> dict[s
     return {k: sum(p.get(k, 0.0) for p in samples) / len(samples) for k in keys}
 
 
+def rrd_usage(rows: list[dict[str, Any]], since: float, where: str, memory: str) -> dict[str, Any] | None:
+    """CPU (cores) and memory (bytes, the row's `memory` key: `memused` on nodes, `mem` on guests)
+    as the mean of the 1-minute RRD rows from `since` on; None when no row in the period has usage
+    (a stopped guest's rows carry only sizes)."""
+    recent = [
+        r for r in rows if isinstance(r, dict) and r.get("cpu") is not None and number(r, "time", where, 0.0) >= since
+    ]
+    if not recent:
+        return None
+    cpu = [number(r, "cpu", where) * number(r, "maxcpu", where, 1.0) for r in recent]
+    mem = [number(r, memory, where, 0.0) for r in recent]
+    return {"cpu_usage": sum(cpu) / len(cpu), "mem_usage_bytes": sum(mem) / len(mem)}
+
+
 def preconditions(answer: dict[str, Any], where: str) -> dict[str, Any]:
     """`GET …/qemu/{vmid}/migrate` → where the guest may go, why not elsewhere, and whether it
     could be recovered on another node (local disks and passed-through devices tie it)."""

@@ -20,7 +20,7 @@ from typing import Any, cast
 import numpy as np
 
 from ..model import Guest, Node, Pressure, Snapshot
-from ..snapshot import MAX_BYTES, MAX_CPUS, MIN_NODE_BYTES
+from ..snapshot import MAX_BYTES, MAX_CPUS, MAX_USAGE_PERIOD_S, MIN_NODE_BYTES
 from . import config as cfg
 from . import trace as traces
 from .base import SourceError, TaskStatus
@@ -38,6 +38,7 @@ KEYS = {
     "start_sample",
     "migration_mib_s",
     "fail_rate",
+    "usage_period",
 }
 # Large, medium and small hosts, cycled, sized so the demo looks like a busy cluster: at
 # the trace's midnight the 12 nodes' CPUs are a third used in all (the trace's 416 VMs
@@ -64,6 +65,7 @@ class SimulatorConfig:
     start_sample: int
     migration_mib_s: float  # memory copied per caller second
     fail_rate: float  # share of migrations that fail half-way
+    usage_period: float = 0.0  # trace seconds over which usage is averaged; 0 = the latest sample
 
 
 def parse_config(config: dict[str, Any]) -> SimulatorConfig:
@@ -82,6 +84,7 @@ def parse_config(config: dict[str, Any]) -> SimulatorConfig:
         start_sample=cfg.integer(config, "start_sample", WHERE, 0, low=0),
         migration_mib_s=cfg.number(config, "migration_mib_s", WHERE, 1024.0, low=0.0, exclusive_low=True),
         fail_rate=cfg.number(config, "fail_rate", WHERE, 0.0, low=0.0, high=1.0),
+        usage_period=cfg.number(config, "usage_period", WHERE, 0.0, low=0.0, high=MAX_USAGE_PERIOD_S),
     )
 
 
@@ -142,20 +145,45 @@ class Simulator:
         self._state = _checked_state(copy.deepcopy(state), set(self._sids()), self._names)
 
     def collect(self, now: float) -> Snapshot:
+        """Usage is the mean over the last `usage_period` of trace time (the samples whose time
+        falls in it, at least the latest); pressure is what the latest sample's contention
+        stalls now, as Proxmox's status reports its last seconds."""
         self._advance(now)
         sample = self._sample(now)
         moving = {t["sid"]: t["target"] for t in self._state["tasks"].values() if t["state"] == "running"}
-        guests = tuple(self._guest(i, sid, sample, moving.get(sid)) for i, sid in enumerate(self._sids()))
+        now_guests = tuple(self._guest(i, sid, sample, [sample[0]], moving.get(sid)) for i, sid in enumerate(self._sids()))
+        stalls = {n.name: _stall(n) for n in _with_usage(self.config.nodes, now_guests)}
+        window = self._window(now)
+        guests = (
+            now_guests
+            if len(window) == 1
+            else tuple(self._guest(i, sid, sample, window, moving.get(sid)) for i, sid in enumerate(self._sids()))
+        )
         down = set(self._state.get("maintenance", []))
         nodes = tuple(
-            replace(n, pressure=_stall(n), maintenance=n.name in down) for n in _with_usage(self.config.nodes, guests)
+            replace(n, pressure=stalls[n.name], maintenance=n.name in down)
+            for n in _with_usage(self.config.nodes, guests)
         )
         return Snapshot(
             nodes,
             _with_pressure(nodes, guests),
             cluster=self.config.cluster,
             taken_at=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            clock_s=self.trace_seconds(now),
         )
+
+    def trace_seconds(self, now: float) -> float:
+        """The simulator's own clock: trace seconds since the trace's first sample (growing past a day)."""
+        started = self._state["started_at"] if self._state["started_at"] is not None else now
+        elapsed = max(0.0, now - started)
+        return (self.config.start_sample + elapsed / self.config.seconds_per_sample) * traces.SAMPLE_SECONDS
+
+    def _window(self, now: float) -> list[int]:
+        """The samples whose time lies in the last `usage_period` trace seconds, latest first."""
+        t = self.trace_seconds(now)
+        latest = math.floor(t / traces.SAMPLE_SECONDS)
+        count = max(1, latest - math.floor((t - self.config.usage_period) / traces.SAMPLE_SECONDS))
+        return [(latest - j) % self.trace.samples for j in range(min(count, self.trace.samples))]
 
     def migrate(self, sid: str, target: str, now: float) -> str:
         self._advance(now)
@@ -231,17 +259,21 @@ class Simulator:
         whole = math.floor(position)
         return (self.config.start_sample + whole) % self.trace.samples, position - whole
 
-    def _guest(self, i: int, sid: str, sample: tuple[int, float], target: str | None) -> Guest:
+    def _guest(self, i: int, sid: str, sample: tuple[int, float], window: list[int], target: str | None) -> Guest:
         """Usage between two samples moves in a straight line from one to the next, so a
         round between them sees the load shift rather than the same figures again (the
-        demo plays a sample over several rounds); on a sample it is that sample exactly."""
+        demo plays a sample over several rounds); on a sample it is that sample exactly.
+        Over a `window` of samples (latest first, the latest being `sample`'s), the mean of
+        that value and the older samples'."""
         t = self.trace
         at, share = sample
         following = (at + 1) % t.samples
 
         def usage(series: np.ndarray) -> float:
             value = float(series[i, at])
-            return value if share == 0.0 else value + share * (float(series[i, following]) - value)
+            latest = value if share == 0.0 else value + share * (float(series[i, following]) - value)
+            older = window[1:]
+            return latest if not older else (latest + float(series[i, older].sum())) / (1 + len(older))
 
         return Guest(
             sid,
