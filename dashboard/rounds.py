@@ -18,7 +18,7 @@ import crs.usage
 from crs.decision import RoundResult, total_gain
 from crs.model import Snapshot
 
-from . import expiry, plans
+from . import expiry, plans, windows
 from .models import AuditEvent, Cluster, Migration, Round, priority
 
 
@@ -57,8 +57,13 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
             new = recommend(cluster, result)
             changed += [m.pk for m in new]
         approved = []
-        if new and not cluster.stopped:
-            approved = plans.approve_by_automation(new, policy)
+        if new and not cluster.stopped and policy.automation != "manual":
+            if held := windows.held_reason(cluster, now):  # the plan waits for a person instead
+                AuditEvent.objects.create(
+                    actor=None, action="automation-held", cluster=cluster, details={"plan": new[0].plan, "reason": held}
+                )
+            else:
+                approved = plans.approve_by_automation(new, policy)
         explanation = {**result.explanation.to_dict(), "waiting": waiting, "plan": new[0].plan if new else None}
         round_ = Round.objects.create(
             cluster=cluster,

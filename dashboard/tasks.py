@@ -49,7 +49,10 @@ def collect(cluster_id: int) -> None:
             cluster.snapshot = crs.snapshot.to_dict(snapshot)
             cluster.collected_at = timezone.now()
             cluster.source_error = ""
-            cluster.save(update_fields=["snapshot", "collected_at", "source_error"])
+            # Only the Proxmox adapter reads Proxmox's own balancer (crs.coexistence); others have none.
+            peer = getattr(source, "proxmox_balancer", None)
+            cluster.proxmox_balancer = peer.to_dict() if peer else None
+            cluster.save(update_fields=["snapshot", "collected_at", "source_error", "proxmox_balancer"])
     except Cluster.DoesNotExist:
         return  # deleted since beat read its schedule
     except (SourceError, CrsError) as exc:
