@@ -62,6 +62,9 @@ def migration_payload(migration: Migration) -> dict:
         "plan_gain": migration.plan_gain,
         "alternatives": migration.alternatives,
         "priority": migration.priority,
+        "finished_at": migration.finished_at.isoformat() if migration.finished_at else None,
+        "observed_5m": migration.observed_5m,
+        "observed_1h": migration.observed_1h,
     }
 
 

@@ -23,7 +23,7 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, live, notify, rounds
+from . import expiry, live, notify, outcomes, rounds
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -110,6 +110,7 @@ def balancing_round(cluster_id: int) -> None:
         Cluster.objects.release_round(cluster_id)
     requeue_stalled(cluster_id)
     refollow_unfollowed(cluster_id)
+    outcomes.measure(cluster_id)  # this round may be the measurement a finished move waited for
 
 
 def announce(cluster: Cluster, recorded: rounds.Recorded) -> None:
