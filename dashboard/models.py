@@ -594,8 +594,8 @@ class AuditEvent(models.Model):
 # -- notification destinations (sending them is dashboard/notify.py's) -------------------------------
 
 EVENTS = {
-    "recommendation-waiting": "a new recommendation waits for a person (manual or partial automation)",
-    "migration-failed": "a migration failed",
+    "recommendation-waiting": "a new plan waits for a person (manual, partial, or held by a window): one message listing its moves",
+    "migration-failed": "a migration failed (the first failure of a plan; the trail has the rest)",
     "source-unreachable": "collecting from the cluster started failing",
 }
 
