@@ -14,6 +14,7 @@ from datetime import UTC
 
 from django import forms
 from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import StreamingHttpResponse
 from django.urls import include, path
 from django.utils import timezone
@@ -45,6 +46,7 @@ from .models import (
     NotificationDestination,
     Policy,
     Round,
+    weekdays,
 )
 from .notify import DeliveryFailed, deliver
 from .tokens import DEFAULT_LIFETIME, ApiToken
@@ -267,20 +269,24 @@ class IssuedTokenSerializer(TokenSerializer):
 
 class ChangeWindowSerializer(serializers.ModelSerializer):
     days = serializers.ListField(
-        child=serializers.IntegerField(min_value=0, max_value=6),
-        allow_empty=False,
-        max_length=7,
-        help_text="Weekdays it starts on: 0 = Monday … 6 = Sunday.",
+        child=serializers.IntegerField(), help_text="Weekdays it starts on: 0 = Monday … 6 = Sunday (at least one)."
     )
 
     class Meta:
         model = ChangeWindow
         fields = ["id", "cluster", "days", "start", "end"]
 
+    def validate_days(self, value):
+        try:
+            weekdays(value)
+        except DjangoValidationError as exc:
+            raise ValidationError(exc.messages) from None
+        return sorted(set(value))
+
     def validate(self, attrs):
         if attrs["start"] == attrs["end"]:
             raise ValidationError({"end": ["end must differ from start (a window of no time)"]})
-        return {**attrs, "days": sorted(set(attrs["days"]))}
+        return attrs
 
 
 class BlackoutSerializer(serializers.ModelSerializer):

@@ -594,7 +594,7 @@ class AuditEvent(models.Model):
 # -- notification destinations (sending them is dashboard/notify.py's) -------------------------------
 
 EVENTS = {
-    "recommendation-waiting": "a new plan waits for a person (manual, partial, or held by a window): one message listing its moves",
+    "recommendation-waiting": "a new plan waits for a person (manual, partial, or held by a window): one message",
     "migration-failed": "a migration failed (the first failure of a plan; the trail has the rest)",
     "source-unreachable": "collecting from the cluster started failing",
 }
