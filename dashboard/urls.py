@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import audit, metrics, snapshots, tokens, views
+from . import audit, metrics, snapshots, tokens, views, windows
 
 app_patterns = [
     path("", views.home, name="home"),
@@ -24,6 +24,15 @@ app_patterns = [
     path("clusters/<int:pk>/plan", snapshots.plan, name="plan"),
     path("clusters/import", snapshots.import_form, name="import-form"),
     path("clusters/import/new", snapshots.import_snapshot, name="import"),
+    path("clusters/<int:pk>/windows", windows.add_window, name="add-window"),
+    path("clusters/<int:pk>/blackouts", windows.add_blackout, name="add-blackout"),
+    path("clusters/<int:pk>/windows/<int:item>/remove", windows.remove_item, {"kind": "window"}, name="remove-window"),
+    path(
+        "clusters/<int:pk>/blackouts/<int:item>/remove",
+        windows.remove_item,
+        {"kind": "blackout"},
+        name="remove-blackout",
+    ),
 ]
 
 handler400 = "dashboard.errors.bad_request"

@@ -213,3 +213,66 @@ def test_time_zone_setting_refuses_unknown_zones(admin_client, cluster):
     )
     assert answer.status_code == 400
     assert answer.json()["time_zone"] == ["time zone must be an IANA zone name, e.g. Europe/Berlin or UTC"]
+
+
+# -- the page --------------------------------------------------------------------------------------
+
+
+def test_page_says_automatic_moves_are_paused_until_the_window_opens(admin_client, cluster):
+    set_policy(cluster, automation="automatic", time_zone="Europe/Berlin")
+    window = window_around_now(cluster, 1)
+    page = admin_client.get(f"/clusters/{cluster.pk}/").content.decode()
+    opens = (datetime.now(BERLIN) - timedelta(hours=1) + timedelta(days=1)).strftime(
+        "%a"
+    ) + f" {window.start:%H:%M} Europe/Berlin"
+    assert "Automatic moves paused until" in page and opens in page and "(window)" in page
+    assert "Proxmox's own balancer" not in page  # a simulator has none
+
+
+def test_windows_and_blackouts_are_added_and_removed_on_the_page(admin_client, cluster):
+    set_policy(cluster, time_zone="Europe/Berlin")
+    answer = admin_client.post(
+        f"/clusters/{cluster.pk}/windows", {"days": ["4", "5"], "start": "22:00", "end": "06:00"}
+    )
+    assert answer.status_code == 302
+    window = ChangeWindow.objects.get(cluster=cluster)
+    assert (window.days, f"{window.start:%H:%M}", f"{window.end:%H:%M}") == ([4, 5], "22:00", "06:00")
+    # a blackout typed in the cluster's zone is stored as that moment
+    admin_client.post(
+        f"/clusters/{cluster.pk}/blackouts",
+        {"label": "backups", "starts_at": "2026-11-29T01:00", "ends_at": "2026-11-29T04:00"},
+    )
+    blackout = Blackout.objects.get(cluster=cluster)
+    assert blackout.starts_at == datetime(2026, 11, 29, 1, 0, tzinfo=BERLIN)
+    page = admin_client.get(f"/clusters/{cluster.pk}/").content.decode()
+    assert "Fri, Sat" in page and "22:00–06:00 (next day)" in page and "2026-11-29 01:00 – 2026-11-29 04:00" in page
+    refused = admin_client.post(f"/clusters/{cluster.pk}/windows", {"start": "22:00", "end": "06:00"}, follow=True)
+    assert "Not added: days: tick at least one day" in refused.content.decode()
+    admin_client.post(f"/clusters/{cluster.pk}/windows/{window.pk}/remove")
+    assert not ChangeWindow.objects.exists()
+    assert list(AuditEvent.objects.order_by("pk").values_list("action", flat=True)) == [
+        "window-added",
+        "blackout-added",
+        "window-removed",
+    ]
+
+
+def test_operators_see_the_windows_but_cannot_change_them(client, operator, cluster):
+    ChangeWindow.objects.create(cluster=cluster, days=[0], start="22:00", end="06:00")
+    client.force_login(operator)
+    page = client.get(f"/clusters/{cluster.pk}/").content.decode()
+    assert "Mon" in page and 'id="window-form"' not in page
+    assert (
+        client.post(f"/clusters/{cluster.pk}/windows", {"days": ["1"], "start": "1:00", "end": "2:00"}).status_code
+        == 403
+    )
+
+
+def test_page_shows_proxmox_balancer_beside_ours_and_says_it_moves_nothing_by_itself(admin_client, pve):
+    pve.options["crs"] = "ha=dynamic,ha-auto-rebalance=1,ha-auto-rebalance-threshold=0.25"
+    cluster = proxmox_cluster(pve)
+    collect.apply(args=[cluster.pk])
+    page = admin_client.get(f"/clusters/{cluster.pk}/").content.decode()
+    assert "Proxmox's own automatic rebalancing is on" in page
+    assert "<td>25 %</td><td>30 %</td>" in page  # threshold: Proxmox's (a fraction there) and ours
+    assert "as fractions" in page
