@@ -14,6 +14,7 @@ from datetime import UTC
 
 from django import forms
 from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import StreamingHttpResponse
 from django.urls import include, path
 from django.utils import timezone
@@ -34,9 +35,21 @@ import crs.happiness
 import crs.model
 
 from . import maintenance
+from . import outcomes, windows
 from .audit import AuditFilterForm
 from .forms import POLICY_FIELDS, PolicyApiForm, RejectForm, json_type_errors
-from .models import EVENTS, AuditEvent, Cluster, Migration, NotificationDestination, Policy, Round
+from .models import (
+    EVENTS,
+    AuditEvent,
+    Blackout,
+    ChangeWindow,
+    Cluster,
+    Migration,
+    NotificationDestination,
+    Policy,
+    Round,
+    weekdays,
+)
 from .notify import DeliveryFailed, deliver
 from .tokens import DEFAULT_LIFETIME, ApiToken
 from .views import approve_migration, decision_conflict, reject_migration
@@ -277,6 +290,104 @@ class IssuedTokenSerializer(TokenSerializer):
         fields = TokenSerializer.Meta.fields + ["token"]
 
 
+class ChangeWindowSerializer(serializers.ModelSerializer):
+    days = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Weekdays it starts on: 0 = Monday … 6 = Sunday (at least one)."
+    )
+
+    class Meta:
+        model = ChangeWindow
+        fields = ["id", "cluster", "days", "start", "end"]
+
+    def validate_days(self, value):
+        try:
+            weekdays(value)
+        except DjangoValidationError as exc:
+            raise ValidationError(exc.messages) from None
+        return sorted(set(value))
+
+    def validate(self, attrs):
+        if attrs["start"] == attrs["end"]:
+            raise ValidationError({"end": ["end must differ from start (a window of no time)"]})
+        return attrs
+
+
+class BlackoutSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Blackout
+        fields = ["id", "cluster", "label", "starts_at", "ends_at"]
+
+    def validate(self, attrs):
+        if attrs["ends_at"] <= attrs["starts_at"]:
+            raise ValidationError({"ends_at": ["ends_at must be after starts_at"]})
+        return attrs
+
+
+class GateSerializer(serializers.Serializer):
+    open = serializers.BooleanField()
+    until = serializers.DateTimeField(allow_null=True, help_text="When that changes; null: not within a week.")
+    reason = serializers.ChoiceField(
+        ["", "window", "blackout"], help_text="Why closed: outside every window, or a blackout."
+    )
+    label = serializers.CharField(allow_blank=True, help_text="The blackout's label.")
+
+
+class WindowRunSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    days = serializers.ListField(child=serializers.IntegerField())
+    start = serializers.CharField(help_text="HH:MM in the cluster's time zone.")
+    end = serializers.CharField()
+    next_start = serializers.DateTimeField(allow_null=True, help_text="Its current or next run.")
+    next_end = serializers.DateTimeField(allow_null=True)
+
+
+class ProxmoxBalancerSerializer(serializers.Serializer):
+    mode = serializers.CharField(help_text="basic, static or dynamic.")
+    rebalance_on_start = serializers.BooleanField()
+    auto_rebalance = serializers.BooleanField(help_text="ha-auto-rebalance as set.")
+    rebalancing = serializers.BooleanField(help_text="Proxmox moves guests by itself (auto-rebalance, mode not basic).")
+    threshold = serializers.FloatField(help_text="Fraction, whatever unit Proxmox stored.")
+    margin = serializers.FloatField(help_text="Fraction.")
+    hold_duration = serializers.FloatField(help_text="HA rounds.")
+    method = serializers.CharField()
+    unit = serializers.ChoiceField(
+        ["percent", "fraction", "default"], help_text="How Proxmox stored threshold and margin."
+    )
+    raw = serializers.CharField(allow_blank=True, help_text="The crs option as Proxmox returned it.")
+
+
+class AutomationSerializer(serializers.Serializer):
+    time_zone = serializers.CharField()
+    automation = serializers.CharField()
+    gate = GateSerializer()
+    held = serializers.CharField(
+        allow_blank=True, help_text='Why a new plan would wait for a person; "" = it would not.'
+    )
+    windows = WindowRunSerializer(many=True)
+    blackouts = BlackoutSerializer(many=True)
+    proxmox_balancer = ProxmoxBalancerSerializer(allow_null=True, help_text="Proxmox clusters only.")
+
+
+class PlanOutcomeSerializer(serializers.Serializer):
+    plan = serializers.IntegerField()
+    moves = serializers.IntegerField()
+    finished_at = serializers.DateTimeField()
+    imbalance_before = serializers.FloatField()
+    predicted = serializers.FloatField(help_text="Imbalance the plan predicted after its last move.")
+    observed_5m = serializers.FloatField(allow_null=True)
+    observed_1h = serializers.FloatField(allow_null=True)
+
+
+class OutcomeSummarySerializer(serializers.Serializer):
+    days = serializers.IntegerField()
+    moves = serializers.IntegerField(help_text="Migrations done in these days.")
+    measured = serializers.IntegerField(help_text="Of them, with an observed imbalance.")
+    predicted_change = serializers.FloatField(allow_null=True, help_text="Mean relative change predicted (−0.18).")
+    observed_change_5m = serializers.FloatField(allow_null=True)
+    observed_change_1h = serializers.FloatField(allow_null=True)
+    plans = PlanOutcomeSerializer(many=True)
+
+
 # --- filter forms (the audit trail's is audit.AuditFilterForm) --------------------------------------
 
 
@@ -312,6 +423,20 @@ class MigrationFilterForm(forms.Form):
         choices=[("", "any")] + [(s, s) for s in Migration.STATES],
         required=False,
         error_messages={"invalid_choice": f"state must be one of: {', '.join(Migration.STATES)}"},
+    )
+
+
+class OutcomeFilterForm(forms.Form):
+    days = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=366,
+        help_text=f"Days back; default {outcomes.SUMMARY_DAYS}.",
+        error_messages={
+            "invalid": "days must be a whole number",
+            "min_value": "days must be between 1 and 366",
+            "max_value": "days must be between 1 and 366",
+        },
     )
 
 
@@ -439,6 +564,19 @@ class ClusterViewSet(ApiViewSet):
         except maintenance.Refused as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(NodeMaintenanceSerializer(maintenance.states(cluster), many=True).data)
+    @extend_schema(parameters=form_parameters(OutcomeFilterForm), responses=OutcomeSummarySerializer)
+    @action(detail=True, pagination_class=None, read_permission="dashboard.view_migration")
+    def outcomes(self, request, pk=None):
+        """The record of the last days: moves done, predicted and observed change of the imbalance, per plan."""
+        days = filtered(OutcomeFilterForm, request)["days"] or outcomes.SUMMARY_DAYS
+        return Response(OutcomeSummarySerializer(outcomes.summary(self.get_object(), days)).data)
+
+    @extend_schema(responses=AutomationSerializer)
+    @action(detail=True, pagination_class=None)
+    def automation(self, request, pk=None):
+        """Whether automation may start balancing moves now (change windows, blackouts, Proxmox's own
+        balancer), until when, and why not; the windows' next runs as moments."""
+        return Response(AutomationSerializer(windows.status(self.get_object())).data)
 
 
 class RoundViewSet(ApiViewSet):
@@ -675,6 +813,35 @@ class DestinationViewSet(ApiViewSet, viewsets.ModelViewSet):
         return Response({"sent": True})
 
 
+class WindowViewSetBase(ApiViewSet, viewsets.ModelViewSet):
+    """Created and removed (audited), not edited: a change is a removal and an addition in the trail."""
+
+    http_method_names = ["get", "post", "delete", "head", "options"]
+    write_permission = "dashboard.change_policy"
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        serializer.instance = windows.add(self.queryset.model, self.request.user, **data)
+
+    def perform_destroy(self, instance):
+        windows.remove(instance, self.request.user)
+
+
+class ChangeWindowViewSet(WindowViewSetBase):
+    """Weekly change windows: when `automatic` and `partial` automation may start balancing moves
+    (wall clock in the cluster's time zone, the `time_zone` setting). With none: any time."""
+
+    serializer_class = ChangeWindowSerializer
+    queryset = ChangeWindow.objects.all()
+
+
+class BlackoutViewSet(WindowViewSetBase):
+    """One-off blackouts: no automatic balancing moves from `starts_at` to `ends_at`, whatever the windows."""
+
+    serializer_class = BlackoutSerializer
+    queryset = Blackout.objects.all()
+
+
 router = SimpleRouter()
 router.register("clusters", ClusterViewSet, basename="cluster")
 router.register("rounds", RoundViewSet, basename="round")
@@ -683,6 +850,8 @@ router.register("recommendations", RecommendationViewSet, basename="recommendati
 router.register("audit", AuditViewSet, basename="audit")
 router.register("tokens", TokenViewSet, basename="token")
 router.register("notification-destinations", DestinationViewSet, basename="destination")
+router.register("change-windows", ChangeWindowViewSet, basename="change-window")
+router.register("blackouts", BlackoutViewSet, basename="blackout")
 
 # The schema and its docs describe and hold no data: readable without a login.
 urlpatterns = [

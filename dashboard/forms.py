@@ -12,7 +12,7 @@ from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import transaction
 
-from .models import AuditEvent, Policy
+from .models import TIME_ZONE_CHOICES, AuditEvent, Policy
 
 POLICY_FIELDS = [
     "mode",
@@ -37,6 +37,7 @@ POLICY_FIELDS = [
     "memory_reserve",
     "usage_period",
     "containers",
+    "time_zone",
 ]
 DURATIONS = ("cooldown", "rejection_memory", "recommendation_expiry")
 BYTES = ("memory_reserve",)
@@ -152,6 +153,13 @@ def limits(name: str) -> tuple:
 class PolicyForm(forms.ModelForm):
     """The settings as the page and the admin site show them: percent, minutes, GiB."""
 
+    time_zone = forms.ChoiceField(
+        choices=TIME_ZONE_CHOICES,
+        initial="UTC",
+        label="Time zone (of the change windows)",
+        help_text=Policy._meta.get_field("time_zone").help_text,
+    )
+
     class Meta:
         model = Policy
         fields = POLICY_FIELDS
@@ -186,6 +194,10 @@ class PolicyForm(forms.ModelForm):
             if isinstance(field, forms.ChoiceField):
                 allowed = ", ".join(str(value) for value, _ in field.choices if value != "")
                 field.error_messages["invalid_choice"] = f"{label} must be one of: {allowed}"
+                if name == "time_zone":  # some 600 names: say what they look like instead
+                    field.error_messages["invalid_choice"] = (
+                        "time zone must be an IANA zone name, e.g. Europe/Berlin or UTC"
+                    )
             if isinstance(field, UnitField):
                 field.limits = low, high = limits(name)
                 field.widget.attrs.update(min=number(field.shown(low)), max=number(field.shown(high)))

@@ -65,6 +65,9 @@ def migration_payload(migration: Migration) -> dict:
         "priority": migration.priority,
         "kind": migration.kind,
         "explanation": migration.explanation,
+        "finished_at": migration.finished_at.isoformat() if migration.finished_at else None,
+        "observed_5m": migration.observed_5m,
+        "observed_1h": migration.observed_1h,
     }
 
 

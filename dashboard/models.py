@@ -5,6 +5,7 @@ read them. `Policy.engine_settings()` is the one bridge to the engine.
 """
 
 from datetime import timedelta
+from zoneinfo import available_timezones
 
 import apprise
 from django.conf import settings
@@ -26,6 +27,13 @@ MODE_CHOICES = [(m, m) for m in crs.model.MODES]
 METHOD_CHOICES = [(m, m) for m in crs.model.METHODS]
 SCALE_CHOICES = [(s, s) for s in crs.model.SCALES]
 SOURCE_CHOICES = [(kind, kind) for kind in crs.sources.KINDS]
+# The zones this machine's tz database knows; a form's choices, never a field's (they differ by machine).
+TIME_ZONE_CHOICES = [(zone, zone) for zone in sorted(available_timezones())]
+
+
+def known_time_zone(value: str) -> None:
+    if value not in available_timezones():
+        raise ValidationError("time zone must be an IANA zone name, e.g. Europe/Berlin or UTC")
 
 
 MAX_MEMORY_RESERVE = 2**40  # bytes per node (1 TiB)
@@ -103,6 +111,9 @@ class Cluster(models.Model):
     # on a slower cadence than their own, since it places every HA guest once per node.
     n1 = models.JSONField(null=True, blank=True, editable=False)
     n1_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Proxmox's own balancer (crs.coexistence.ProxmoxBalancer) as the last collect read it; None
+    # for other sources. While it rebalances by itself, automation here is held (windows.py).
+    proxmox_balancer = models.JSONField(null=True, blank=True, editable=False)
 
     objects = ClusterManager()
 
@@ -304,6 +315,12 @@ class Policy(models.Model):
         default=crs.model.PRODUCT.containers,
         help_text="A container cannot live-migrate: its move is a restart, with downtime.",
     )
+    time_zone = models.CharField(
+        max_length=64,
+        validators=[known_time_zone],
+        default="UTC",
+        help_text="The zone change windows are written in (an IANA name, e.g. Europe/Berlin).",
+    )
 
     class Meta:
         verbose_name = "settings"
@@ -479,6 +496,14 @@ class Migration(models.Model):
         max_length=15, choices=[(k, k) for k in crs.precedence.KINDS], default="balancing", db_index=True
     )
     explanation = models.TextField(blank=True, help_text="Why the move is owed: the maintenance or the rule it fixes.")
+    # Its outcome (outcomes.py): the imbalance the rounds measured 5 minutes and 1 hour after it
+    # finished, beside `imbalance_after`, the prediction. Null until then, and for moves not done.
+    observed_5m = models.FloatField(
+        null=True, blank=True, editable=False, help_text="Imbalance measured 5 minutes after it finished."
+    )
+    observed_1h = models.FloatField(
+        null=True, blank=True, editable=False, help_text="Imbalance measured 1 hour after it finished."
+    )
 
     objects = MigrationManager()
 
@@ -578,6 +603,11 @@ class AuditEvent(models.Model):
         "rule-deleted",
         "rebalance-opt-out",
         "rebalance-opt-in",
+        "window-added",
+        "window-removed",
+        "blackout-added",
+        "blackout-removed",
+        "automation-held",
     ]
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -643,8 +673,8 @@ class Maintenance(models.Model):
 # -- notification destinations (sending them is dashboard/notify.py's) -------------------------------
 
 EVENTS = {
-    "recommendation-waiting": "a new recommendation waits for a person (manual or partial automation)",
-    "migration-failed": "a migration failed",
+    "recommendation-waiting": "a new plan waits for a person (manual, partial, or held by a window): one message",
+    "migration-failed": "a migration failed (the first failure of a plan; the trail has the rest)",
     "source-unreachable": "collecting from the cluster started failing",
 }
 
@@ -741,6 +771,56 @@ class RebalanceOptOut(models.Model):
 
     def __str__(self) -> str:
         return f"{self.guest} opted out ({self.cluster})"
+
+
+# -- change windows and blackouts (the gate itself is crs.windows, applied by dashboard/windows.py) ----
+
+WEEKDAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+
+
+def weekdays(value) -> None:
+    if not isinstance(value, list) or not value or any(not isinstance(d, int) or not 0 <= d <= 6 for d in value):
+        raise ValidationError("days must be a non-empty list of weekdays 0 (Monday) … 6 (Sunday)")
+
+
+class ChangeWindow(models.Model):
+    """A weekly window in which `automatic` and `partial` automation may start balancing moves,
+    in wall-clock time of the cluster's time zone (Policy.time_zone). With none, any time may."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="change_windows")
+    days = models.JSONField(validators=[weekdays], help_text="Weekdays it starts on: 0 = Monday … 6 = Sunday.")
+    start = models.TimeField(help_text="From (wall clock, the cluster's time zone).")
+    end = models.TimeField(help_text="To; at or before `start` it ends the next day (22:00–06:00).")
+
+    class Meta:
+        ordering = ["cluster", "start", "pk"]
+
+    def __str__(self) -> str:
+        days = ",".join(WEEKDAYS[d] for d in sorted(self.days or []))
+        return f"{days} {self.start:%H:%M}–{self.end:%H:%M}"
+
+    def clean(self) -> None:
+        if self.start is not None and self.start == self.end:
+            raise ValidationError({"end": "end must differ from start (a window of no time)"})
+
+
+class Blackout(models.Model):
+    """A one-off interval without automatic balancing moves, e.g. "backups Sunday 01:00–04:00"."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="blackouts")
+    label = models.CharField(max_length=100, validators=[printable_name], help_text="Why, e.g. 'backups'.")
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["cluster", "starts_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.label} {self.starts_at:%Y-%m-%d %H:%M}–{self.ends_at:%H:%M} UTC"
+
+    def clean(self) -> None:
+        if self.starts_at and self.ends_at and self.ends_at <= self.starts_at:
+            raise ValidationError({"ends_at": "ends_at must be after starts_at"})
 
 
 # The API token model lives beside its authentication (dashboard/tokens.py, which imports

@@ -68,28 +68,45 @@ def notify_of_event(sender, instance: AuditEvent, created: bool, raw: bool = Fal
         return
     if instance.action == "failed":
         migration = Migration.objects.select_related("cluster").get(pk=instance.migration_id)
+        if migration.plan is not None and (
+            Migration.objects.filter(cluster_id=migration.cluster_id, plan=migration.plan, state="failed")
+            .exclude(pk=migration.pk)
+            .exists()
+        ):
+            return  # one message per plan: a dead target fails every step headed there, and the trail has them all
         announce(
             migration.cluster_id,
             "migration-failed",
             f"{migration.cluster}: migration of {migration.leader} failed",
             f"{migration.leader} {migration.source} → {migration.target}: {migration.reason or 'no reason given'}",
         )
-    elif instance.action == "suggested":
+    elif instance.action == "suggested" and instance.details.get("step", 0) == 0:
+        # One notification per plan, not per step: its first step's event speaks for the plan.
         transaction.on_commit(lambda: _recommendation_waiting(instance.migration_id), robust=True)
 
 
 def _recommendation_waiting(migration_id: int) -> None:
-    """After the round committed: a recommendation the round approved itself waits for nobody."""
-    migration = Migration.objects.select_related("cluster").filter(pk=migration_id, state="suggested").first()
-    if migration is not None:
-        announce(
-            migration.cluster_id,
-            "recommendation-waiting",
-            f"{migration.cluster}: a recommendation waits for approval",
-            f"Move {migration.leader} {migration.source} → {migration.target}: imbalance "
-            f"{migration.imbalance_before:.1%} → {migration.imbalance_after:.1%} "
-            f"(gain {migration.relative_gain:.1%}, margin {migration.margin:.1%}).",
-        )
+    """After the round committed: the plan's steps still waiting for a person, in one message
+    (those the round approved itself wait for nobody)."""
+    first = Migration.objects.select_related("cluster").get(pk=migration_id)
+    steps = Migration.objects.filter(cluster_id=first.cluster_id, state="suggested")
+    steps = steps.filter(plan=first.plan).order_by("step") if first.plan is not None else steps.filter(pk=first.pk)
+    waiting = list(steps)
+    if not waiting:
+        return
+    lines = [
+        f"{i}. Move {m.leader} {m.source} → {m.target}: imbalance {m.imbalance_before:.1%} → {m.imbalance_after:.1%}"
+        f" (gain {m.relative_gain:.1%})"
+        for i, m in enumerate(waiting, 1)
+    ]
+    plan = f"plan {first.plan}" if first.plan is not None else "a recommendation"
+    total = f"Plan gain {first.plan_gain:.1%}, margin {first.margin:.1%}." if first.plan_gain is not None else ""
+    announce(
+        first.cluster_id,
+        "recommendation-waiting",
+        f"{first.cluster}: {plan} waits for approval ({len(waiting)} move{'s' if len(waiting) != 1 else ''})",
+        "\n".join([*lines, total]).strip(),
+    )
 
 
 def source_unreachable(cluster_id: int, error: str) -> None:

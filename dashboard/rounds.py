@@ -20,7 +20,7 @@ import crs.usage
 from crs.decision import RoundResult
 from crs.model import Snapshot
 
-from . import expiry, maintenance, plans, violations
+from . import expiry, maintenance, plans, violations, windows
 from .models import AuditEvent, Cluster, Migration, Round
 
 # The kinds a balancing round plans itself; owed plans (crs.precedence.MANDATORY) come from
@@ -68,8 +68,13 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
             new = recommend(cluster, result, snapshot)
             changed += [m.pk for m in new]
         approved = []
-        if new and not cluster.stopped:
-            approved = plans.approve_by_automation(new, policy)
+        if new and not cluster.stopped and policy.automation != "manual":
+            if held := windows.held_reason(cluster, now):  # the plan waits for a person instead
+                AuditEvent.objects.create(
+                    actor=None, action="automation-held", cluster=cluster, details={"plan": new[0].plan, "reason": held}
+                )
+            else:
+                approved = plans.approve_by_automation(new, policy)
         approved = owed_approved + approved
         explanation = {
             **result.explanation.to_dict(),

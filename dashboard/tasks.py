@@ -24,7 +24,7 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, ha, live, notify, rounds
+from . import expiry, ha, live, notify, outcomes, rounds
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -50,7 +50,10 @@ def collect(cluster_id: int) -> None:
             cluster.snapshot = crs.snapshot.to_dict(snapshot)
             cluster.collected_at = timezone.now()
             cluster.source_error = ""
-            cluster.save(update_fields=["snapshot", "collected_at", "source_error"])
+            # Only the Proxmox adapter reads Proxmox's own balancer (crs.coexistence); others have none.
+            peer = getattr(source, "proxmox_balancer", None)
+            cluster.proxmox_balancer = peer.to_dict() if peer else None
+            cluster.save(update_fields=["snapshot", "collected_at", "source_error", "proxmox_balancer"])
     except Cluster.DoesNotExist:
         return  # deleted since beat read its schedule
     except (SourceError, CrsError) as exc:
@@ -110,6 +113,7 @@ def balancing_round(cluster_id: int) -> None:
         Cluster.objects.release_round(cluster_id)
     requeue_stalled(cluster_id)
     refollow_unfollowed(cluster_id)
+    outcomes.measure(cluster_id)  # this round may be the measurement a finished move waited for
 
 
 def announce(cluster: Cluster, recorded: rounds.Recorded) -> None:

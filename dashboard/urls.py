@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import audit, guests, ha_api, ha_views, metrics, snapshots, tokens, views
+from . import audit, guests, ha_api, ha_views, metrics, snapshots, tokens, views, windows
 
 app_patterns = [
     path("", views.home, name="home"),
@@ -30,6 +30,15 @@ app_patterns = [
     path("clusters/<int:pk>/rules/<int:rule>/delete", ha_views.delete_rule, name="rule-delete"),
     path("clusters/<int:pk>/opt-outs", ha_views.opt_out, name="opt-out"),
     path("clusters/<int:pk>/guests/", guests.guests_page, name="guests"),
+    path("clusters/<int:pk>/windows", windows.add_window, name="add-window"),
+    path("clusters/<int:pk>/blackouts", windows.add_blackout, name="add-blackout"),
+    path("clusters/<int:pk>/windows/<int:item>/remove", windows.remove_item, {"kind": "window"}, name="remove-window"),
+    path(
+        "clusters/<int:pk>/blackouts/<int:item>/remove",
+        windows.remove_item,
+        {"kind": "blackout"},
+        name="remove-blackout",
+    ),
 ]
 
 handler400 = "dashboard.errors.bad_request"

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 import crs.model
 from crs.fields import read_json
 
-from . import emergency, live, plans
+from . import emergency, live, outcomes, plans, windows
 from .forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
 from .models import Cluster, Migration
 from .pressure import pressure_context
@@ -73,6 +73,8 @@ def _page(request, cluster):
         "can_decide": request.user.has_perm("dashboard.approve_migration") and not cluster.read_only,
         "all_stopped": not Cluster.objects.filter(archived=False, stopped=False).exists(),
         "can_configure": request.user.has_perm("dashboard.change_policy"),
+        "automation": windows.page_context(cluster),
+        "outcomes": outcomes.summary(cluster),
     } | pressure_context(cluster)
     return render(request, "dashboard/cluster.html", context)
 

@@ -185,13 +185,20 @@ function recommendationItem(m) {
   return li;
 }
 
+// A done move's outcome: the imbalance the rounds measured after it, beside the prediction.
+function observed(m) {
+  if (m.state !== "done") return "";
+  const figures = [[m.observed_5m, "5 min"], [m.observed_1h, "1 h"]].filter(([value]) => value !== null && value !== undefined);
+  return figures.length ? "; observed " + figures.map(([value, after]) => `${pct(value)} after ${after}`).join(", ") : "; observed: not yet";
+}
+
 function migrationRow(m) {
   const row = document.createElement("tr");
   row.dataset.id = m.id;
   row.className = "state-" + m.state;
   const progress = m.state === "running" ? ` ${Math.round(percent(m.progress))} %` : "";
   const cells = [m.id, m.guests.join(", "), `${m.source} → ${m.target}`,
-                 `${pct(m.imbalance_before)} → ${pct(m.imbalance_after)}`, m.state + progress,
+                 `${pct(m.imbalance_before)} → ${pct(m.imbalance_after)}${observed(m)}`, m.state + progress,
                  m.automatic ? "automatic" : (m.decided_by || "")];
   cells.forEach((text) => { const td = document.createElement("td"); td.textContent = text; row.append(td); });
   row.cells[4].className = "state";

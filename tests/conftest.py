@@ -70,6 +70,7 @@ def policy_form(**changes) -> dict:
         "max_migrations_per_node": 1,
         "cpu_overcommit": 4,
         "memory_reserve": 0,
+        "time_zone": "UTC",
     }
     return {**data, **changes}
 

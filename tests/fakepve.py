@@ -87,6 +87,9 @@ class FakePve:
         self.node_rrd: dict[str, list[dict]] = {}
         self.guest_rrd: dict[str, list[dict]] = {}  # per guest id; absent = the recorded stopped-VM rows
         self.preconditions: dict[str, dict] = {}
+        # datacenter.cfg as GET /cluster/options returns it; `crs` absent = Proxmox's defaults
+        # (basic mode, no auto-rebalance). None = a PVE answering 501 (tests of old versions).
+        self.options: dict | None = {"keyboard": "en-us"}
         self.tasks: dict[str, dict] = {}
         self.requests: list[tuple[str, str, dict]] = []
         self.steps_per_migration = 3  # status polls a migration stays running
@@ -123,6 +126,10 @@ class FakePve:
             }
         if method == "GET" and path == "cluster/ha/status/current":
             return 200, self._status_current()
+        if method == "GET" and path == "cluster/options":
+            return (
+                (501, "Method 'GET /cluster/options' not implemented") if self.options is None else (200, self.options)
+            )
         if method == "GET" and path == "cluster/ha/rules":
             return (501, "Method 'GET /cluster/ha/rules' not implemented") if self.rules is None else (200, self.rules)
         if m := re.fullmatch(r"nodes/([^/]+)/(qemu|lxc)/(\d+)/migrate", path):

@@ -96,8 +96,27 @@ def test_a_waiting_recommendation_is_announced_once_the_round_commits(
             collect.apply(args=[cluster.pk])
             balancing_round.apply(args=[cluster.pk])
     waiting = list(Migration.objects.filter(state="suggested").order_by("step"))  # the round's plan, step by step
-    assert [b["title"] for b in webhook.bodies] == ["test: a recommendation waits for approval"] * len(waiting)
-    assert f"Move {waiting[0].leader} {waiting[0].source} → {waiting[0].target}" in webhook.bodies[0]["message"]
+    assert len(waiting) > 1
+    # one message for the plan, listing every move, not one per step
+    assert [b["title"] for b in webhook.bodies] == [
+        f"test: plan {waiting[0].plan} waits for approval ({len(waiting)} moves)"
+    ]
+    for m in waiting:
+        assert f"Move {m.leader} {m.source} → {m.target}" in webhook.bodies[0]["message"]
+
+
+def test_a_plan_failing_step_after_step_is_announced_once(
+    eager, webhook, suggested, django_capture_on_commit_callbacks
+):
+    destination(suggested.cluster, webhook.url, ["migration-failed"])
+    second = Migration.objects.create(**migration_fields(suggested), plan=7, step=1, after=0, state="running")
+    Migration.objects.filter(pk=suggested.pk).update(plan=7, state="running")
+    with django_capture_on_commit_callbacks(execute=True):
+        finish(suggested.pk, "failed", reason="node06 went away")
+    with django_capture_on_commit_callbacks(execute=True):
+        finish(second.pk, "failed", reason="node06 went away")
+    assert len(webhook.bodies) == 1 and "node06 went away" in webhook.bodies[0]["message"]
+    assert AuditEvent.objects.filter(action="failed").count() == 2  # the trail keeps both
 
 
 def test_a_recommendation_the_round_approves_itself_is_not_announced(
@@ -113,6 +132,7 @@ def test_a_recommendation_the_round_approves_itself_is_not_announced(
     with django_capture_on_commit_callbacks(execute=True):  # the same, left waiting: announced
         AuditEvent.objects.create(action="suggested", cluster=suggested.cluster, migration=waiting)
     assert len(webhook.bodies) == 1
+    assert webhook.bodies[0]["title"] == "test: a recommendation waits for approval (1 move)"
 
 
 def test_an_unreachable_source_is_announced_once(eager, webhook, cluster, django_capture_on_commit_callbacks):

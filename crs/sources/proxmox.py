@@ -22,6 +22,7 @@ import requests
 from proxmoxer import ProxmoxAPI, ResourceException
 from proxmoxer.tools import Tasks
 
+from ..coexistence import ProxmoxBalancer, parse_crs
 from ..model import Snapshot
 from ..snapshot import MAX_USAGE_PERIOD_S
 from . import config as cfg
@@ -137,6 +138,8 @@ class Proxmox:
         self._tasks: dict[str, dict[str, Any]] = copy.deepcopy(tasks)
         self._checked: dict[str, dict[str, Any]] = copy.deepcopy((state or {}).get("preconditions", {}))
         self._means: dict[str, dict[str, Any]] = copy.deepcopy((state or {}).get("usage", {}))
+        # Proxmox's own balancer as the last collect read it (crs.coexistence); None before one.
+        self.proxmox_balancer: ProxmoxBalancer | None = None
         self._api = ProxmoxAPI(
             config.host,
             port=config.port,
@@ -153,6 +156,9 @@ class Proxmox:
         online = sorted(
             str(e.get("node")) for e in resources if e.get("type") == "node" and e.get("status") == "online"
         )
+        # Sys.Audit on /; a PVE without the endpoint (or the option) runs no balancer of its own.
+        options = self._get("cluster/options", optional=True) or {}
+        self.proxmox_balancer = parse_crs(options.get("crs") if isinstance(options, dict) else None)
         return to_snapshot(
             resources,
             self._ha_view(),

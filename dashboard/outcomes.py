@@ -1,0 +1,108 @@
+"""The outcome of every move: the imbalance measured after it, next to what was predicted.
+
+An admin trusts a balancer that shows its record: each done migration gets the imbalance
+of the first stored round 5 minutes and 1 hour after it finished (a round is a measurement
+of the whole cluster), and a plan's outcome is its last step's. Nothing is computed that
+the rounds did not measure: with no round soon after the moment (collection was down),
+the figure stays empty rather than borrow a later, unrelated one.
+"""
+
+from datetime import timedelta
+
+from celery import shared_task
+from django.db.models import Q
+from django.utils import timezone
+
+from . import live
+from .models import Cluster, Migration, Round
+
+AFTER = {"observed_5m": timedelta(minutes=5), "observed_1h": timedelta(hours=1)}
+# The round that measures a moment must come within this long after it; later is another story.
+WITHIN = timedelta(minutes=10)
+SUMMARY_DAYS = 7
+
+
+def first_round_after(cluster_id: int, moment) -> float | None:
+    """The imbalance of the first round at or after `moment`, if one came within WITHIN."""
+    rounds = Round.objects.filter(cluster_id=cluster_id, at__gte=moment, at__lt=moment + WITHIN)
+    return rounds.order_by("at").values_list("imbalance", flat=True).first()
+
+
+@shared_task(ignore_result=True)
+def measure(cluster_id: int, now=None) -> list[int]:
+    """Fill in the outcomes whose moment has passed (called after every round). Each figure is
+    written once, by a conditional UPDATE, so two workers measuring at once agree. Returns
+    the migrations it measured (pushed to the page). `now`: the clock, for replaying history."""
+    now = now or timezone.now()
+    measured = []
+    for field, delay in AFTER.items():
+        due = Migration.objects.filter(
+            Q(**{f"{field}__isnull": True}),
+            cluster_id=cluster_id,
+            state="done",
+            finished_at__lte=now - delay,
+            finished_at__gt=now - delay - WITHIN,  # older ones missed their round: never measured
+        )
+        for pk, finished_at in due.values_list("pk", "finished_at"):
+            value = first_round_after(cluster_id, finished_at + delay)
+            if value is not None and Migration.objects.filter(pk=pk, **{f"{field}__isnull": True}).update(
+                **{field: value}
+            ):
+                measured.append(pk)
+    for pk in dict.fromkeys(measured):
+        live.push_migration(pk)
+    return measured
+
+
+def change(before: float, after: float | None) -> float | None:
+    """The relative change of the imbalance (−0.18: 18 % lower); None without a figure."""
+    return None if after is None or not before else (after - before) / before
+
+
+def mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def plan_outcomes(steps: list[Migration]) -> list[dict]:
+    """Per finished plan (every step done): imbalance before its first step, predicted after
+    its last, and observed after its last step finished."""
+    plans: dict[int, list[Migration]] = {}
+    for m in steps:
+        plans.setdefault(m.plan, []).append(m)
+    out = []
+    for number, members in plans.items():
+        members.sort(key=lambda m: m.step)
+        last = max(members, key=lambda m: m.finished_at)
+        out.append(
+            {
+                "plan": number,
+                "moves": len(members),
+                "finished_at": last.finished_at,
+                "imbalance_before": members[0].imbalance_before,
+                "predicted": members[-1].imbalance_after,
+                "observed_5m": last.observed_5m,
+                "observed_1h": last.observed_1h,
+            }
+        )
+    return sorted(out, key=lambda p: p["finished_at"], reverse=True)
+
+
+def summary(cluster: Cluster, days: int = SUMMARY_DAYS) -> dict:
+    """The record of the last `days`: moves done, the mean predicted change of the imbalance and
+    the mean observed one (5 minutes and 1 hour after), and each finished plan's outcome."""
+    since = timezone.now() - timedelta(days=days)
+    done = list(cluster.migrations.filter(state="done", finished_at__gte=since).order_by("finished_at"))
+    open_plans = set(
+        cluster.migrations.filter(state__in=["suggested", "approved", "running"]).values_list("plan", flat=True)
+    )
+    finished = [m for m in done if m.plan is not None and m.plan not in open_plans]
+    return {
+        "days": days,
+        "moves": len(done),
+        "measured": sum(m.observed_5m is not None or m.observed_1h is not None for m in done),
+        "predicted_change": mean([change(m.imbalance_before, m.imbalance_after) for m in done]),
+        "observed_change_5m": mean([change(m.imbalance_before, m.observed_5m) for m in done]),
+        "observed_change_1h": mean([change(m.imbalance_before, m.observed_1h) for m in done]),
+        "plans": plan_outcomes(finished),
+    }

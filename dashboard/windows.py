@@ -1,0 +1,228 @@
+"""When a round's automation may approve its own plan: change windows, blackouts, Proxmox's own balancer.
+
+The gate is the engine's (crs.windows); this module reads a cluster's windows, blackouts and
+time zone into it, adds Proxmox's auto-rebalance (crs.coexistence: two balancers must not
+fight), and edits windows and blackouts with an audit event each. A held plan is not lost:
+its recommendations wait for a person like under `manual`.
+"""
+
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
+from django.db import transaction
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+import crs.coexistence
+import crs.windows
+
+from .models import WEEKDAYS, AuditEvent, Blackout, ChangeWindow, Cluster
+
+
+def zone_of(cluster: Cluster) -> ZoneInfo:
+    return ZoneInfo(cluster.policy.time_zone)
+
+
+def engine_windows(cluster: Cluster) -> tuple[crs.windows.Window, ...]:
+    return tuple(crs.windows.Window(frozenset(w.days), w.start, w.end) for w in cluster.change_windows.all())
+
+
+def engine_blackouts(cluster: Cluster, now: datetime) -> tuple[crs.windows.Blackout, ...]:
+    upcoming = cluster.blackouts.filter(ends_at__gt=now)
+    return tuple(crs.windows.Blackout(b.starts_at, b.ends_at, b.label) for b in upcoming)
+
+
+def gate(cluster: Cluster, now: datetime | None = None) -> crs.windows.Gate:
+    """Whether automation may start balancing moves now, and until when."""
+    now = now or timezone.now()
+    return crs.windows.gate(now, zone_of(cluster), engine_windows(cluster), engine_blackouts(cluster, now))
+
+
+def proxmox_balancer(cluster: Cluster) -> crs.coexistence.ProxmoxBalancer | None:
+    """Proxmox's own balancer as the last collect read it; None when the source is not Proxmox."""
+    stored = cluster.proxmox_balancer
+    return None if stored is None else crs.coexistence.ProxmoxBalancer(**stored)
+
+
+def held_reason(cluster: Cluster, now: datetime | None = None) -> str:
+    """Why automation may not approve a balancing plan now, in the admin's words; "" = it may."""
+    peer = proxmox_balancer(cluster)
+    if peer is not None and peer.rebalancing:
+        return (
+            "Proxmox's own automatic rebalancing (ha-auto-rebalance) is on: two balancers would undo each other's moves"
+        )
+    state = gate(cluster, now)
+    if state.open:
+        return ""
+    until = (
+        f" until {state.until.astimezone(zone_of(cluster)):%a %H:%M} ({cluster.policy.time_zone})"
+        if state.until
+        else ""
+    )
+    if state.reason == "blackout":
+        return f"blackout{': ' + state.label if state.label else ''}{until}"
+    return f"outside the change windows{until}"
+
+
+def status(cluster: Cluster, now: datetime | None = None) -> dict:
+    """What the page and the API show: the gate, Proxmox's balancer, each window's next run (as
+    moments, so the browser shows them in its own zone too)."""
+    now = now or timezone.now()
+    zone = zone_of(cluster)
+    peer = proxmox_balancer(cluster)
+    windows = []
+    for w in cluster.change_windows.all():
+        run = crs.windows.next_occurrence(crs.windows.Window(frozenset(w.days), w.start, w.end), now, zone)
+        windows.append(
+            {
+                "id": w.pk,
+                "days": sorted(w.days),
+                "start": w.start.strftime("%H:%M"),
+                "end": w.end.strftime("%H:%M"),
+                "next_start": run[0].isoformat() if run else None,
+                "next_end": run[1].isoformat() if run else None,
+            }
+        )
+    return {
+        "time_zone": cluster.policy.time_zone,
+        "automation": cluster.policy.automation,
+        "gate": gate(cluster, now).to_dict(),
+        "held": held_reason(cluster, now),
+        "windows": windows,
+        "blackouts": [
+            {"id": b.pk, "label": b.label, "starts_at": b.starts_at.isoformat(), "ends_at": b.ends_at.isoformat()}
+            for b in cluster.blackouts.filter(ends_at__gt=now)
+        ],
+        "proxmox_balancer": peer.to_dict() | {"rebalancing": peer.rebalancing} if peer else None,
+    }
+
+
+def add(model, actor, **fields):
+    """Create a window or blackout (validated by the caller) and audit it, in one transaction."""
+    with transaction.atomic():
+        item = model.objects.create(**fields)
+        AuditEvent.objects.create(
+            actor=actor, action=_action(model, "added"), cluster_id=item.cluster_id, details=described(item)
+        )
+    return item
+
+
+def remove(item, actor) -> None:
+    with transaction.atomic():
+        AuditEvent.objects.create(
+            actor=actor, action=_action(type(item), "removed"), cluster_id=item.cluster_id, details=described(item)
+        )
+        item.delete()
+
+
+def _action(model, verb: str) -> str:
+    return f"{'window' if model is ChangeWindow else 'blackout'}-{verb}"
+
+
+def described(item) -> dict:
+    """What the audit trail keeps of a window or blackout: enough to read it back after removal."""
+    if isinstance(item, ChangeWindow):
+        return {"days": sorted(item.days), "start": f"{item.start:%H:%M}", "end": f"{item.end:%H:%M}"}
+    assert isinstance(item, Blackout)
+    return {"label": item.label, "starts_at": item.starts_at.isoformat(), "ends_at": item.ends_at.isoformat()}
+
+
+# --- the cluster page's panel: forms and views ------------------------------------------------------
+
+
+class WindowForm(forms.ModelForm):
+    days = forms.TypedMultipleChoiceField(
+        choices=list(enumerate(WEEKDAYS)),
+        coerce=int,
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={"required": "days: tick at least one day", "invalid_choice": "days: Mon … Sun only"},
+    )
+
+    class Meta:
+        model = ChangeWindow
+        fields = ["days", "start", "end"]
+        widgets = {"start": forms.TimeInput(attrs={"type": "time"}), "end": forms.TimeInput(attrs={"type": "time"})}
+        error_messages = {
+            "start": {"required": "from is required", "invalid": "from must be a time, e.g. 22:00"},
+            "end": {"required": "to is required", "invalid": "to must be a time, e.g. 06:00"},
+        }
+
+
+class BlackoutForm(forms.ModelForm):
+    """Start and end as typed on the page: wall clock in the cluster's time zone."""
+
+    class Meta:
+        model = Blackout
+        fields = ["label", "starts_at", "ends_at"]
+        widgets = {
+            "starts_at": forms.DateTimeInput(attrs={"type": "datetime-local"}),
+            "ends_at": forms.DateTimeInput(attrs={"type": "datetime-local"}),
+        }
+        error_messages = {
+            "label": {"required": "label is required: say why, e.g. backups"},
+            "starts_at": {"required": "from is required", "invalid": "from must be a date and time"},
+            "ends_at": {"required": "to is required", "invalid": "to must be a date and time"},
+        }
+
+
+def _saved(request, cluster: Cluster, form: forms.ModelForm, model) -> None:
+    form.instance.cluster = cluster
+    if not form.is_valid():
+        for errors in form.errors.values():
+            for error in errors:
+                messages.error(request, f"Not added: {error}")
+        return
+    add(model, request.user, cluster=cluster, **form.cleaned_data)
+    messages.success(request, "Added; it applies from the next round.")
+
+
+@require_POST
+@permission_required("dashboard.change_policy", raise_exception=True)
+def add_window(request, pk):
+    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
+    _saved(request, cluster, WindowForm(request.POST), ChangeWindow)
+    return redirect(reverse("dashboard:cluster", args=[pk]) + "#automation")
+
+
+@require_POST
+@permission_required("dashboard.change_policy", raise_exception=True)
+def add_blackout(request, pk):
+    """The times are read in the cluster's zone (the form says so), then stored as moments."""
+    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
+    with timezone.override(zone_of(cluster)):
+        _saved(request, cluster, BlackoutForm(request.POST), Blackout)
+    return redirect(reverse("dashboard:cluster", args=[pk]) + "#automation")
+
+
+@require_POST
+@permission_required("dashboard.change_policy", raise_exception=True)
+def remove_item(request, pk, kind, item):
+    """Remove a window or blackout; a second click (already gone) changes nothing."""
+    model = ChangeWindow if kind == "window" else Blackout
+    found = model.objects.filter(pk=item, cluster_id=pk).first()
+    if found is not None:
+        remove(found, request.user)
+        messages.success(request, "Removed; it applies from the next round.")
+    return redirect(reverse("dashboard:cluster", args=[pk]) + "#automation")
+
+
+def page_context(cluster: Cluster) -> dict:
+    """The automation panel: the status with every moment also as wall time in the cluster's zone."""
+    data = status(cluster)
+    zone = zone_of(cluster)
+
+    def wall(iso: str | None, fmt: str = "%a %H:%M") -> str:
+        return datetime.fromisoformat(iso).astimezone(zone).strftime(fmt) if iso else ""
+
+    data["gate"]["until_wall"] = wall(data["gate"]["until"])
+    for w in data["windows"]:
+        w["day_names"] = ", ".join(WEEKDAYS[d] for d in w["days"])
+    for b in data["blackouts"]:
+        b["from_wall"], b["to_wall"] = wall(b["starts_at"], "%Y-%m-%d %H:%M"), wall(b["ends_at"], "%Y-%m-%d %H:%M")
+    data["window_form"], data["blackout_form"] = WindowForm(), BlackoutForm()
+    return data
