@@ -34,8 +34,7 @@ from rest_framework_dataclasses.serializers import DataclassSerializer
 import crs.happiness
 import crs.model
 
-from . import maintenance
-from . import outcomes, windows
+from . import maintenance, outcomes, windows
 from .audit import AuditFilterForm
 from .forms import POLICY_FIELDS, PolicyApiForm, RejectForm, json_type_errors
 from .models import (
@@ -564,6 +563,7 @@ class ClusterViewSet(ApiViewSet):
         except maintenance.Refused as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(NodeMaintenanceSerializer(maintenance.states(cluster), many=True).data)
+
     @extend_schema(parameters=form_parameters(OutcomeFilterForm), responses=OutcomeSummarySerializer)
     @action(detail=True, pagination_class=None, read_permission="dashboard.view_migration")
     def outcomes(self, request, pk=None):

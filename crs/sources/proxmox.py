@@ -377,6 +377,8 @@ class Proxmox:
 def command(node: str, on: bool) -> str:
     """The command an admin runs on any node of the cluster to put `node` into maintenance or take it out."""
     return f"ha-manager crm-command node-maintenance {'enable' if on else 'disable'} {node}"
+
+
 def _merged(*parts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per guest or node, the snapshot keys every endpoint answered."""
     out: dict[str, dict[str, Any]] = {}

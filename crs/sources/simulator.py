@@ -151,7 +151,9 @@ class Simulator:
         self._advance(now)
         sample = self._sample(now)
         moving = {t["sid"]: t["target"] for t in self._state["tasks"].values() if t["state"] == "running"}
-        now_guests = tuple(self._guest(i, sid, sample, [sample[0]], moving.get(sid)) for i, sid in enumerate(self._sids()))
+        now_guests = tuple(
+            self._guest(i, sid, sample, [sample[0]], moving.get(sid)) for i, sid in enumerate(self._sids())
+        )
         stalls = {n.name: _stall(n) for n in _with_usage(self.config.nodes, now_guests)}
         window = self._window(now)
         guests = (
