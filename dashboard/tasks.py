@@ -23,7 +23,7 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, live, notify, rounds
+from . import expiry, history, live, notify, rounds
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -50,6 +50,7 @@ def collect(cluster_id: int) -> None:
             cluster.collected_at = timezone.now()
             cluster.source_error = ""
             cluster.save(update_fields=["snapshot", "collected_at", "source_error"])
+            history.record_samples(cluster, snapshot, cluster.collected_at)
     except Cluster.DoesNotExist:
         return  # deleted since beat read its schedule
     except (SourceError, CrsError) as exc:
@@ -337,3 +338,17 @@ def finish(migration_id: int, state: str, **fields) -> None:
             transaction.on_commit(lambda: live.push_migration(migration_id))
             cluster_id = Migration.objects.filter(pk=migration_id).values_list("cluster_id", flat=True).get()
             transaction.on_commit(lambda: queue_waiting(cluster_id))
+
+
+@shared_task(ignore_result=True)
+def downsample_history() -> None:
+    """Every minute (settings.CELERY_BEAT_SCHEDULE): fold aged history into coarser means."""
+    history.downsample()
+
+
+@shared_task(ignore_result=True)
+def run_whatif(whatif_id: int) -> None:
+    """Replay a what-if's settings over its cluster's stored history (whatif.py), with progress."""
+    from . import whatif  # whatif queues this task: imported here, not at the top
+
+    whatif.run(whatif_id)

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 import crs.model
 from crs.fields import read_json
 
-from . import emergency, live, plans
+from . import emergency, history, live, plans
 from .forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
 from .models import Cluster, Migration
 from .tasks import execute
@@ -72,6 +72,7 @@ def _page(request, cluster):
         "can_decide": request.user.has_perm("dashboard.approve_migration") and not cluster.read_only,
         "all_stopped": not Cluster.objects.filter(archived=False, stopped=False).exists(),
         "can_configure": request.user.has_perm("dashboard.change_policy"),
+        "ranges": [(name, f"{name[:-1]} {name[-1]}") for name in history.RANGES],  # "24h" → "24 h"
     }
     return render(request, "dashboard/cluster.html", context)
 
