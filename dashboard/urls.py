@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import audit, metrics, snapshots, tokens, views
+from . import audit, metrics, snapshots, tokens, views, whatif
 
 app_patterns = [
     path("", views.home, name="home"),
@@ -24,6 +24,7 @@ app_patterns = [
     path("clusters/<int:pk>/plan", snapshots.plan, name="plan"),
     path("clusters/import", snapshots.import_form, name="import-form"),
     path("clusters/import/new", snapshots.import_snapshot, name="import"),
+    path("clusters/<int:pk>/whatif", whatif.page, name="whatif"),
 ]
 
 handler400 = "dashboard.errors.bad_request"
