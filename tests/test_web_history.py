@@ -118,7 +118,7 @@ def test_downsampling_runs_on_sqlite_as_the_embedded_mode_does(tmp_path):
     out = subprocess.run(
         [sys.executable, "manage.py", "shell", "-c", script], env=env, check=True, capture_output=True, text=True
     ).stdout.split("\n")[-2]
-    assert out == f"[300] 0.2 {23 * 60} {36 * 60}", out
+    assert out == f"[300] 0.2 {23 * 60 + 1} {36 * 60}", out
 
 
 def test_a_collect_stores_node_and_guest_samples(collected):
