@@ -39,13 +39,14 @@ PROGRESS_EVERY = 20  # rounds between two progress updates
 def compare_methods(snapshot: Snapshot) -> dict:
     """The single move each method ranks best now (threshold and margin set aside, so there is
     always an answer), the imbalance and busiest node after it, and why they differ."""
-    picks = {}
+    picks, reasons = {}, {}
     for method in crs.model.METHODS:
         settings = replace(
             snapshot.settings, method=method, threshold=0.0, margin=0.0, target_imbalance=None, moves_per_round=1
         )
         result = crs.balancer.plan(snapshot.with_settings(settings))
         move = result.plan[0].move if result.plan else None
+        reasons[method] = result.explanation.reason
         after = crs.balancer.apply_move(snapshot, move) if move else snapshot
         stats = crs.usage.node_stats(after, snapshot.settings.mode)
         picks[method] = {
@@ -57,12 +58,17 @@ def compare_methods(snapshot: Snapshot) -> dict:
         }
     brute, topsis = picks["bruteforce"], picks["topsis"]
     same = (brute["guests"], brute["target"]) == (topsis["guests"], topsis["target"])
-    return {"imbalance": crs.balancer.plan(snapshot).imbalance, **picks, "same": same, "why": why(brute, topsis, same)}
+    return {
+        "imbalance": crs.balancer.plan(snapshot).imbalance,
+        **picks,
+        "same": same,
+        "why": why(brute, topsis, same, reasons["bruteforce"]),
+    }
 
 
-def why(brute: dict, topsis: dict, same: bool) -> str:
+def why(brute: dict, topsis: dict, same: bool, reason: str) -> str:
     if not brute["guests"] and not topsis["guests"]:
-        return "Neither method finds a move that lowers the imbalance."
+        return f"Neither method picks a move now: {reason}"
     if same:
         return "Both methods pick the same move."
     return (

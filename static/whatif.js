@@ -6,14 +6,17 @@ const whatifConfig = JSON.parse(document.getElementById("whatif-config").textCon
 const byId = (id) => document.getElementById(id);
 const asPct = (fraction) => (fraction * 100).toFixed(1) + " %";
 
+const moves = (count) => `${count} move${count === 1 ? "" : "s"}`;
+
 function sentence(w) {
   const r = w.result;
   const changed = Object.entries(w.changes).map(([name, value]) =>
     name === "threshold" || name === "margin" ? `${name} ${asPct(value)}` : `${name.replace("_", " ")} ${value}`);
   const recorded = r.recorded.p90_imbalance === null ? "" :
-    ` What really happened: ${r.recorded.moves} moves, p90 imbalance ${asPct(r.recorded.p90_imbalance)}.`;
-  return `With ${changed.join(", ") || "the current settings"}, the last ${r.hours.toFixed(1)} h (${r.rounds} rounds) ` +
-    `would have had ${r.proposed.moves} moves and p90 imbalance ${asPct(r.proposed.p90_imbalance)}, ` +
+    ` What really happened: ${moves(r.recorded.moves)}, p90 imbalance ${asPct(r.recorded.p90_imbalance)}.`;
+  const span = r.hours >= 1 ? `${r.hours.toFixed(1)} h` : `${Math.max(1, Math.round(r.hours * 60))} min`;
+  return `With ${changed.join(", ") || "the current settings"}, the last ${span} (${r.rounds} rounds) ` +
+    `would have had ${moves(r.proposed.moves)} and p90 imbalance ${asPct(r.proposed.p90_imbalance)}, ` +
     `against ${r.current.moves} and ${asPct(r.current.p90_imbalance)} with the current settings.${recorded}`;
 }
 
