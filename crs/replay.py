@@ -11,8 +11,9 @@ cost, and how many of them undid an earlier one (ping-pong).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -20,7 +21,8 @@ from . import happiness
 from .balancer import run_round
 from .decision import Move, RoundResult, RoundState
 from .guards import PastMove, guards_from
-from .model import Settings
+from .model import Settings, Snapshot
+from .sources.base import TaskStatus
 from .sources.simulator import Simulator, parse_config
 from .sources.trace import SAMPLE_SECONDS
 
@@ -57,23 +59,44 @@ class Replay:
     under_pressure: tuple[int, ...] = ()  # per round: guests stalled beyond the pressure limit (crs.happiness)
 
 
+class World(Protocol):
+    """What a replay needs of a cluster: the simulator, or stored history (`History`)."""
+
+    def collect(self, now: float) -> Snapshot: ...
+
+    def migrate(self, sid: str, target: str, now: float) -> str: ...
+
+    def task_status(self, task_id: str, now: float) -> TaskStatus: ...
+
+
 def replay(source_config: dict[str, Any], settings: Settings, rounds: int, cooldown_s: float = 0.0) -> Replay:
     """Run `rounds` balancing rounds on a fresh simulator built from `source_config`; a guest
     rests `cooldown_s` of trace time after its migration ended, as in the product."""
     cluster = Simulator(parse_config(source_config | {"usage_period": settings.usage_period}))
     interval = cluster.config.round_interval_s
     trace_per_caller_s = SAMPLE_SECONDS / cluster.config.seconds_per_sample
+    clock = [(START + r * interval, r * interval * trace_per_caller_s) for r in range(rounds)]
+    return run(cluster, clock, settings, cooldown_s)
+
+
+def run(
+    world: World,
+    clock: Sequence[tuple[float, float]],
+    settings: Settings,
+    cooldown_s: float = 0.0,
+    progress: Callable[[int], None] | None = None,
+) -> Replay:
+    """One round per (now, seconds since the start) of `clock` on `world`, every planned move
+    approved at once; `progress` hears the number of rounds done after each."""
     state = RoundState()
     running: dict[str, Migration] = {}
     series: list[tuple[float, float, str, dict[str, float]]] = []
     migrations: list[Migration] = []
     stalled: list[int] = []
-    for r in range(rounds):
-        now = START + r * interval
-        snap = cluster.collect(now)
-        trace_now = r * interval * trace_per_caller_s
+    for done, (now, trace_now) in enumerate(clock, 1):
+        snap = world.collect(now)
         for task_id in list(running):
-            status = cluster.task_status(task_id, now)
+            status = world.task_status(task_id, now)
             if status.state != "running":
                 migrations.append(
                     replace(running.pop(task_id), outcome=status.state, reason=status.reason, ended_s=trace_now)
@@ -85,15 +108,49 @@ def replay(source_config: dict[str, Any], settings: Settings, rounds: int, coold
         series.append((trace_now, result.imbalance, result.decision, result.node_loads))
         for move in planned_moves(result):
             for sid in move.guests:
-                task_id = cluster.migrate(sid, move.target, now)
+                task_id = world.migrate(sid, move.target, now)
                 guest = snap.guest(sid)
                 running[task_id] = Migration(sid, guest.node, move.target, trace_now, memory_bytes=guest.memory_bytes)
+        if progress:
+            progress(done)
     migrations += running.values()
     migrations.sort(key=lambda m: (m.started_s, m.sid))
     trace_s, values, decisions, loads = zip(*series) if series else ((), (), (), ())
     return Replay(
         settings, tuple(trace_s), tuple(values), tuple(decisions), tuple(loads), tuple(migrations), tuple(stalled)
     )
+
+
+class History:
+    """A cluster's stored history as a world to replay: `frames` maps a time to the cluster as
+    sampled then. Guests stay where the replay put them (a guest's use is taken as its own,
+    wherever it runs), so node loads are the sums of their guests'; a move is done by the next
+    frame. A guest first seen later starts where it was sampled."""
+
+    def __init__(self, frames: dict[float, Snapshot]):
+        self.frames = frames
+        self.placement: dict[str, str] = {}
+
+    def clock(self) -> list[tuple[float, float]]:
+        times = sorted(self.frames)
+        return [(t, t - times[0]) for t in times]
+
+    def collect(self, now: float) -> Snapshot:
+        frame = self.frames[now]
+        for g in frame.guests:
+            self.placement.setdefault(g.sid, g.node)
+        return replace(
+            frame,
+            nodes=tuple(replace(n, cpu_usage=None, mem_usage_bytes=None) for n in frame.nodes),
+            guests=tuple(replace(g, node=self.placement[g.sid]) for g in frame.guests),
+        )
+
+    def migrate(self, sid: str, target: str, now: float) -> str:
+        self.placement[sid] = target
+        return f"{sid}@{now}"
+
+    def task_status(self, task_id: str, now: float) -> TaskStatus:
+        return TaskStatus("done", 1.0)
 
 
 def planned_moves(result: RoundResult) -> tuple[Move, ...]:

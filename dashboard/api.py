@@ -34,7 +34,7 @@ from rest_framework_dataclasses.serializers import DataclassSerializer
 import crs.happiness
 import crs.model
 
-from . import maintenance, outcomes, windows
+from . import history, maintenance, outcomes, whatif, windows
 from .audit import AuditFilterForm
 from .forms import POLICY_FIELDS, PolicyApiForm, RejectForm, json_type_errors
 from .models import (
@@ -47,6 +47,7 @@ from .models import (
     NotificationDestination,
     Policy,
     Round,
+    WhatIf,
     weekdays,
 )
 from .notify import DeliveryFailed, deliver
@@ -439,6 +440,113 @@ class OutcomeFilterForm(forms.Form):
     )
 
 
+class HistoryRangeForm(forms.Form):
+    range = forms.ChoiceField(
+        choices=[(name, name) for name in history.RANGES],
+        required=False,
+        help_text="How far back: 3h (default), 24h, 7d, 30d or 90d.",
+        error_messages={"invalid_choice": f"range must be one of: {', '.join(history.RANGES)}"},
+    )
+
+    def clean_range(self) -> str:
+        return self.cleaned_data["range"] or "3h"
+
+
+class TrendPointSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(help_text="Start of the point's bucket.")
+    imbalance = serializers.FloatField(help_text="Mean over the bucket's rounds (fraction).")
+    imbalance_max = serializers.FloatField(help_text="Highest in the bucket (fraction).")
+    threshold = serializers.FloatField()
+    rounds = serializers.IntegerField(help_text="Rounds the point stands for.")
+
+
+class MarkerSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="The migration.")
+    at = serializers.DateTimeField(help_text="When it started.")
+    guests = serializers.ListField(child=serializers.CharField())
+    source = serializers.CharField()
+    target = serializers.CharField()
+    state = serializers.CharField()
+    approved_by = serializers.CharField(allow_null=True, help_text='A username, or "automatic".')
+    imbalance_before = serializers.FloatField()
+    imbalance_after = serializers.FloatField()
+
+
+class HistorySerializer(serializers.Serializer):
+    range = serializers.CharField()
+    since = serializers.DateTimeField()
+    resolution = serializers.IntegerField(help_text="Seconds per point.")
+    points = TrendPointSerializer(many=True)
+    markers = MarkerSerializer(many=True)
+
+
+class PickSerializer(serializers.Serializer):
+    guests = serializers.ListField(child=serializers.CharField(), help_text="Empty: no move lowers the imbalance.")
+    source = serializers.CharField(allow_null=True)
+    target = serializers.CharField(allow_null=True)
+    imbalance_after = serializers.FloatField()
+    busiest_after = serializers.FloatField(help_text="The highest CPU or memory load of a node after the move.")
+
+
+class MethodsSerializer(serializers.Serializer):
+    imbalance = serializers.FloatField()
+    bruteforce = PickSerializer()
+    topsis = PickSerializer()
+    same = serializers.BooleanField()
+    why = serializers.CharField()
+
+
+class WhatIfRequestSerializer(serializers.Serializer):
+    """For the schema: the form (whatif.WhatIfForm) checks the body."""
+
+    threshold = serializers.FloatField(required=False, min_value=0, max_value=1)
+    hold_duration = serializers.IntegerField(required=False, min_value=0, max_value=1000)
+    margin = serializers.FloatField(required=False, min_value=0, max_value=1)
+    method = serializers.ChoiceField(required=False, choices=crs.model.METHODS)
+    period = serializers.ChoiceField(choices=list(whatif.PERIODS))
+
+
+class WhatIfSerializer(serializers.ModelSerializer):
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+
+    class Meta:
+        model = WhatIf
+        fields = [
+            "id",
+            "cluster",
+            "created_by",
+            "created_at",
+            "period",
+            "changes",
+            "state",
+            "progress",
+            "result",
+            "error",
+            "finished_at",
+        ]
+
+
+class WhatIfFilterForm(forms.Form):
+    cluster = MigrationFilterForm.base_fields["cluster"]
+
+
+class WhatIfViewSet(ApiViewSet):
+    """What-if replays, newest first: state, progress (0–1) and, once done, the figures."""
+
+    serializer_class = WhatIfSerializer
+    pagination_class = Pages
+    queryset = WhatIf.objects.select_related("created_by")
+
+    @extend_schema(parameters=form_parameters(WhatIfFilterForm))
+    def list(self, request):
+        data = filtered(WhatIfFilterForm, request)
+        whatifs = by_cluster(self.get_queryset(), data["cluster"])
+        return self.get_paginated_response(self.get_serializer(self.paginate_queryset(whatifs), many=True).data)
+
+    def retrieve(self, request, pk=None):
+        return Response(self.get_serializer(self.get_object()).data)
+
+
 def by_cluster(queryset, cluster):
     return queryset.filter(cluster=cluster) if cluster else queryset
 
@@ -577,6 +685,29 @@ class ClusterViewSet(ApiViewSet):
         """Whether automation may start balancing moves now (change windows, blackouts, Proxmox's own
         balancer), until when, and why not; the windows' next runs as moments."""
         return Response(AutomationSerializer(windows.status(self.get_object())).data)
+
+    @extend_schema(parameters=form_parameters(HistoryRangeForm), responses=HistorySerializer)
+    @action(detail=True, pagination_class=None, read_permission="dashboard.view_round")
+    def history(self, request, pk=None):
+        """The imbalance trend over a range (means at the range's resolution) and the migrations started in it."""
+        cluster = self.get_object()
+        return Response(history.history_range(cluster, filtered(HistoryRangeForm, request)["range"]))
+
+    @extend_schema(responses=MethodsSerializer)
+    @action(detail=True, pagination_class=None)
+    def methods(self, request, pk=None):
+        """Bruteforce and TOPSIS side by side on the latest snapshot: the move each picks and why they differ."""
+        return Response(whatif.compare_methods(self._snapshot()))
+
+    @extend_schema(request=WhatIfRequestSerializer, responses={202: WhatIfSerializer})
+    @action(detail=True, methods=["post"], url_path="whatif", write_permission="dashboard.approve_migration")
+    def start_whatif(self, request, pk=None):
+        """Replay other settings over this cluster's stored history, in the background; follow it at /whatifs/{id}/."""
+        cluster = self.get_object()
+        form = whatif.WhatIfForm(request.data if isinstance(request.data, dict) else {})
+        if not form.is_valid():
+            raise ValidationError(errors_of(form))
+        return Response(WhatIfSerializer(whatif.start(cluster, form, request.user)).data, status.HTTP_202_ACCEPTED)
 
 
 class RoundViewSet(ApiViewSet):
@@ -852,6 +983,7 @@ router.register("tokens", TokenViewSet, basename="token")
 router.register("notification-destinations", DestinationViewSet, basename="destination")
 router.register("change-windows", ChangeWindowViewSet, basename="change-window")
 router.register("blackouts", BlackoutViewSet, basename="blackout")
+router.register("whatifs", WhatIfViewSet, basename="whatif")
 
 # The schema and its docs describe and hold no data: readable without a login.
 urlpatterns = [

@@ -400,10 +400,49 @@ class Round(models.Model):
     node_usage = models.JSONField()  # {node: {"cpu": fraction, "memory": fraction}}
     duration = models.FloatField(null=True, blank=True)  # seconds the round took (engine and recording), for /metrics
     happiness = models.FloatField(null=True, blank=True)  # share of happy guests (crs.happiness); None: no data
+    # As it ages a round is folded into a mean over `span` seconds (history.py): 0 = one round.
+    # A folded row's imbalance and threshold are means, `imbalance_max` the highest it covers,
+    # its decision "downsampled", its explanation and node usage empty (node_samples keep those).
+    span = models.IntegerField(default=0)
+    samples = models.IntegerField(default=1)  # rounds it stands for
+    imbalance_max = models.FloatField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["cluster", "at"])]
         ordering = ["at"]
+
+
+class NodeSample(models.Model):
+    """One node's measured CPU and memory use (fractions) at one collect, or their mean over
+    `span` seconds once it ages (history.py): the node lines of the history."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="node_samples")
+    at = models.DateTimeField()
+    span = models.IntegerField(default=0)  # seconds the row covers: 0 = one collect
+    samples = models.IntegerField(default=1)  # collects it averages
+    node = models.CharField(max_length=100)
+    cpu = models.FloatField()
+    memory = models.FloatField()
+
+    class Meta:
+        indexes = [models.Index(fields=["cluster", "at"]), models.Index(fields=["span", "at"])]
+
+
+class GuestSample(models.Model):
+    """One guest's measured use on its node, as 1-minute means (one row per collect until its
+    minute is folded), coarser as it ages: what a what-if replays (whatif.py)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="guest_samples")
+    at = models.DateTimeField()
+    span = models.IntegerField(default=0)  # 0 = one collect, then 60, 300, 3600 seconds
+    samples = models.IntegerField(default=1)
+    guest = models.CharField(max_length=40)
+    node = models.CharField(max_length=100)
+    cpu_usage = models.FloatField()  # cores in use
+    mem_usage_bytes = models.FloatField()
+
+    class Meta:
+        indexes = [models.Index(fields=["cluster", "at"]), models.Index(fields=["span", "at"])]
 
 
 class MigrationManager(models.Manager):
@@ -826,3 +865,23 @@ class Blackout(models.Model):
 # The API token model lives beside its authentication (dashboard/tokens.py, which imports
 # nothing of this module); imported here so Django finds it.
 from .tokens import ApiToken  # noqa: E402, F401
+
+
+class WhatIf(models.Model):
+    """A replay of other settings over this cluster's stored history, run by a worker (whatif.py)."""
+
+    STATES = ["queued", "running", "done", "failed"]
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="whatifs")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(default=timezone.now)
+    period = models.DurationField(help_text="How much of the stored history is replayed, back from now.")
+    changes = models.JSONField(help_text="The settings replayed, over the cluster's current ones.")
+    state = models.CharField(max_length=10, choices=[(s, s) for s in STATES], default="queued")
+    progress = models.FloatField(default=0.0)  # fraction of the replay done
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]

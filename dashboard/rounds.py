@@ -8,9 +8,7 @@ when not); while a plan runs, rounds measure but start no new one.
 """
 
 from dataclasses import dataclass
-from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -102,7 +100,6 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
             last_round_at=now,
             pressure_gate={"checked_s": s.checked_s, "changed_s": s.changed_s, "digest": s.digest},
         )
-        cluster.rounds.filter(at__lt=now - timedelta(hours=settings.CRS_HISTORY_KEEP_HOURS)).delete()
     return Recorded(round_, changed + [pk for pk in approved if pk not in changed], approved)
 
 

@@ -359,9 +359,21 @@ CRS_PVE_DEFAULTS = crs.sources.proxmox.config_from_env(os.environ)
 CRS_METRICS_ALLOW = env_networks("CRS_METRICS_ALLOW", "127.0.0.0/8,::1")
 CRS_METRICS_TOKEN = os.environ.get("CRS_METRICS_TOKEN", "")
 
-# How long round samples are kept for the trend chart, and how much of it a page load shows.
-CRS_HISTORY_KEEP_HOURS = 24
+# How much of the trend a page load shows (the range selector fetches more from the API).
 CRS_HISTORY_SHOW_HOURS = 3
+# The history's tiers (dashboard/history.py): rounds, node and guest samples are kept as they
+# come for CRS_HISTORY_RAW_HOURS (guests as 1-minute means), then as 5-minute means until
+# CRS_HISTORY_FIVE_MINUTE_DAYS, then as hourly means until CRS_HISTORY_HOURLY_DAYS; then dropped.
+CRS_HISTORY_RAW = timedelta(hours=env_int("CRS_HISTORY_RAW_HOURS", 24))
+CRS_HISTORY_FIVE_MINUTE = timedelta(days=env_int("CRS_HISTORY_FIVE_MINUTE_DAYS", 7))
+CRS_HISTORY_HOURLY = timedelta(days=env_int("CRS_HISTORY_HOURLY_DAYS", 90))
+if not CRS_HISTORY_RAW < CRS_HISTORY_FIVE_MINUTE < CRS_HISTORY_HOURLY:
+    raise ImproperlyConfigured(
+        "CRS_HISTORY_RAW_HOURS, CRS_HISTORY_FIVE_MINUTE_DAYS, CRS_HISTORY_HOURLY_DAYS: "
+        "each tier must outlast the one before"
+    )
+# Downsampling runs every minute, from beat (and the embedded runner's beat) alike.
+CELERY_BEAT_SCHEDULE = {"downsample-history": {"task": "dashboard.tasks.downsample_history", "schedule": 60.0}}
 
 LOGGING = {
     "version": 1,

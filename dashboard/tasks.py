@@ -24,7 +24,7 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, ha, live, notify, outcomes, rounds
+from . import expiry, ha, history, live, notify, outcomes, rounds
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -54,6 +54,7 @@ def collect(cluster_id: int) -> None:
             peer = getattr(source, "proxmox_balancer", None)
             cluster.proxmox_balancer = peer.to_dict() if peer else None
             cluster.save(update_fields=["snapshot", "collected_at", "source_error", "proxmox_balancer"])
+            history.record_samples(cluster, snapshot, cluster.collected_at)
     except Cluster.DoesNotExist:
         return  # deleted since beat read its schedule
     except (SourceError, CrsError) as exc:
@@ -341,3 +342,17 @@ def finish(migration_id: int, state: str, **fields) -> None:
             transaction.on_commit(lambda: live.push_migration(migration_id))
             cluster_id = Migration.objects.filter(pk=migration_id).values_list("cluster_id", flat=True).get()
             transaction.on_commit(lambda: queue_waiting(cluster_id))
+
+
+@shared_task(ignore_result=True)
+def downsample_history() -> None:
+    """Every minute (settings.CELERY_BEAT_SCHEDULE): fold aged history into coarser means."""
+    history.downsample()
+
+
+@shared_task(ignore_result=True)
+def run_whatif(whatif_id: int) -> None:
+    """Replay a what-if's settings over its cluster's stored history (whatif.py), with progress."""
+    from . import whatif  # whatif queues this task: imported here, not at the top
+
+    whatif.run(whatif_id)

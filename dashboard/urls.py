@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import audit, guests, ha_api, ha_views, metrics, snapshots, tokens, views, windows
+from . import audit, guests, ha_api, ha_views, metrics, snapshots, tokens, views, whatif, windows
 
 app_patterns = [
     path("", views.home, name="home"),
@@ -39,6 +39,7 @@ app_patterns = [
         {"kind": "blackout"},
         name="remove-blackout",
     ),
+    path("clusters/<int:pk>/whatif", whatif.page, name="whatif"),
 ]
 
 handler400 = "dashboard.errors.bad_request"

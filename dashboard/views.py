@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 import crs.model
 from crs.fields import read_json
 
-from . import emergency, live, outcomes, plans, windows
+from . import emergency, history, live, outcomes, plans, windows
 from .forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
 from .models import Cluster, Migration
 from .pressure import pressure_context
@@ -75,6 +75,7 @@ def _page(request, cluster):
         "can_configure": request.user.has_perm("dashboard.change_policy"),
         "automation": windows.page_context(cluster),
         "outcomes": outcomes.summary(cluster),
+        "ranges": [(name, f"{name[:-1]} {name[-1]}") for name in history.RANGES],  # "24h" → "24 h"
     } | pressure_context(cluster)
     return render(request, "dashboard/cluster.html", context)
 

@@ -6,7 +6,10 @@
 const config = JSON.parse(document.getElementById("page-config").textContent);
 const migrations = new Map();  // id -> latest migration payload
 const MAX_POINTS = 5000;
-let chartRounds = [];  // what the chart shows, or will show once Plotly has loaded
+// The trend's ranges, each fetched from the API once (then kept current by the pushes):
+// range name -> {points, markers}. `range` is the one shown.
+const ranges = new Map();
+let range = "3h";
 let plotly = null;
 
 // Fractions (0–1) arrive from the server; this is the page's one conversion to percent.
@@ -61,8 +64,14 @@ function withPlotly() {
   return plotly;
 }
 
-function drawChart(rounds) {
+// A migration marker's hover: guest, from → to, who approved.
+const markerText = (m) => `${m.guests.join(", ")}: ${m.source} → ${m.target}, ` +
+  (m.approved_by === "automatic" ? "approved automatically" : `approved by ${m.approved_by || "nobody"}`) +
+  ` (${m.state})`;
+
+function drawChart(data) {
   const colours = chartColours();
+  const rounds = data.points;
   const x = rounds.map((r) => localWall(r.at));
   const traces = [
     {x: x, y: rounds.map((r) => percent(r.imbalance)), name: "imbalance", mode: "lines+markers",
@@ -70,14 +79,47 @@ function drawChart(rounds) {
     {x: x.slice(), y: rounds.map((r) => percent(r.threshold)), name: "threshold",
      mode: rounds.length > 1 ? "lines" : "lines+markers",  // a single point: a line has no length to show
      line: {color: colours.threshold, dash: "dash", width: 2}},
+    {x: data.markers.map((m) => localWall(m.at)), y: data.markers.map((m) => percent(m.imbalance_before)),
+     text: data.markers.map(markerText), hoverinfo: "text", name: "migration", mode: "markers",
+     marker: {symbol: "triangle-down", size: 11, color: colours.text}},
   ];
+  const short = range === "3h" || range === "24h";
   const layout = {margin: {t: 30, r: 10, b: 40, l: 50}, height: 300, paper_bgcolor: "rgba(0,0,0,0)",
                   plot_bgcolor: "rgba(0,0,0,0)", font: {color: colours.text},
-                  xaxis: {title: {text: `time (${ZONE})`}, gridcolor: colours.line, tickformat: "%H:%M:%S",
+                  xaxis: {title: {text: `time (${ZONE})`}, gridcolor: colours.line, tickformat: short ? "%H:%M" : "%b %d",
                           hoverformat: "%Y-%m-%d %H:%M:%S"},
                   yaxis: {title: {text: "%"}, rangemode: "tozero", gridcolor: colours.line},
                   legend: {orientation: "h", x: 0, y: 1.02, yanchor: "bottom"}};
   Plotly.newPlot("chart", traces, layout, {displaylogo: false, responsive: true});
+}
+
+async function showRange(name) {
+  range = name;
+  document.querySelectorAll("#ranges button").forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.range === name)));
+  if (!ranges.has(name)) {
+    const response = await fetch(`${config.history}?range=${name}`, {credentials: "same-origin"});
+    if (!response.ok) return;
+    ranges.set(name, await response.json());
+  }
+  await withPlotly();
+  if (range === name) drawChart(ranges.get(name));
+}
+
+// A migration that starts is marked on the chart where it started.
+function markStarted(m) {
+  const mark = {id: m.id, at: new Date().toISOString(), guests: m.guests, source: m.source, target: m.target,
+                state: m.state, approved_by: m.automatic ? "automatic" : m.decided_by,
+                imbalance_before: m.imbalance_before};
+  let shown = false;
+  ranges.forEach((data, name) => {
+    if (data.markers.some((o) => o.id === m.id)) return;
+    data.markers.push(mark);
+    shown ||= name === range;
+  });
+  if (shown && el("chart").data) {
+    Plotly.extendTraces("chart", {x: [[localWall(mark.at)]], y: [[percent(mark.imbalance_before)]],
+                                  text: [[markerText(mark)]]}, [2]);
+  }
 }
 
 function showRound(r) {
@@ -111,11 +153,10 @@ function bar(fraction) {
 }
 
 function addRound(r) {
+  ranges.forEach((data) => data.points.push({at: r.at, imbalance: r.imbalance, threshold: r.threshold}));
   if (el("chart").data) {
     const at = localWall(r.at);
     Plotly.extendTraces("chart", {x: [[at], [at]], y: [[percent(r.imbalance)], [percent(r.threshold)]]}, [0, 1], MAX_POINTS);
-  } else {
-    chartRounds.push(r);  // drawn with the rest when Plotly is ready
   }
   showRound(r);
 }
@@ -227,6 +268,7 @@ async function applyAll() {
 }
 
 function setMigration(m) {
+  if (m.state === "running" && migrations.get(m.id)?.state !== "running") markStarted(m);
   migrations.set(m.id, m);
   showMigrations();
   if (state.n1) document.dispatchEvent(new CustomEvent("crs:n1", {detail: state.n1}));
@@ -285,8 +327,8 @@ function showSource(source) {
 function load(state) {
   showSource(state.source);
   if (state.rounds.length) showRound(state.rounds[state.rounds.length - 1]);
-  chartRounds = state.rounds;
-  withPlotly().then(() => drawChart(chartRounds));
+  ranges.clear();  // what was missed while the socket was away: fetched again
+  showRange(range);
   migrations.clear();
   state.migrations.forEach((m) => migrations.set(m.id, m));
   showMigrations();
@@ -354,6 +396,7 @@ async function toggleStop(all) {
 }
 
 el("apply-all").onclick = applyAll;
+document.querySelectorAll("#ranges button").forEach((b) => { b.onclick = () => showRange(b.dataset.range); });
 if (el("emergency-stop")) {
   el("emergency-stop").onclick = () => toggleStop(false);
   el("emergency-stop-all").onclick = () => toggleStop(true);

@@ -1,0 +1,225 @@
+"""History that lasts: samples at every collect, folded into coarser means as they age.
+
+Three kinds of rows (models.Round, NodeSample, GuestSample) share one scheme: a row covers
+`span` seconds (0 = one round or one collect) and stands for `samples` of them. Raw rows
+are kept for settings.CRS_HISTORY_RAW (guests as 1-minute means), then folded into
+5-minute means until CRS_HISTORY_FIVE_MINUTE, then hourly means until CRS_HISTORY_HOURLY,
+then dropped. Folding is one INSERT … SELECT … GROUP BY and one DELETE per tier and table,
+in one transaction, so it stays set-based at millions of rows and reads never see a bucket
+twice or not at all; the same SQL runs on PostgreSQL and SQLite (the embedded mode), only
+the bucket expression differs.
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import DateTimeField, F, Func, Max, Sum
+from django.utils import timezone
+
+import crs.usage
+from crs.model import Snapshot
+
+from .models import Cluster, GuestSample, Migration, NodeSample, Round
+
+MINUTE, FIVE_MINUTES, HOUR = 60, 300, 3600
+
+
+def bucket_sql(column: str, seconds: int, vendor: str) -> str:
+    """SQL for the start of the `seconds`-long bucket (aligned to the Unix epoch) `column` falls in."""
+    seconds = int(seconds)
+    if vendor == "postgresql":
+        return f"to_timestamp(floor(extract(epoch from {column}) / {seconds}) * {seconds})"
+    # SQLite keeps datetimes as 'YYYY-MM-DD HH:MM:SS[.ffffff]' text in UTC, as Django writes them.
+    # (%% because Django's cursors read the query with %-style parameters.)
+    epoch = f"CAST(strftime('%%s', {column}) AS INTEGER)"
+    return f"strftime('%%Y-%%m-%%d %%H:%%M:%%S', {epoch} / {seconds} * {seconds}, 'unixepoch')"
+
+
+class Bucket(Func):
+    """bucket_sql as an ORM expression, for the trend query."""
+
+    output_field = DateTimeField()
+
+    def __init__(self, expression, seconds: int):
+        super().__init__(expression)
+        self.seconds = int(seconds)
+
+    def as_sql(self, compiler, connection, **extra):
+        sql, params = compiler.compile(self.source_expressions[0])
+        return bucket_sql(sql, self.seconds, connection.vendor), params
+
+
+# -- recording ---------------------------------------------------------------------------------------
+
+
+def record_samples(cluster: Cluster, snapshot: Snapshot, at: datetime) -> None:
+    """One row per node and per guest for this collect (folded later by `downsample`)."""
+    NodeSample.objects.bulk_create(
+        NodeSample(cluster=cluster, at=at, node=s.name, cpu=s.cpu_load, memory=s.mem_load)
+        for s in crs.usage.node_stats(snapshot, "dynamic")
+    )
+    GuestSample.objects.bulk_create(
+        GuestSample(
+            cluster=cluster, at=at, guest=g.sid, node=g.node, cpu_usage=g.cpu_usage, mem_usage_bytes=g.mem_usage_bytes
+        )
+        for g in snapshot.guests
+    )
+
+
+# -- downsampling ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Table:
+    """How one table folds: the columns that identify a series, the means, and fixed values of a folded row."""
+
+    model: type
+    keys: tuple[str, ...]
+    means: tuple[str, ...]
+    extra: tuple[tuple[str, str], ...] = ()  # (column, SQL over the group)
+
+
+JSON_EMPTY = {"postgresql": "'{}'::jsonb", "sqlite": "'{}'"}
+
+ROUNDS = Table(
+    Round,
+    ("cluster_id",),
+    ("imbalance", "threshold"),
+    (
+        ("imbalance_max", "MAX(COALESCE(imbalance_max, imbalance))"),
+        ("decision", "'downsampled'"),
+        ("hold_count", "MAX(hold_count)"),
+        ("explanation", "{json}"),
+        ("node_usage", "{json}"),
+        ("duration", "AVG(duration)"),
+    ),
+)
+NODES = Table(NodeSample, ("cluster_id", "node"), ("cpu", "memory"))
+GUESTS = Table(GuestSample, ("cluster_id", "guest", "node"), ("cpu_usage", "mem_usage_bytes"))
+
+
+def fold(table: Table, span: int, before: datetime) -> int:
+    """Replace the rows finer than `span` seconds older than `before` by their `span`-second
+    means (weighted by the samples each stands for). `before` is aligned down to a bucket, so
+    a bucket is folded whole, once. Returns the rows replaced."""
+    vendor = connection.vendor
+    db_table = table.model._meta.db_table
+    epoch = int(before.timestamp()) // span * span
+    cutoff = datetime.fromtimestamp(epoch, tz=UTC)
+    keys = ", ".join(table.keys)
+    means = ", ".join(f"SUM({m} * samples) / SUM(samples)" for m in table.means)
+    extra_cols = "".join(f", {c}" for c, _ in table.extra)
+    extra_sql = "".join(", " + sql.format(json=JSON_EMPTY[vendor]) for _, sql in table.extra)
+    insert = (
+        f"INSERT INTO {db_table} ({keys}, at, span, samples, {', '.join(table.means)}{extra_cols}) "
+        f"SELECT {keys}, {bucket_sql('at', span, vendor)} AS bucket, %s, SUM(samples), {means}{extra_sql} "
+        f"FROM {db_table} WHERE span < %s AND at < %s GROUP BY {keys}, bucket"
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(insert, [span, span, cutoff])
+        cursor.execute(f"DELETE FROM {db_table} WHERE span < %s AND at < %s", [span, cutoff])
+        return cursor.rowcount
+
+
+def downsample(now: datetime | None = None) -> dict[str, int]:
+    """Fold every table's aged rows into the next tier and drop what is older than the last.
+    Safe to run twice and at any time: a run finds nothing more to fold. Returns rows replaced per table."""
+    now = now or timezone.now()
+    done = {"guest 1-minute": fold(GUESTS, MINUTE, now - timedelta(seconds=MINUTE))}
+    for table in (ROUNDS, NODES, GUESTS):
+        name = table.model._meta.model_name
+        done[f"{name} 5-minute"] = fold(table, FIVE_MINUTES, now - settings.CRS_HISTORY_RAW)
+        done[f"{name} hourly"] = fold(table, HOUR, now - settings.CRS_HISTORY_FIVE_MINUTE)
+        done[f"{name} dropped"] = table.model.objects.filter(at__lt=now - settings.CRS_HISTORY_HOURLY).delete()[0]
+    return done
+
+
+# -- reading -----------------------------------------------------------------------------------------
+
+# Range → (how far back, the trend's bucket in seconds): about 1 000–2 200 points each.
+RANGES = {
+    "3h": (timedelta(hours=3), 10),
+    "24h": (timedelta(hours=24), MINUTE),
+    "7d": (timedelta(days=7), FIVE_MINUTES),
+    "30d": (timedelta(days=30), HOUR),
+    "90d": (timedelta(days=90), HOUR),
+}
+
+
+def trend(cluster: Cluster, since: datetime, seconds: int) -> list[dict]:
+    """The imbalance and threshold per `seconds`-bucket since `since`: means weighted by rounds, and the highest."""
+    rows = (
+        cluster.rounds.filter(at__gte=since)
+        .order_by()
+        .values(bucket=Bucket("at", seconds))
+        .annotate(
+            imbalance_sum=Sum(F("imbalance") * F("samples")),
+            threshold_sum=Sum(F("threshold") * F("samples")),
+            rounds=Sum("samples"),
+            peak=Max("imbalance_max"),
+            top=Max("imbalance"),
+        )
+        .order_by("bucket")
+    )
+    return [
+        {
+            "at": row["bucket"].isoformat(),
+            "imbalance": row["imbalance_sum"] / row["rounds"],
+            "imbalance_max": max(v for v in (row["peak"], row["top"]) if v is not None),
+            "threshold": row["threshold_sum"] / row["rounds"],
+            "rounds": row["rounds"],
+        }
+        for row in rows
+    ]
+
+
+def markers(cluster: Cluster, since: datetime) -> list[dict]:
+    """Migrations started since `since`: where the chart marks them, and who approved each."""
+    started = (
+        cluster.migrations.filter(started_at__gte=since)
+        .select_related("decided_by")
+        .order_by("started_at", "pk")
+        .only(
+            "pk",
+            "started_at",
+            "leader",
+            "guests",
+            "source",
+            "target",
+            "state",
+            "automatic",
+            "decided_by__username",
+            "imbalance_before",
+            "imbalance_after",
+        )
+    )
+    return [marker(m) for m in started]
+
+
+def marker(m: Migration) -> dict:
+    return {
+        "id": m.pk,
+        "at": m.started_at.isoformat(),
+        "guests": m.guests,
+        "source": m.source,
+        "target": m.target,
+        "state": m.state,
+        "approved_by": "automatic" if m.automatic else (m.decided_by.get_username() if m.decided_by else None),
+        "imbalance_before": m.imbalance_before,
+        "imbalance_after": m.imbalance_after,
+    }
+
+
+def history_range(cluster: Cluster, name: str, now: datetime | None = None) -> dict:
+    """What the trend chart shows for one range: the trend at the range's resolution and the migrations in it."""
+    back, seconds = RANGES[name]
+    since = (now or timezone.now()) - back
+    return {
+        "range": name,
+        "since": since.isoformat(),
+        "resolution": seconds,
+        "points": trend(cluster, since, seconds),
+        "markers": markers(cluster, since),
+    }
