@@ -5,70 +5,17 @@
 
 const config = JSON.parse(document.getElementById("page-config").textContent);
 const migrations = new Map();  // id -> latest migration payload
-const MAX_POINTS = 5000;
-let chartRounds = [];  // what the chart shows, or will show once Plotly has loaded
-let plotly = null;
 
 // Fractions (0–1) arrive from the server; this is the page's one conversion to percent.
 const percent = (fraction) => fraction * 100;
 const pct = (fraction) => percent(fraction).toFixed(1) + " %";
 const el = (id) => document.getElementById(id);
 
-// Plotly draws a date string's wall clock as written, whatever its offset: hand it local wall time.
-function localWall(iso) {
-  const at = new Date(iso);
-  return new Date(at.getTime() - at.getTimezoneOffset() * 60000).toISOString().slice(0, 23).replace("T", " ");
-}
-
-// The engine's decision codes (kept in the API) in the admin's words.
-const DECISION_WORDS = {
-  "migrate": "Move recommended",
-  "below-threshold": "Balanced enough",
-  "holding": "Above the threshold, waiting for the hold duration",
-  "no-candidate": "Nothing can move",
-  "below-margin": "No move gains enough",
-  "motion-in-flight": "Waiting: a migration is running",
-  "disabled": "Balancing is off",
-};
+// The engine's decision codes (kept in the API) in the admin's words: dashboard/wording.py's table.
+const DECISION_WORDS = JSON.parse(el("decision-words").textContent);
 
 function csrfToken() {
   return document.querySelector("input[name=csrfmiddlewaretoken]").value;
-}
-
-function chartColours() {
-  const style = getComputedStyle(document.documentElement);
-  return {text: style.getPropertyValue("--text").trim(), line: style.getPropertyValue("--line").trim(),
-          bar: style.getPropertyValue("--bar").trim(), threshold: style.getPropertyValue("--threshold").trim()};
-}
-
-// Plotly (1.2 MB) loads once the status is on screen: its parse must not hold back the first paint.
-function withPlotly() {
-  plotly ??= new Promise((resolve) => {
-    const script = document.createElement("script");
-    script.src = config.plotly;
-    script.onload = resolve;
-    document.head.append(script);
-  });
-  return plotly;
-}
-
-function drawChart(rounds) {
-  const colours = chartColours();
-  const x = rounds.map((r) => localWall(r.at));
-  const traces = [
-    {x: x, y: rounds.map((r) => percent(r.imbalance)), name: "imbalance", mode: "lines+markers",
-     line: {color: colours.bar}, marker: {size: 4}},
-    {x: x.slice(), y: rounds.map((r) => percent(r.threshold)), name: "threshold",
-     mode: rounds.length > 1 ? "lines" : "lines+markers",  // a single point: a line has no length to show
-     line: {color: colours.threshold, dash: "dash", width: 2}},
-  ];
-  const layout = {margin: {t: 30, r: 10, b: 40, l: 50}, height: 300, paper_bgcolor: "rgba(0,0,0,0)",
-                  plot_bgcolor: "rgba(0,0,0,0)", font: {color: colours.text},
-                  xaxis: {title: {text: `time (${ZONE})`}, gridcolor: colours.line, tickformat: "%H:%M:%S",
-                          hoverformat: "%Y-%m-%d %H:%M:%S"},
-                  yaxis: {title: {text: "%"}, rangemode: "tozero", gridcolor: colours.line},
-                  legend: {orientation: "h", x: 0, y: 1.02, yanchor: "bottom"}};
-  Plotly.newPlot("chart", traces, layout, {displaylogo: false, responsive: true});
 }
 
 function showRound(r) {
@@ -101,12 +48,7 @@ function bar(fraction) {
 }
 
 function addRound(r) {
-  if (el("chart").data) {
-    const at = localWall(r.at);
-    Plotly.extendTraces("chart", {x: [[at], [at]], y: [[percent(r.imbalance)], [percent(r.threshold)]]}, [0, 1], MAX_POINTS);
-  } else {
-    chartRounds.push(r);  // drawn with the rest when Plotly is ready
-  }
+  trendAdd(r);
   showRound(r);
 }
 
@@ -120,6 +62,7 @@ function showMigrations() {
   const lost = [...shown.values()].filter((li) => li.dataset.keep);
   const items = pending.map((m) => shown.get(String(m.id)) || recommendationItem(m));
   el("recommendations").replaceChildren(...lost.filter((li) => !items.includes(li)), ...items);
+  el("recommendations").removeAttribute("aria-busy");
   el("no-recommendations").hidden = pending.length > 0;
   el("apply-all").hidden = pending.length === 0 || config.read_only || !config.can_decide;
   el("plan-summary").hidden = pending.length === 0;
@@ -256,8 +199,7 @@ function showSource(source) {
 function load(state) {
   showSource(state.source);
   if (state.rounds.length) showRound(state.rounds[state.rounds.length - 1]);
-  chartRounds = state.rounds;
-  withPlotly().then(() => drawChart(chartRounds));
+  trendShow(state.rounds);
   migrations.clear();
   state.migrations.forEach((m) => migrations.set(m.id, m));
   showMigrations();
@@ -327,4 +269,5 @@ if (el("emergency-stop")) {
   el("emergency-stop").onclick = () => toggleStop(false);
   el("emergency-stop-all").onclick = () => toggleStop(true);
 }
+trendStart(el("chart"), config.plotly);  // trend.js: an SVG now, Plotly when the admin reaches for the chart
 connect(1000);
