@@ -21,29 +21,38 @@ DECISIONS: dict[str, str] = {
     "no-pressure": "No guest is short of CPU or memory, or none that is has a node to go to",
 }
 
-# Settings whose values are engine codes: each value in words, as the form's choices show it.
+# Settings whose values are codes: each value in a few words (a select shows one line), the
+# help below the field says the rest. The values stay the codes the API and the engine take.
 CHOICES: dict[str, list[tuple[str, str]]] = {
     "mode": [
-        ("basic", "basic: count the guests on each node"),
-        ("static", "static: the guests' configured CPU and memory"),
-        ("dynamic", "dynamic: the CPU and memory the guests really use"),
+        ("basic", "basic: guest count"),
+        ("static", "static: configured size"),
+        ("dynamic", "dynamic: measured usage"),
     ],
-    "method": [
-        ("bruteforce", "bruteforce: try every move, keep the one that evens the load most"),
-        ("topsis", "topsis: weigh several load criteria of every move together (TOPSIS, as Proxmox)"),
+    "automation": [
+        ("manual", "manual: an admin approves each"),
+        ("partial", "partial: large gains approve themselves"),
+        ("automatic", "automatic: rounds approve all"),
     ],
-    "imbalance_scale": [
-        ("normalized", "normalized: 0 % = perfectly even, 100 % = all load on one node"),
-        ("raw", "raw: the plain spread of the loads (coefficient of variation), as older Proxmox"),
+    "objective": [
+        ("even", "even: spread the load"),
+        ("pressure", "pressure: relieve stalling guests"),
+        ("both", "both: pressure first, then even"),
     ],
+    "method": [("bruteforce", "bruteforce: try every move"), ("topsis", "topsis: weigh several criteria")],
+    "imbalance_scale": [("normalized", "normalized: 0–100 %"), ("raw", "raw: coefficient of variation")],
 }
 
 # Help for the settings whose model gives none, or one in another unit than the form's.
 HELP: dict[str, str] = {
-    "automation": "Who approves a recommendation: an admin, the round when the gain is large, or always the round.",
-    "objective": "What a move is for: an even spread of load, relief for guests that stall, or both.",
-    "method": "How the round picks among the possible moves.",
-    "imbalance_scale": "How the spread of node loads is turned into the imbalance figure.",
+    "automation": "Who approves a recommendation: always an admin; the round itself when the gain reaches the "
+    "automatic margin; or always the round (Proxmox's auto-rebalance).",
+    "objective": "What a move is for: an even spread of load; relief for guests that stall for CPU or memory "
+    "(needs pressure figures from the source); or relief first, then evenness.",
+    "method": "How a round picks its move: bruteforce tries every guest on every node and keeps the one that "
+    "evens the load most; topsis ranks the moves on several load criteria at once (TOPSIS, as Proxmox).",
+    "imbalance_scale": "How the spread of the node loads becomes the imbalance: normalized runs from 0 % (even) to "
+    "100 % (all load on one node); raw is the plain coefficient of variation (older Proxmox), which can exceed 100 %.",
     "memory_reserve": "Memory every node keeps free of the guests' configured memory.",
 }
 

@@ -22,11 +22,12 @@ function clock(iso) {
   return `${day}${two(at.getHours())}:${two(at.getMinutes())}:${two(at.getSeconds())} ${zoneOf(at)}`;
 }
 
+// How long ago, or how long until (a token's expiry); a few seconds of clock skew count as now.
 function ago(iso) {
-  const seconds = Math.max(0, Math.round((Date.now() - new Date(iso)) / 1000));
-  if (seconds < 90) return `${seconds} s ago`;
-  if (seconds < 5400) return `${Math.round(seconds / 60)} min ago`;
-  return `${Math.round(seconds / 3600)} h ago`;
+  const seconds = Math.round((Date.now() - new Date(iso)) / 1000), span = Math.abs(seconds);
+  const text = span < 90 ? `${span} s` : span < 5400 ? `${Math.round(span / 60)} min` :
+    span < 172800 ? `${Math.round(span / 3600)} h` : `${Math.round(span / 86400)} days`;
+  return seconds > -5 ? `${seconds < 0 ? "0 s" : text} ago` : `in ${text}`;
 }
 
 // A <time> element showing a moment: local clock with its zone, how long ago (ticking), UTC on hover.

@@ -36,7 +36,10 @@ def test_every_coded_setting_value_has_plain_words():
     for name, values in engine.items():
         assert [value for value, _ in wording.CHOICES[name]] == list(values), name
     for name, choices in [("automation", Policy.AUTOMATION_CHOICES), ("objective", Policy.OBJECTIVE_CHOICES)]:
-        assert all(": " in words for _, words in choices), name
+        assert [value for value, _ in wording.CHOICES[name]] == [value for value, _ in choices], name
+    for name, choices in wording.CHOICES.items():
+        assert all(words.startswith(f"{value}: ") for value, words in choices), name  # the code, then words
+        assert name in wording.HELP or name == "mode", name  # the help below the field says the rest
 
 
 @pytest.mark.django_db
@@ -47,8 +50,8 @@ def test_the_pages_say_decisions_and_settings_in_words_and_the_api_keeps_codes(c
     table = re.search(r'<script id="decision-words" type="application/json">(.*?)</script>', page)
     assert json.loads(table.group(1)) == wording.DECISIONS  # what dashboard.js shows for a round's decision
     values = re.search(r'<dl class="settings-values".*?</dl>', page, re.S).group(0)
-    assert "dynamic: the CPU and memory the guests really use" in values
-    assert "raw: the plain spread of the loads" in values and "<dd>raw</dd>" not in values
+    assert "<dd>dynamic: measured usage</dd>" in values
+    assert "<dd>raw: coefficient of variation</dd>" in values and "<dd>raw</dd>" not in values
     assert re.search(r'id="preset" data-preset="(proxmox|product)">(proxmox|product): ', page)
 
     plan = client.get(reverse("dashboard:plan", args=[collected.pk])).content.decode()
