@@ -78,8 +78,9 @@ def _relief(snapshot: Snapshot, guards: Guards, current: float) -> tuple[Decisio
         max(g.cpu_pressure, g.memory_pressure),
         found.relief,
     )
-    weights = ", ".join(f"{c} {w:.2f}" for c, w in zip(pressure.CRITERIA, pressure.WEIGHTS.weights))
-    reason = f"{found.reason} (AHP weights: {weights}; consistency ratio {pressure.WEIGHTS.consistency_ratio:.3f})"
+    # Percent, as every figure the page shows (the reason is shown as it is).
+    weights = ", ".join(f"{c} {w:.0%}" for c, w in zip(pressure.CRITERIA, pressure.WEIGHTS.weights))
+    reason = f"{found.reason} (AHP weights: {weights}; consistency ratio {pressure.WEIGHTS.consistency_ratio:.1%})"
     return "migrate", reason, (Step(move, current, after, gain, (), None),)
 
 

@@ -183,3 +183,27 @@ def test_dark_mode_follows_the_system_setting(browser, server):
     page.screenshot(path=str(ARTIFACTS / "page-live-dark.png"), full_page=True)
     assert serious_violations(page) == []  # contrast holds in the dark scheme too
     page.context.close()
+
+
+def test_what_if_chart_has_whole_second_ticks_and_a_visible_threshold(browser, server):
+    """An imported snapshot's first rounds still get a minute of axis, ticks without fractions of
+    a second and the threshold as a line across the plot; a read-only cluster offers no decision."""
+    page = open_page(browser, server, "phone")
+    snapshot = page.request.get(server + "/clusters/1/snapshot.json").body()
+    page.goto(server + "/clusters/import")
+    page.fill("#id_name", "what-if")
+    page.set_input_files(
+        "#id_snapshot", files=[{"name": "lab.json", "mimeType": "application/json", "buffer": snapshot}]
+    )
+    page.click("#import-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/clusters/\d+/$"))
+    wait_until(page, "document.getElementById('ws-state')?.textContent === 'open'")
+    chart_points(page)
+    ticks = [t for t in page.locator("#chart svg text.tick").all_text_contents() if ":" in t]
+    assert len(ticks) >= 2 and all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t) for t in ticks), ticks
+    xs = [float(p.split(",")[0]) for p in page.locator("#chart svg polyline.threshold").get_attribute("points").split()]
+    assert max(xs) - min(xs) > 200  # a line across the 390 px plot, not a dot
+    assert page.locator("button.approve, button.reject, #apply-all:visible").count() == 0
+    assert overflow(page) == 0
+    page.screenshot(path=str(ARTIFACTS / "page-what-if-phone.png"), full_page=True)
+    page.context.close()
