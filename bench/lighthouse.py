@@ -66,9 +66,12 @@ def main() -> None:
     parser.add_argument("--root", default=str(Path(__file__).resolve().parent.parent), help="checkout to serve")
     parser.add_argument("--warmup", type=float, default=60, help="seconds of rounds before measuring")
     parser.add_argument("--json", help="also keep Lighthouse's JSON report here")
+    parser.add_argument(
+        "--port", type=int, help="the server's port (and the browser's DevTools on the next); default: free ones"
+    )
     args = parser.parse_args()
     root = Path(args.root).resolve()
-    port = free_port()
+    port = args.port or free_port()
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as tmp:
         env = {
@@ -81,7 +84,7 @@ def main() -> None:
             "CRS_SECRET_KEY": "lighthouse-only",
         }
         command = [sys.executable, "manage.py", "runembedded", "--port", str(port), "--round-interval", "2"]
-        devtools = free_port()
+        devtools = port + 1 if args.port else free_port()
         chrome = [
             os.environ.get("CHROME_PATH", "/usr/bin/chromium"),
             "--headless=new",

@@ -84,9 +84,10 @@ def _relief(snapshot: Snapshot, guards: Guards, current: float) -> tuple[Decisio
         now, before = pressure.settled(now, found), after
     if not steps:
         return None
-    weights = ", ".join(f"{c} {w:.2f}" for c, w in zip(pressure.CRITERIA, pressure.WEIGHTS.weights))
+    # Percent, as every figure the page shows (the reason is shown as it is).
+    weights = ", ".join(f"{c} {w:.0%}" for c, w in zip(pressure.CRITERIA, pressure.WEIGHTS.weights))
     reason = " ".join(reasons) + (
-        f" (AHP weights: {weights}; consistency ratio {pressure.WEIGHTS.consistency_ratio:.3f}{_period(settings)})"
+        f" (AHP weights: {weights}; consistency ratio {pressure.WEIGHTS.consistency_ratio:.1%}{_period(settings)})"
     )
     return "migrate", reason, tuple(steps)
 

@@ -12,6 +12,7 @@ from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import transaction
 
+from . import wording
 from .models import TIME_ZONE_CHOICES, AuditEvent, Policy
 
 POLICY_FIELDS = [
@@ -186,6 +187,10 @@ class PolicyForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         for name, field in self.fields.items():
+            # Engine codes in words (wording.py): the values stay the codes the API takes.
+            if name in wording.CHOICES:
+                field.choices = wording.CHOICES[name]
+            field.help_text = wording.HELP.get(name, field.help_text)
             label = name.replace("_", " ")
             field.error_messages["required"] = f"{label} is required"
             whole = isinstance(field, forms.IntegerField) and not isinstance(field, forms.FloatField)

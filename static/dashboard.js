@@ -5,34 +5,18 @@
 
 const config = JSON.parse(document.getElementById("page-config").textContent);
 const migrations = new Map();  // id -> latest migration payload
-const MAX_POINTS = 5000;
 // The trend's ranges, each fetched from the API once (then kept current by the pushes):
-// range name -> {points, markers}. `range` is the one shown.
+// range name -> {points, markers}. `range` is the one shown; trend.js draws it.
 const ranges = new Map();
 let range = "3h";
-let plotly = null;
 
 // Fractions (0–1) arrive from the server; this is the page's one conversion to percent.
 const percent = (fraction) => fraction * 100;
 const pct = (fraction) => percent(fraction).toFixed(1) + " %";
 const el = (id) => document.getElementById(id);
 
-// Plotly draws a date string's wall clock as written, whatever its offset: hand it local wall time.
-function localWall(iso) {
-  const at = new Date(iso);
-  return new Date(at.getTime() - at.getTimezoneOffset() * 60000).toISOString().slice(0, 23).replace("T", " ");
-}
-
-// The engine's decision codes (kept in the API) in the admin's words.
-const DECISION_WORDS = {
-  "migrate": "Move recommended",
-  "below-threshold": "Balanced enough",
-  "holding": "Above the threshold, waiting for the hold duration",
-  "no-candidate": "Nothing can move",
-  "below-margin": "No move gains enough",
-  "motion-in-flight": "Waiting: a migration is running",
-  "disabled": "Balancing is off",
-};
+// The engine's decision codes (kept in the API) in the admin's words: dashboard/wording.py's table.
+const DECISION_WORDS = JSON.parse(el("decision-words").textContent);
 
 // What a recommendation is for (migration kinds, in precedence order).
 const KIND_WORDS = {
@@ -47,52 +31,6 @@ function csrfToken() {
   return document.querySelector("input[name=csrfmiddlewaretoken]").value;
 }
 
-function chartColours() {
-  const style = getComputedStyle(document.documentElement);
-  return {text: style.getPropertyValue("--text").trim(), line: style.getPropertyValue("--line").trim(),
-          bar: style.getPropertyValue("--bar").trim(), threshold: style.getPropertyValue("--threshold").trim()};
-}
-
-// Plotly (1.2 MB) loads once the status is on screen: its parse must not hold back the first paint.
-function withPlotly() {
-  plotly ??= new Promise((resolve) => {
-    const script = document.createElement("script");
-    script.src = config.plotly;
-    script.onload = resolve;
-    document.head.append(script);
-  });
-  return plotly;
-}
-
-// A migration marker's hover: guest, from → to, who approved.
-const markerText = (m) => `${m.guests.join(", ")}: ${m.source} → ${m.target}, ` +
-  (m.approved_by === "automatic" ? "approved automatically" : `approved by ${m.approved_by || "nobody"}`) +
-  ` (${m.state})`;
-
-function drawChart(data) {
-  const colours = chartColours();
-  const rounds = data.points;
-  const x = rounds.map((r) => localWall(r.at));
-  const traces = [
-    {x: x, y: rounds.map((r) => percent(r.imbalance)), name: "imbalance", mode: "lines+markers",
-     line: {color: colours.bar}, marker: {size: 4}},
-    {x: x.slice(), y: rounds.map((r) => percent(r.threshold)), name: "threshold",
-     mode: rounds.length > 1 ? "lines" : "lines+markers",  // a single point: a line has no length to show
-     line: {color: colours.threshold, dash: "dash", width: 2}},
-    {x: data.markers.map((m) => localWall(m.at)), y: data.markers.map((m) => percent(m.imbalance_before)),
-     text: data.markers.map(markerText), hoverinfo: "text", name: "migration", mode: "markers",
-     marker: {symbol: "triangle-down", size: 11, color: colours.text}},
-  ];
-  const short = range === "3h" || range === "24h";
-  const layout = {margin: {t: 30, r: 10, b: 40, l: 50}, height: 300, paper_bgcolor: "rgba(0,0,0,0)",
-                  plot_bgcolor: "rgba(0,0,0,0)", font: {color: colours.text},
-                  xaxis: {title: {text: `time (${ZONE})`}, gridcolor: colours.line, tickformat: short ? "%H:%M" : "%b %d",
-                          hoverformat: "%Y-%m-%d %H:%M:%S"},
-                  yaxis: {title: {text: "%"}, rangemode: "tozero", gridcolor: colours.line},
-                  legend: {orientation: "h", x: 0, y: 1.02, yanchor: "bottom"}};
-  Plotly.newPlot("chart", traces, layout, {displaylogo: false, responsive: true});
-}
-
 async function showRange(name) {
   range = name;
   document.querySelectorAll("#ranges button").forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.range === name)));
@@ -101,8 +39,7 @@ async function showRange(name) {
     if (!response.ok) return;
     ranges.set(name, await response.json());
   }
-  await withPlotly();
-  if (range === name) drawChart(ranges.get(name));
+  if (range === name) trendShow(ranges.get(name), name);
 }
 
 // A migration that starts is marked on the chart where it started.
@@ -116,10 +53,7 @@ function markStarted(m) {
     data.markers.push(mark);
     shown ||= name === range;
   });
-  if (shown && el("chart").data) {
-    Plotly.extendTraces("chart", {x: [[localWall(mark.at)]], y: [[percent(mark.imbalance_before)]],
-                                  text: [[markerText(mark)]]}, [2]);
-  }
+  if (shown) trendMark(mark);
 }
 
 function showRound(r) {
@@ -153,11 +87,9 @@ function bar(fraction) {
 }
 
 function addRound(r) {
-  ranges.forEach((data) => data.points.push({at: r.at, imbalance: r.imbalance, threshold: r.threshold}));
-  if (el("chart").data) {
-    const at = localWall(r.at);
-    Plotly.extendTraces("chart", {x: [[at], [at]], y: [[percent(r.imbalance)], [percent(r.threshold)]]}, [0, 1], MAX_POINTS);
-  }
+  const point = {at: r.at, imbalance: r.imbalance, threshold: r.threshold};
+  ranges.forEach((data) => data.points.push(point));
+  if (ranges.has(range)) trendAdd(point);
   showRound(r);
 }
 
@@ -172,6 +104,7 @@ function showMigrations() {
   const lost = [...shown.values()].filter((li) => li.dataset.keep);
   const items = pending.map((m) => shown.get(String(m.id)) || recommendationItem(m));
   el("recommendations").replaceChildren(...lost.filter((li) => !items.includes(li)), ...items);
+  el("recommendations").removeAttribute("aria-busy");
   el("no-recommendations").hidden = pending.length > 0;
   el("apply-all").hidden = pending.length === 0 || config.read_only || !config.can_decide;
   el("plan-summary").hidden = pending.length === 0;
@@ -401,4 +334,5 @@ if (el("emergency-stop")) {
   el("emergency-stop").onclick = () => toggleStop(false);
   el("emergency-stop-all").onclick = () => toggleStop(true);
 }
+trendStart(el("chart"), config.plotly);  // trend.js: an SVG now, Plotly when the admin reaches for the chart
 connect(1000);

@@ -103,16 +103,38 @@ def wait_until(page, expression: str, timeout: float = WAIT_MS):
     return value
 
 
-def chart_points(page) -> int:
-    wait_until(page, "document.getElementById('chart').data")  # Plotly loads after the status
-    return page.evaluate("document.getElementById('chart').data[0].x.length")
+# Rounds on the trend: the SVG's first view (data-points), or Plotly's trace once it took over.
+CHART_POINTS = (
+    "(c => c.data ? c.data[0].x.length : +(c.querySelector('svg')?.dataset.points || 0))"
+    "(document.getElementById('chart'))"
+)
+
+
+def chart_points(page, at_least: int = 1) -> int:
+    return wait_until(page, f"{CHART_POINTS} >= {at_least} && {CHART_POINTS}")
 
 
 def test_chart_grows_from_live_pushes(page):
     before = chart_points(page)
-    wait_until(page, f"document.getElementById('chart').data[0].x.length >= {before + 3}")
+    chart_points(page, before + 3)
     assert page.locator("#nodes tbody tr").count() == 12
     assert "rounds above" in page.inner_text("#hold")
+
+
+def test_the_chart_is_drawn_without_plotly_and_turns_interactive_when_pointed_at(page):
+    """The first view costs no 1.2 MB script; pointing at the chart brings zoom and hover values
+    (Plotly), with the same rounds, and it goes on growing."""
+    shown = chart_points(page, 2)
+    assert page.evaluate("typeof Plotly") == "undefined"
+    assert page.locator("#chart svg polyline.threshold").count() == 1
+    assert re.fullmatch(r"imbalance \d+\.\d % *threshold \d+\.\d %", page.text_content("#chart svg .legend").strip())
+    page.hover("#chart")
+    wait_until(page, "document.getElementById('chart').data")
+    assert page.locator("#chart .main-svg").count() >= 1 and page.locator("#chart svg.trend-svg").count() == 0
+    assert page.evaluate("document.getElementById('chart').data[0].x.length") >= shown
+    assert page.evaluate("document.getElementById('chart').data[1].name") == "threshold"
+    now = chart_points(page)
+    chart_points(page, now + 2)  # live pushes extend Plotly's traces too
 
 
 def test_changed_setting_is_applied_at_the_next_round(page):
@@ -126,8 +148,7 @@ def test_changed_setting_is_applied_at_the_next_round(page):
         "document.getElementById('threshold').textContent === '20.0 %'"
         " && document.getElementById('hold').textContent.includes(' of 1 rounds')",
     )
-    wait_until(page, "document.getElementById('chart').data")
-    assert page.evaluate("document.getElementById('chart').data[1].y.at(-1)") == 20
+    wait_until(page, "document.querySelector('#chart svg .legend')?.textContent.includes('threshold 20.0 %')")
 
 
 def test_bad_setting_shows_the_field_error(page):

@@ -11,11 +11,25 @@ import sys
 
 import pytest
 from conftest import ROOT
-from test_e2e_dashboard import ARTIFACTS, PASSWORD, WAIT_MS, browser, embedded, wait_until  # noqa: F401  (a fixture)
+from test_e2e_dashboard import (  # noqa: F401  (a fixture)
+    ARTIFACTS,
+    PASSWORD,
+    WAIT_MS,
+    browser,
+    chart_points,
+    embedded,
+    wait_until,
+)
 
 pytestmark = pytest.mark.e2e
 VIEWPORTS = {"phone": {"width": 390, "height": 844}, "desktop": {"width": 1440, "height": 900}}
-PAGES = {"live": "/", "audit": "/audit/", "plan": "/clusters/1/plan", "import": "/clusters/import"}
+PAGES = {
+    "live": "/",
+    "audit": "/audit/",
+    "plan": "/clusters/1/plan",
+    "import": "/clusters/import",
+    "tokens": "/tokens/",
+}
 VIEWER = "watcher"
 
 
@@ -81,7 +95,7 @@ def test_every_page_fits_the_width_and_passes_axe(browser, server, viewport):
     context.close()
 
     page = open_page(browser, server, viewport)
-    wait_until(page, "document.getElementById('chart').data?.[0].x.length >= 3")
+    chart_points(page, 3)
     for name, path in PAGES.items():
         if name != "live":
             page.goto(server + path)
@@ -94,17 +108,19 @@ def test_every_page_fits_the_width_and_passes_axe(browser, server, viewport):
 
 def test_times_are_in_the_browsers_zone_labelled_with_utc_in_the_tooltip(browser, server):
     page = open_page(browser, server, timezone_id="America/New_York", locale="en-US")
-    wait_until(page, "document.getElementById('last-round').dateTime && document.getElementById('chart').data")
+    wait_until(page, "document.getElementById('last-round').dateTime")
+    chart_points(page)
     last_round = page.locator("#last-round")
-    assert re.fullmatch(r"\d\d:\d\d:\d\d E[SD]T \(\d+ s ago\)", last_round.inner_text())
+    assert re.fullmatch(r"\d\d:\d\d:\d\d UTC-[45] \(\d+ s ago\)", last_round.inner_text())
     utc = re.fullmatch(r"\d{4}-\d\d-\d\d (\d\d):(\d\d):\d\d UTC", last_round.get_attribute("title"))
     local = last_round.inner_text()[:5]
     offset = (int(utc.group(1)) - int(local[:2])) % 24
     assert offset in (4, 5) and utc.group(2) == local[3:5]  # New York is UTC-5 (UTC-4 in summer)
-    assert re.fullmatch(r".* E[SD]T \(\d+ s ago\)", page.inner_text("#last-collected"))
+    assert re.fullmatch(r".* UTC-[45] \(\d+ s ago\)", page.inner_text("#last-collected"))
     # The chart's axis is in the same zone: its last point is the last round's local time.
-    assert page.evaluate("document.getElementById('chart').data[0].x.at(-1)")[11:16] == local
-    assert page.evaluate("document.getElementById('chart').layout.xaxis.title.text") in ("time (EST)", "time (EDT)")
+    chart = page.locator("#chart svg")
+    assert re.search(r" at (\d\d:\d\d):\d\d UTC-[45], ", chart.get_attribute("aria-label")).group(1) == local
+    assert chart.locator(".axis-title").first.text_content() in ("time (UTC-5)", "time (UTC-4)")
     page.context.close()
 
 
@@ -161,9 +177,33 @@ def test_logging_out_in_another_tab_closes_the_socket(browser, server):
 
 def test_dark_mode_follows_the_system_setting(browser, server):
     page = open_page(browser, server, "desktop", color_scheme="dark")
-    wait_until(page, "document.getElementById('chart').data?.[0].x.length >= 2")
+    chart_points(page, 2)
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(13, 17, 23)"  # the dark scheme's background, not the light #f6f8fa
     page.screenshot(path=str(ARTIFACTS / "page-live-dark.png"), full_page=True)
     assert serious_violations(page) == []  # contrast holds in the dark scheme too
+    page.context.close()
+
+
+def test_what_if_chart_has_whole_second_ticks_and_a_visible_threshold(browser, server):
+    """An imported snapshot's first rounds still get a minute of axis, ticks without fractions of
+    a second and the threshold as a line across the plot; a read-only cluster offers no decision."""
+    page = open_page(browser, server, "phone")
+    snapshot = page.request.get(server + "/clusters/1/snapshot.json").body()
+    page.goto(server + "/clusters/import")
+    page.fill("#id_name", "what-if")
+    page.set_input_files(
+        "#id_snapshot", files=[{"name": "lab.json", "mimeType": "application/json", "buffer": snapshot}]
+    )
+    page.click("#import-form button[type=submit]")
+    page.wait_for_url(re.compile(r".*/clusters/\d+/$"))
+    wait_until(page, "document.getElementById('ws-state')?.textContent === 'open'")
+    chart_points(page)
+    ticks = [t for t in page.locator("#chart svg text.tick").all_text_contents() if ":" in t]
+    assert len(ticks) >= 2 and all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", t) for t in ticks), ticks
+    xs = [float(p.split(",")[0]) for p in page.locator("#chart svg polyline.threshold").get_attribute("points").split()]
+    assert max(xs) - min(xs) > 200  # a line across the 390 px plot, not a dot
+    assert page.locator("button.approve, button.reject, #apply-all:visible").count() == 0
+    assert overflow(page) == 0
+    page.screenshot(path=str(ARTIFACTS / "page-what-if-phone.png"), full_page=True)
     page.context.close()

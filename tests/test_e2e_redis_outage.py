@@ -8,7 +8,7 @@ test process touches none.
 
 import pytest
 from conftest import ARTIFACTS, distributed_stack, own_database
-from test_e2e_dashboard import PASSWORD, browser, chart_points, page, wait_until  # noqa: F401 (fixtures)
+from test_e2e_dashboard import CHART_POINTS, PASSWORD, browser, chart_points, page, wait_until  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.e2e
 OUTAGE_WAIT_MS = 90_000  # reconnects back off; beat and the worker reconnect to Redis on their own pace
@@ -24,7 +24,7 @@ def server(redis_server):
 
 def wait_for_growth(page, points: int = 2) -> None:
     before = chart_points(page)
-    wait_until(page, f"document.getElementById('chart').data[0].x.length >= {before + points}", timeout=OUTAGE_WAIT_MS)
+    wait_until(page, f"{CHART_POINTS} >= {before + points}", timeout=OUTAGE_WAIT_MS)
 
 
 def test_page_says_live_updates_are_paused_while_redis_is_down_and_resumes(page, redis_server):

@@ -1,0 +1,29 @@
+"""The engine's codes in words on server-rendered pages, from dashboard/wording.py."""
+
+from django import forms, template
+from django.utils.html import json_script
+
+from dashboard import wording
+
+register = template.Library()
+
+
+@register.filter
+def decision_words(code: str) -> str:
+    """`{{ result.decision|decision_words }}`: "below-margin" → "No move gains enough: …"."""
+    return wording.decision_words(code)
+
+
+@register.simple_tag
+def decision_table():
+    """The decision words as JSON in the page (<script id="decision-words">) for dashboard.js."""
+    return json_script(wording.DECISIONS, "decision-words")
+
+
+@register.filter
+def setting_value(field: forms.BoundField) -> str:
+    """A setting as a viewer reads it: a choice in words, a number as the form shows it (its unit is in the label)."""
+    value = field.value()
+    if isinstance(field.field, forms.ChoiceField):
+        return dict(field.field.choices).get(value, value)
+    return "–" if value in (None, "") else str(value)
