@@ -46,7 +46,7 @@ function svgTrend(rounds, marks, width) {
   const height = 326, left = 50, right = 12, top = 60, bottom = 46;  // as Plotly's layout below
   const plotW = Math.max(10, width - left - right), plotH = height - top - bottom;
   const times = rounds.map((r) => wallMs(r.at));
-  const [start, end] = axisSpan(times);
+  const [start, end] = axisSpan(times.concat(marks.map((m) => wallMs(m.at))));  // a live marker may lead the rounds
   const values = rounds.flatMap((r) => [asPercent(r.imbalance), asPercent(r.threshold)]);
   const yStep = niceStep(Math.max(...values, 1) * 1.1, 5, PERCENT_STEPS);
   const yMax = Math.ceil(Math.max(...values, 1) * 1.1 / yStep) * yStep;
