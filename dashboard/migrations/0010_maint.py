@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0009_plans_and_presets'),
+        ("dashboard", "0009_plans_and_presets"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

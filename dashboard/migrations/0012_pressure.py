@@ -11,7 +11,7 @@ def proxmox_preset_keeps_proxmox_ways(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("dashboard", "0009_plans_and_presets"),
+        ("dashboard", "0011_haview"),
     ]
 
     operations = [

@@ -30,7 +30,7 @@ def rules_from_files(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0009_plans_and_presets'),
+        ("dashboard", "0010_maint"),
     ]
 
     operations = [
