@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # datetime.weekday() order
 LOOKAHEAD_DAYS = 8  # a weekly schedule repeats within a week; one day more for windows past midnight
 
 
@@ -79,24 +78,30 @@ def _state(moment: datetime, zone: ZoneInfo, windows: tuple[Window, ...], blacko
     return Gate(True, None, "")
 
 
-def _boundaries(
-    now: datetime, zone: ZoneInfo, windows: tuple[Window, ...], blackouts: tuple[Blackout, ...]
-) -> list[datetime]:
-    """Every moment in the next LOOKAHEAD_DAYS at which the gate may change, in order.
+def _runs(window: Window, now: datetime, zone: ZoneInfo, days: int) -> list[tuple[datetime, datetime]]:
+    """The window's runs (start, end) starting from yesterday to `days` ahead of `now`, in UTC.
 
     A wall time is turned into a moment on its own date in the zone, so DST is the zone's
     business; a wall time the spring change skips maps to the moment after the gap (fold 0).
     Moments are in UTC: Python compares and subtracts two datetimes of one zone by their wall
     clocks, which is wrong in the hour the autumn change repeats."""
     today: date = now.astimezone(zone).date()
-    moments = [b.astimezone(UTC) for blackout in blackouts for b in (blackout.start, blackout.end)]
-    for offset in range(-1, LOOKAHEAD_DAYS + 1):
+    runs = []
+    for offset in range(-1, days + 1):
         day = today + timedelta(days=offset)
-        for window in windows:
-            if day.weekday() in window.days:
-                end_day = day if window.start < window.end else day + timedelta(days=1)
-                moments.append(datetime.combine(day, window.start, tzinfo=zone).astimezone(UTC))
-                moments.append(datetime.combine(end_day, window.end, tzinfo=zone).astimezone(UTC))
+        if day.weekday() in window.days:
+            end_day = day if window.start < window.end else day + timedelta(days=1)
+            start = datetime.combine(day, window.start, tzinfo=zone).astimezone(UTC)
+            runs.append((start, datetime.combine(end_day, window.end, tzinfo=zone).astimezone(UTC)))
+    return runs
+
+
+def _boundaries(
+    now: datetime, zone: ZoneInfo, windows: tuple[Window, ...], blackouts: tuple[Blackout, ...]
+) -> list[datetime]:
+    """Every moment in the next LOOKAHEAD_DAYS at which the gate may change, in order."""
+    moments = [b.astimezone(UTC) for blackout in blackouts for b in (blackout.start, blackout.end)]
+    moments += [m for window in windows for run in _runs(window, now, zone, LOOKAHEAD_DAYS) for m in run]
     horizon = now + timedelta(days=LOOKAHEAD_DAYS)
     return sorted(m for m in moments if now < m <= horizon)
 
@@ -118,14 +123,4 @@ def next_occurrence(window: Window, now: datetime, zone: ZoneInfo) -> tuple[date
     """The window's current or next run as two moments (start, end), for showing it in another
     zone: a weekly wall-clock window maps to different browser times across a DST change, so
     the page converts one real occurrence rather than the bare wall times."""
-    today = now.astimezone(zone).date()
-    for offset in range(-1, LOOKAHEAD_DAYS):
-        day = today + timedelta(days=offset)
-        if day.weekday() not in window.days:
-            continue
-        end_day = day if window.start < window.end else day + timedelta(days=1)
-        start = datetime.combine(day, window.start, tzinfo=zone).astimezone(UTC)
-        end = datetime.combine(end_day, window.end, tzinfo=zone).astimezone(UTC)
-        if end > now.astimezone(UTC):
-            return start, end
-    return None
+    return next(((start, end) for start, end in _runs(window, now, zone, LOOKAHEAD_DAYS) if end > now), None)

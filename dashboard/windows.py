@@ -28,8 +28,12 @@ def zone_of(cluster: Cluster) -> ZoneInfo:
     return ZoneInfo(cluster.policy.time_zone)
 
 
+def engine_window(window: ChangeWindow) -> crs.windows.Window:
+    return crs.windows.Window(frozenset(window.days), window.start, window.end)
+
+
 def engine_windows(cluster: Cluster) -> tuple[crs.windows.Window, ...]:
-    return tuple(crs.windows.Window(frozenset(w.days), w.start, w.end) for w in cluster.change_windows.all())
+    return tuple(engine_window(w) for w in cluster.change_windows.all())
 
 
 def engine_blackouts(cluster: Cluster, now: datetime) -> tuple[crs.windows.Blackout, ...]:
@@ -77,7 +81,7 @@ def status(cluster: Cluster, now: datetime | None = None) -> dict:
     peer = proxmox_balancer(cluster)
     windows = []
     for w in cluster.change_windows.all():
-        run = crs.windows.next_occurrence(crs.windows.Window(frozenset(w.days), w.start, w.end), now, zone)
+        run = crs.windows.next_occurrence(engine_window(w), now, zone)
         windows.append(
             {
                 "id": w.pk,
