@@ -73,10 +73,10 @@ def why(brute: dict, topsis: dict, same: bool, reason: str) -> str:
         return "Both methods pick the same move."
     return (
         "Bruteforce picks the move that leaves the lowest imbalance "
-        f"({brute['imbalance_after']:.1%} after, busiest node at {brute['busiest_after']:.1%}). "
+        f"({brute['imbalance_after'] * 100:.1f} % after, busiest node at {brute['busiest_after'] * 100:.1f} %). "
         "TOPSIS, as Proxmox does it, weighs four loads after the move (mean and highest CPU and memory, "
         "weights 1, 2, 5 and 10), so it favours relieving the busiest node over evening out the rest "
-        f"({topsis['imbalance_after']:.1%} after, busiest node at {topsis['busiest_after']:.1%})."
+        f"({topsis['imbalance_after'] * 100:.1f} % after, busiest node at {topsis['busiest_after'] * 100:.1f} %)."
     )
 
 
