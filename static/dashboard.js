@@ -201,7 +201,6 @@ async function applyAll() {
 function setMigration(m) {
   migrations.set(m.id, m);
   showMigrations();
-  if (state.n1) document.dispatchEvent(new CustomEvent("crs:n1", {detail: state.n1}));
 }
 
 function showError(li, text) {
@@ -262,6 +261,7 @@ function load(state) {
   migrations.clear();
   state.migrations.forEach((m) => migrations.set(m.id, m));
   showMigrations();
+  if (state.n1) document.dispatchEvent(new CustomEvent("crs:n1", {detail: state.n1}));  // n1.js draws it
 }
 
 function setLive(state, text) {
