@@ -204,7 +204,6 @@ function setMigration(m) {
   if (m.state === "running" && migrations.get(m.id)?.state !== "running") markStarted(m);
   migrations.set(m.id, m);
   showMigrations();
-  if (state.n1) document.dispatchEvent(new CustomEvent("crs:n1", {detail: state.n1}));
 }
 
 function showError(li, text) {
@@ -265,6 +264,7 @@ function load(state) {
   migrations.clear();
   state.migrations.forEach((m) => migrations.set(m.id, m));
   showMigrations();
+  if (state.n1) document.dispatchEvent(new CustomEvent("crs:n1", {detail: state.n1}));  // n1.js draws it
 }
 
 function setLive(state, text) {

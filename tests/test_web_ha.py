@@ -21,11 +21,6 @@ def sids_on(cluster, node):
     return [g["sid"] for g in cluster.snapshot["guests"] if g["node"] == node]
 
 
-def bearer(client, admin):
-    client.force_login(admin)
-    return client
-
-
 @pytest.mark.django_db
 def test_a_valid_rule_is_stored_audited_and_carried_by_the_snapshot(admin_client, collected):
     guest = sids_on(collected, "node01")[0]
@@ -249,7 +244,7 @@ def test_n1_verdict_of_a_cluster_built_to_fail_it_is_computed_by_a_round_served_
 
 
 @pytest.mark.django_db
-def test_a_cluster_that_survives_says_so_and_the_verdict_waits_its_cadence(collected):
+def test_a_round_stores_the_verdict_and_the_next_waits_its_cadence(collected):
     from dashboard import ha
 
     collected.refresh_from_db()
