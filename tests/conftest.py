@@ -69,6 +69,8 @@ def policy_form(**changes) -> dict:
         "max_migrations_per_node": 1,
         "cpu_overcommit": 4,
         "memory_reserve": 0,
+        "usage_period": 300,
+        "containers": "never",
     }
     return {**data, **changes}
 
