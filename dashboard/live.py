@@ -34,6 +34,7 @@ def round_payload(round_: Round, hold_duration: int) -> dict:
         "hold_duration": hold_duration,
         "explanation": round_.explanation,
         "node_usage": round_.node_usage,
+        "happiness": round_.happiness,
     }
 
 
@@ -62,6 +63,7 @@ def migration_payload(migration: Migration) -> dict:
         "plan_gain": migration.plan_gain,
         "alternatives": migration.alternatives,
         "priority": migration.priority,
+        "downtime": migration.downtime,
     }
 
 
