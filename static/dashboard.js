@@ -29,6 +29,9 @@ const DECISION_WORDS = {
   "below-margin": "No move gains enough",
   "motion-in-flight": "Waiting: a migration is running",
   "disabled": "Balancing is off",
+  "no-pressure-data": "No pressure figures from this source",
+  "no-pressure": "No guest stalls",
+  "pressure-wait": "Waiting: pressure moves at most once a minute",
 };
 
 function csrfToken() {
@@ -81,7 +84,10 @@ function showRound(r) {
   words.textContent = DECISION_WORDS[r.decision] || r.decision;
   const reason = document.createElement("span");
   reason.className = "reason";
-  reason.textContent = ` ${r.explanation.reason}${waiting}`;
+  const period = r.explanation.usage_period;
+  const figures = period == null ? "" : period > 0 ? ` Usage figures: mean of the last ${Math.round(period / 60)} min.` :
+    " Usage figures: the latest values.";
+  reason.textContent = ` ${r.explanation.reason}${waiting}${figures}`;
   el("decision").replaceChildren(words, reason);
   el("decision").dataset.decision = r.decision;
   stamp(el("last-round"), r.at);
