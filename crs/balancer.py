@@ -103,7 +103,7 @@ def _no_relief(snapshot: Snapshot, wait: str | None) -> tuple[Decision, str, tup
     if not pressure.has_data(snapshot):
         return "no-pressure-data", "No pressure data: the source reports no stall figures (Proxmox VE 8).", ()
     if wait:
-        return "holding", f"Waiting: {wait}.", ()
+        return "pressure-wait", f"Waiting: {wait}.", ()
     return "no-pressure", "No guest stalls beyond the limits, or none that does has a node to go to.", ()
 
 
@@ -200,6 +200,7 @@ def _result(
         steps[-1].imbalance_after if steps else None,
         total_gain(steps) if steps else None,
         settings.target,
+        settings.usage_period,
     )
     move = steps[0].move if steps else None
     return RoundResult(decision, current, loads, candidates, move, state, explanation, plan=steps)

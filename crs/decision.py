@@ -20,6 +20,7 @@ Decision = Literal[
     "disabled",  # Proxmox gate: auto-rebalance off or mode basic
     "no-pressure-data",  # objective pressure: the source reports no pressure (Proxmox VE 8)
     "no-pressure",  # objective pressure: no guest hurts, or none that hurts has a node to go to
+    "pressure-wait",  # objective pressure: once a minute, a quiet minute after a change (crs.gating)
 ]
 
 
@@ -106,6 +107,7 @@ class Explanation:
     imbalance_after: float | None = None  # after the whole plan
     relative_gain: float | None = None  # the plan's total gain, compared to the margin
     target_imbalance: float | None = None
+    usage_period: float | None = None  # seconds the usage figures are a mean of; 0 = the latest values
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

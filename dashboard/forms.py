@@ -173,6 +173,7 @@ class PolicyForm(forms.ModelForm):
             "load_floor": "Load floor (%)",
             "hold_duration": "Hold duration (rounds)",
             "round_interval": "Round interval (seconds)",
+            "usage_period": "Usage averaged over (seconds)",
             "automation": "Automation level",
             "cooldown": "Cooldown (minutes)",
             "rejection_memory": "Rejection memory (minutes)",

@@ -35,6 +35,7 @@ def round_payload(round_: Round, hold_duration: int) -> dict:
         "hold_duration": hold_duration,
         "explanation": round_.explanation,
         "node_usage": round_.node_usage,
+        "happiness": round_.happiness,
     }
 
 
@@ -68,6 +69,7 @@ def migration_payload(migration: Migration) -> dict:
         "finished_at": migration.finished_at.isoformat() if migration.finished_at else None,
         "observed_5m": migration.observed_5m,
         "observed_1h": migration.observed_1h,
+        "downtime": migration.downtime,
     }
 
 

@@ -19,6 +19,7 @@ DECISIONS: dict[str, str] = {
     "disabled": "Balancing is off: automation is not automatic, or the mode is basic",
     "no-pressure-data": "No pressure figures: the source does not report them (Proxmox VE 8)",
     "no-pressure": "No guest is short of CPU or memory, or none that is has a node to go to",
+    "pressure-wait": "Waiting: pressure moves come at most once a minute, a minute after the cluster last changed",
 }
 
 # Settings whose values are codes: each value in a few words (a select shows one line), the
@@ -41,6 +42,7 @@ CHOICES: dict[str, list[tuple[str, str]]] = {
     ],
     "method": [("bruteforce", "bruteforce: try every move"), ("topsis", "topsis: weigh several criteria")],
     "imbalance_scale": [("normalized", "normalized: 0–100 %"), ("raw", "raw: coefficient of variation")],
+    "containers": [("never", "never: leave them where they are"), ("restart", "restart: move them, with downtime")],
 }
 
 # Help for the settings whose model gives none, or one in another unit than the form's.
@@ -54,6 +56,8 @@ HELP: dict[str, str] = {
     "imbalance_scale": "How the spread of the node loads becomes the imbalance: normalized runs from 0 % (even) to "
     "100 % (all load on one node); raw is the plain coefficient of variation (older Proxmox), which can exceed 100 %.",
     "memory_reserve": "Memory every node keeps free of the guests' configured memory.",
+    "containers": "A container cannot live-migrate: moving it is a stop, a copy and a start on the target, with "
+    "downtime (estimated on each recommendation). Never: automatic and recommended moves leave containers alone.",
 }
 
 

@@ -67,7 +67,10 @@ function showRound(r) {
   words.textContent = r.explanation.kept_plan ? "Plan kept" : DECISION_WORDS[r.decision] || r.decision;
   const reason = document.createElement("span");
   reason.className = "reason";
-  reason.textContent = ` ${r.explanation.reason}${waiting}`;
+  const period = r.explanation.usage_period;
+  const figures = period == null ? "" : period > 0 ? ` Usage figures: mean of the last ${Math.round(period / 60)} min.` :
+    " Usage figures: the latest values.";
+  reason.textContent = ` ${r.explanation.reason}${waiting}${figures}`;
   el("decision").replaceChildren(words, reason);
   el("decision").dataset.decision = r.decision;
   stamp(el("last-round"), r.at);

@@ -76,7 +76,7 @@ def test_pinned_guest_shows_its_reason_and_a_container_move_says_restart(browser
     items = [li.inner_text() for li in page.query_selector_all("#recommendations li")]
     assert not any("vm:101" in text for text in items)  # never recommended
     container = next(text for text in items if "ct:200" in text)
-    assert "restart, ~18 s downtime" in container  # 10 s + 2 s per GiB of its 4 GiB
+    assert "restart, ~18 s downtime" in container, container  # 10 s + 2 s per GiB of its 4 GiB
     assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") == 0
     page.screenshot(path=str(ARTIFACTS / f"page-pressure-{viewport['width']}.png"), full_page=True)
     assert item is not None

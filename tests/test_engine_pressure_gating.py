@@ -53,7 +53,8 @@ def test_a_state_change_restarts_the_quiet_minute():
 
 def test_waiting_rounds_say_why_and_crs_plan_does_not_wait():
     result = run_round(stalled_cluster(0.0), RoundState())
-    assert result.decision == "holding" and "once a minute" in result.explanation.reason
+    assert result.decision == "pressure-wait" and "once a minute" in result.explanation.reason
+    assert result.explanation.usage_period == 0.0  # the proxmox preset: the latest values
     assert plan(stalled_cluster(0.0)).decision == "migrate"  # a file answers what a round would do
 
 

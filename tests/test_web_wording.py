@@ -35,7 +35,12 @@ def test_every_coded_setting_value_has_plain_words():
     engine = {"mode": crs.model.MODES, "method": crs.model.METHODS, "imbalance_scale": crs.model.SCALES}
     for name, values in engine.items():
         assert [value for value, _ in wording.CHOICES[name]] == list(values), name
-    for name, choices in [("automation", Policy.AUTOMATION_CHOICES), ("objective", Policy.OBJECTIVE_CHOICES)]:
+    coded = [
+        ("automation", Policy.AUTOMATION_CHOICES),
+        ("objective", Policy.OBJECTIVE_CHOICES),
+        ("containers", Policy.CONTAINER_CHOICES),
+    ]
+    for name, choices in coded:
         assert [value for value, _ in wording.CHOICES[name]] == [value for value, _ in choices], name
     for name, choices in wording.CHOICES.items():
         assert all(words.startswith(f"{value}: ") for value, words in choices), name  # the code, then words
