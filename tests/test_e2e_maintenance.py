@@ -42,7 +42,8 @@ def test_a_node_put_into_maintenance_drains_and_its_guests_come_back(page):  # n
     assert page.locator("#migrations tbody tr").count() >= held  # the evacuation's migrations are listed
     for width, height in ((1440, 900), (390, 844)):
         page.set_viewport_size({"width": width, "height": height})
-        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")  # no sideways scroll
+        # no sideways scroll, once the chart has followed the resize
+        wait_until(page, "document.documentElement.scrollWidth <= window.innerWidth", 10_000)
         page.screenshot(path=str(ARTIFACTS / f"maintenance-{width}.png"), full_page=True)
     page.set_viewport_size({"width": 1400, "height": 1100})
     page.click(f"{row} .leave-maintenance")

@@ -1,0 +1,48 @@
+"""Maintenance of a Proxmox cluster (the fake PVE over HTTPS): the product shows the command,
+reads the state back from the HA status, and plans only the guests Proxmox leaves in place."""
+
+import pytest
+from conftest import run_rounds
+from fakepve import TOKEN, FakePve
+
+from dashboard.models import AuditEvent, Cluster, Migration
+from dashboard.tasks import collect
+
+
+@pytest.fixture
+def pve(tmp_path):
+    fake = FakePve(tmp_path)
+    fake.port = fake.start()
+    # node2 holds the HA guest vm:104 (Proxmox's to move) beside the non-HA vm:100 (the product's)
+    fake.entry("qemu/104")["node"] = "node2"
+    fake.services["vm:104"]["node"] = "node2"
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def proxmox(db, pve):
+    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file}
+    cluster = Cluster.objects.create(name="pve", source_kind="proxmox", source_config=config)
+    collect.apply(args=[cluster.pk])
+    return cluster
+
+
+@pytest.mark.django_db
+def test_proxmox_maintenance_shows_the_command_and_plans_only_the_non_ha_guests(
+    admin_client, proxmox, pve, django_capture_on_commit_callbacks
+):
+    url = f"/api/v1/clusters/{proxmox.pk}/maintenance/"
+    answer = admin_client.post(url + "enter/", {"node": "node2"}, content_type="application/json")
+    assert answer.status_code == 409
+    assert "ha-manager crm-command node-maintenance enable node2" in answer.json()["detail"]
+    assert not proxmox.maintenances.exists() and not AuditEvent.objects.filter(action="maintenance-entered").exists()
+
+    pve.lrm_mode["node2"] = "maintenance"  # the admin ran the command; the LRM reports maintenance mode
+    run_rounds(proxmox, 1, django_capture_on_commit_callbacks)
+    assert proxmox.maintenances.get(left_at=None).node == "node2"
+    moves = list(Migration.objects.filter(kind="evacuation"))
+    assert [(m.leader, m.source, m.priority) for m in moves] == [("vm:100", "node2", 1)]  # vm:104 is Proxmox's
+    node2 = next(n for n in admin_client.get(url).json() if n["node"] == "node2")
+    assert node2["maintenance"] and node2["left_to_proxmox"] == 1
+    assert node2["command"] == "ha-manager crm-command node-maintenance disable node2"
