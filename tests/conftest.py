@@ -239,7 +239,9 @@ def distributed_stack(database_url: str, redis_url: str, password: str, name: st
         for supervised, command in ((SUPERVISE, WORKER), (SUPERVISE, BEAT))
     ]
     try:
-        wait_for_port(port, processes[0])
+        wait_for_port(
+            port, processes[0], timeout=180
+        )  # daphne's start on a busy machine (the soak runs beside the suite)
         yield f"http://127.0.0.1:{port}"
     finally:
         for process in processes:

@@ -83,12 +83,14 @@ def test_a_burst_of_200_viewers_gets_no_5xx_and_the_pool_bounds_connections(redi
             clicks = list(
                 pool.map(lambda _: status_of(f"{base}/api/migrations/100000/approve", operator, True), range(BURST))
             )
-        assert sorted(set(clicks)) == [200], {s: clicks.count(s) for s in set(clicks)}  # idempotent: each sees it
+        # One answer for all: 200 (approved), or 409 if the fresh snapshot no longer allows the
+        # move and it expired instead; never a 5xx, and decided once.
+        assert len(set(clicks)) == 1 and clicks[0] in (200, 409), {s: clicks.count(s) for s in set(clicks)}
         assert decisions(database_url) == 1
         assert web_connections(database_url) <= POOL_SIZE
         (ARTIFACTS / "load-figures.txt").write_text(
             figures + f"{BURST} concurrent approvals of one recommendation: {clicks.count(200)} x 200, "
-            f"{sum(s >= 500 for s in clicks)} x 5xx, decided once\n"
+            f"{clicks.count(409)} x 409, {sum(s >= 500 for s in clicks)} x 5xx, decided once\n"
         )
 
 
