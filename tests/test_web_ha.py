@@ -3,6 +3,8 @@ API, the page and the admin (valid, infeasible as Proxmox would drop them, bad i
 field), a Proxmox cluster's rules read-only, and the N+1 verdict of a cluster built to fail it,
 computed by a real worker's round, stored, served and pushed."""
 
+import json
+
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -235,9 +237,9 @@ def test_n1_verdict_of_a_cluster_built_to_fail_it_is_computed_by_a_round_served_
     assert served.status_code == 200 and served.json()["verdict"] == verdict["verdict"]
     pushed = []
     while not pushed:
-        message = async_to_sync(layer.receive)(channel)
-        if message["payload"]["type"] == "n1":
-            pushed.append(message["payload"])
+        payload = json.loads(async_to_sync(layer.receive)(channel)["text"])  # live.push: JSON encoded once
+        if payload["type"] == "n1":
+            pushed.append(payload)
     assert pushed[0]["verdict"] == verdict["verdict"]
     page = admin_client.get(reverse("dashboard:cluster", args=[cluster.pk]))
     assert b"overloads node02 to 150 % memory" in page.content  # embedded for the first paint

@@ -8,8 +8,8 @@ from conftest import service_or_skip, set_policy
 from test_web_tasks import wait_until, worker  # noqa: F401 (a fixture)
 
 from crs import snapshot as contract
-from crs.model import Guest, Node, NodeAffinityRule, Settings, Snapshot
-from dashboard.models import AuditEvent, Cluster, Migration
+from crs.model import Guest, Node, Settings, Snapshot
+from dashboard.models import AuditEvent, Cluster, HaRule, Migration
 from dashboard.tasks import collect
 
 GIB = 2**30
@@ -101,11 +101,11 @@ def test_an_operator_may_not_put_a_node_into_maintenance(client, operator, colle
     assert answer.status_code == 403
 
 
-def what_if(rules=()):
-    """Three nodes, node1 crowded: a balancing plan; with `rules`, vm:1 also sits where a rule forbids."""
+def what_if():
+    """Three nodes, node1 crowded: a balancing plan (and vm:1 where the test's rule will forbid it)."""
     nodes = tuple(Node(f"node{i}", 16, 64 * GIB) for i in (1, 2, 3))
     guests = tuple(Guest(f"vm:{i}", "node1", cores=2, memory_bytes=8 * GIB) for i in range(1, 7))
-    return contract.to_dict(Snapshot(nodes, guests, rules, Settings(), cluster="what-if"))
+    return contract.to_dict(Snapshot(nodes, guests, (), Settings(), cluster="what-if"))
 
 
 @pytest.mark.django_db(transaction=True)
@@ -116,8 +116,15 @@ def test_a_rule_violation_becomes_a_priority_1_recommendation_that_takes_over_fr
     collect.delay(cluster.pk)
     balancing = wait_until(lambda: list(Migration.objects.filter(kind="balancing", state="suggested")))
     assert all(m.priority > 1 for m in balancing)
-    rule = NodeAffinityRule("vm1-on-node3", ("vm:1",), (("node3", 0),), strict=True)
-    Cluster.objects.filter(pk=cluster.pk).update(source_config={"snapshot": what_if((rule,))})
+    # An admin adds the rule (the product keeps a snapshot cluster's rules: dashboard/ha.py).
+    HaRule.objects.create(
+        cluster=cluster,
+        rule="vm1-on-node3",
+        type="node-affinity",
+        resources=["vm:1"],
+        nodes=[{"node": "node3", "priority": 0}],
+        strict=True,
+    )
     collect.delay(cluster.pk)
     fix = wait_until(lambda: Migration.objects.filter(kind="rule-fix").first())
     assert (fix.priority, fix.leader, fix.source, fix.target, fix.state) == (1, "vm:1", "node1", "node3", "suggested")

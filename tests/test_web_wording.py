@@ -20,7 +20,14 @@ def contract_decisions() -> set[str]:
     """The codes docs/snapshot-format.md promises readers of crs-plan/1 ("`decision` is one of …")."""
     text = CONTRACT.read_text()
     listing = text[text.index("`decision` is one of") : text.index("`move` is null")]
-    return set(re.findall(r"`([a-z]+(?:-[a-z]+)*)`", listing)) - {"decision", "move", "plan", "pressure", "load_floor"}
+    return set(re.findall(r"`([a-z]+(?:-[a-z]+)*)`", listing)) - {
+        "decision",
+        "move",
+        "plan",
+        "pressure",
+        "load_floor",
+        "both",
+    }
 
 
 def test_every_decision_the_engine_can_make_has_plain_words():
