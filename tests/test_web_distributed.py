@@ -3,6 +3,7 @@ separate processes on PostgreSQL and Redis, with the commands of the Makefile.""
 
 import asyncio
 import json
+import urllib.error
 import urllib.request
 
 import pytest
@@ -44,3 +45,33 @@ def test_round_reaches_the_browser_through_redis(stack):
     health = json.load(urllib.request.urlopen(f"{stack}/healthz", timeout=30))
     assert (health["database"], health["channel_layer"]) == ("ok", "ok")
     assert health["last_round"]["demo"] is not None
+
+
+# What an operator's fuzzing of the production stack got a 500 for (issue 12, item 4), sent to the
+# real daphne with the production settings: each is a 400 that names the field.
+BAD_SETTINGS = [
+    ('{"threshold": 1' + "0" * 400 + "}", "threshold: number too large"),
+    ("[" * 100_000, "nested deeper than 1024 levels"),
+    ('{"margin": NaN}', "margin"),
+    ('{"colour": "red"}', "colour is not a setting"),
+]
+
+
+def test_bad_input_to_the_production_stack_is_a_400_naming_the_field(stack):
+    cookie = login(stack, "admin", PASSWORD)
+    csrf = dict(part.split("=", 1) for part in cookie.split("; "))["csrftoken"]
+    headers = {"Cookie": cookie, "X-CSRFToken": csrf, "Content-Type": "application/json"}
+    for body, said in BAD_SETTINGS:
+        request = urllib.request.Request(
+            f"{stack}/api/clusters/1/settings", data=body.encode(), headers=headers, method="POST"
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        text = refused.value.read().decode()
+        assert refused.value.code == 400 and said in text, (body[:40], refused.value.code, text[:300])
+    settings = json.load(
+        urllib.request.urlopen(
+            urllib.request.Request(f"{stack}/api/clusters/1/", headers={"Cookie": cookie}), timeout=30
+        )
+    )["settings"]
+    assert settings["threshold"] == 0.3 and settings["margin"] == 0.1  # nothing stored was changed

@@ -24,6 +24,8 @@ from django.utils import timezone
 from dashboard import tasks
 from dashboard.models import AuditEvent, Cluster, Migration, Policy
 
+OUTAGE = 30  # seconds Redis is away in the outage test: issue 12 measured a 30 s outage
+
 
 def running_without_follower(suggested, monkeypatch) -> Migration:
     """Approved and started through the adapter, its follower's message lost."""
@@ -115,7 +117,7 @@ def test_a_migration_running_across_a_redis_outage_settles_within_60_s(redis_ser
     try:
         migration = running_without_follower(suggested, monkeypatch)
         redis_server.stop()
-        time.sleep(15)
+        time.sleep(OUTAGE)
         redis_server.start()
         back = time.monotonic()
         while Migration.objects.get(pk=migration.pk).state == "running" and time.monotonic() - back < 90:
@@ -127,7 +129,9 @@ def test_a_migration_running_across_a_redis_outage_settles_within_60_s(redis_ser
     assert Migration.objects.get(pk=migration.pk).state == "done"
     assert settled <= 60
     with (ARTIFACTS / "reconcile-figures.txt").open("a") as figures:
-        figures.write(f"Redis down 15 s under a running migration: settled (done) {settled:.1f} s after it returned\n")
+        figures.write(
+            f"Redis down {OUTAGE} s under a running migration: settled (done) {settled:.1f} s after it returned\n"
+        )
 
 
 @pytest.mark.django_db
