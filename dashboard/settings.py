@@ -282,7 +282,9 @@ USE_TZ = True
 USE_I18N = False
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+# Where collectstatic writes and WhiteNoise reads (CRS_STATIC_ROOT): one per server process group,
+# since collectstatic re-writes hashed files in place while another server would be reading them.
+STATIC_ROOT = Path(os.environ.get("CRS_STATIC_ROOT") or VAR_DIR / "static")
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # Hashed names and .gz/.br copies written by collectstatic (runembedded runs it; `make web` too).
 STORAGES = {

@@ -225,6 +225,7 @@ def distributed_stack(database_url: str, redis_url: str, password: str, name: st
         "REDIS_URL": redis_url,
         "CRS_ADMIN_PASSWORD": password,
         "CRS_SECRET_KEY": f"{name}-test",
+        "CRS_STATIC_ROOT": str(ARTIFACTS / f"{name}-static"),  # its own: the suite's other servers collect too
     }
     for setup in (["manage.py", "migrate", "--noinput"], COLLECTSTATIC, ["manage.py", "demo", "--round-interval", "1"]):
         assert start(setup, env, ARTIFACTS / f"{name}-setup.log").wait(120) == 0

@@ -89,6 +89,7 @@ def test_a_migration_running_across_a_postgres_outage_settles_within_60_s(redis_
         "DATABASE_URL": direct._replace(netloc=f"{direct.username}@127.0.0.1:{proxy.port}").geturl(),
         "REDIS_URL": redis_server.url,
         "CRS_SECRET_KEY": settings.SECRET_KEY,
+        "CRS_STATIC_ROOT": str(ARTIFACTS / "pg-outage-static"),
     }
     assert start(COLLECTSTATIC, env, ARTIFACTS / "pg-outage-setup.log").wait(120) == 0
     port = free_port()

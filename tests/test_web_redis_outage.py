@@ -40,7 +40,12 @@ def stack(db, redis_server, admin):
     Policy.objects.get(cluster=cluster).save()  # the beat schedule follows saved settings
     # The test's key, so the servers accept the session this test logs in with (the test
     # settings hash passwords with MD5, which production settings would not verify).
-    env = {"DATABASE_URL": shared_database_url(), "REDIS_URL": redis_server.url, "CRS_SECRET_KEY": settings.SECRET_KEY}
+    env = {
+        "DATABASE_URL": shared_database_url(),
+        "REDIS_URL": redis_server.url,
+        "CRS_SECRET_KEY": settings.SECRET_KEY,
+        "CRS_STATIC_ROOT": str(ARTIFACTS / "outage-static"),
+    }
     assert start(COLLECTSTATIC, env, ARTIFACTS / "outage-setup.log").wait(120) == 0
     port = free_port()
     processes = [
