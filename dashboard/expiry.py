@@ -83,13 +83,15 @@ def verdict(cluster: Cluster, snapshot: Snapshot, pending: list[Migration], resu
     gain = (before - current) / before if before else 0.0
     if gain < settings.margin:
         return Verdict(f"its total gain fell to {gain:.1%}, below the margin {settings.margin:.0%}")
-    if result.decision != "migrate" or not result.plan:
-        return Verdict("")
     n = len(pending)
     kept = (
         f"Plan {plan} is kept: on fresh data its {n} move{'s' if n > 1 else ''}, starting with {_first(pending[0])}, "
         f"take{'' if n > 1 else 's'} the imbalance from {before:.1%} to {current:.1%}, a total gain of {gain:.1%}"
     )
+    if result.decision != "migrate" or not result.plan:
+        # Still above the threshold but the round makes no plan of its own (its hold counter
+        # restarted after the plan was made): the status describes the plan the list shows.
+        return Verdict("", f"{kept}; this round makes no plan of its own.")
     if _same(pending, result.plan):
         return Verdict("", f"{kept}; this round's plan is the same.")
     new_gain = total_gain(result.plan)

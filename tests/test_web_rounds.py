@@ -178,3 +178,15 @@ def test_an_undecided_recommendation_expires(collected, django_capture_on_commit
     run_round(collected, django_capture_on_commit_callbacks)
     late.refresh_from_db()
     assert (late.state, late.reason) == ("expired", "not decided within the recommendation expiry of 15 minutes")
+
+
+def test_a_holding_round_with_a_plan_pending_describes_the_kept_plan(cluster, django_capture_on_commit_callbacks):
+    """Seen on the demo: after a plan is made the hold counter starts again, and the status read
+    "waiting for the hold duration" above a list of recommendations. It describes the kept plan."""
+    run_rounds(cluster, 5, django_capture_on_commit_callbacks)
+    holding = [r for r in Round.objects.order_by("at")[3:] if r.decision == "holding"]
+    assert holding, "the hold starts again after the plan"
+    for round_ in holding:
+        assert round_.explanation["kept_plan"] == 1
+        assert round_.explanation["reason"].startswith("Plan 1 is kept: on fresh data its ")
+        assert round_.explanation["reason"].endswith("this round makes no plan of its own.")
