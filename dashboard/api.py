@@ -15,6 +15,7 @@ from datetime import UTC
 from django import forms
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
 from django.http import StreamingHttpResponse
 from django.urls import include, path
 from django.utils import timezone
@@ -34,7 +35,7 @@ from rest_framework_dataclasses.serializers import DataclassSerializer
 import crs.happiness
 import crs.model
 
-from . import history, maintenance, outcomes, whatif, windows
+from . import history, live, maintenance, outcomes, tasks, whatif, windows
 from .audit import AuditFilterForm
 from .forms import POLICY_FIELDS, PolicyApiForm, RejectForm, json_type_errors
 from .models import (
@@ -647,9 +648,12 @@ class ClusterViewSet(ApiViewSet):
     def enter_maintenance(self, request, pk=None):
         """Put a node into maintenance: its guests are evacuated with Proxmox's placement, as a plan
         approved per the automation level (or at once). Audited; safe to repeat."""
-        return self._maintenance(
-            request, lambda cluster, data: maintenance.enter(cluster, data["node"], request.user, data["at_once"])
-        )
+
+        def enter(cluster, data) -> list[int]:
+            maintenance.enter(cluster, data["node"], request.user, data["at_once"])
+            return []  # nothing expires: the next round plans the evacuation
+
+        return self._maintenance(request, enter)
 
     @extend_schema(
         request=MaintenanceRequestSerializer,
@@ -661,15 +665,20 @@ class ClusterViewSet(ApiViewSet):
         return self._maintenance(request, lambda cluster, data: maintenance.leave(cluster, data["node"], request.user))
 
     def _maintenance(self, request, change):
+        """`change` enters or leaves, returning the migrations it expired; then the pushes and a
+        fresh collect (and round) now, not at the next beat, so the page shows the plan at once."""
         cluster = self.get_object()
         serializer = MaintenanceRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
-            change(cluster, serializer.validated_data)
+            expired = change(cluster, serializer.validated_data)
         except ValueError as exc:
             raise ValidationError({"node": [str(exc)]}) from exc
         except maintenance.Refused as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        for migration in expired:
+            transaction.on_commit(lambda pk=migration: live.push_migration(pk), robust=True)
+        transaction.on_commit(lambda: tasks.collect.delay(cluster.pk), robust=True)
         return Response(NodeMaintenanceSerializer(maintenance.states(cluster), many=True).data)
 
     @extend_schema(parameters=form_parameters(OutcomeFilterForm), responses=OutcomeSummarySerializer)
@@ -707,7 +716,9 @@ class ClusterViewSet(ApiViewSet):
         form = whatif.WhatIfForm(request.data if isinstance(request.data, dict) else {})
         if not form.is_valid():
             raise ValidationError(errors_of(form))
-        return Response(WhatIfSerializer(whatif.start(cluster, form, request.user)).data, status.HTTP_202_ACCEPTED)
+        created = whatif.create(cluster, form, request.user)
+        transaction.on_commit(lambda: tasks.run_whatif.delay(created.pk))
+        return Response(WhatIfSerializer(created).data, status.HTTP_202_ACCEPTED)
 
 
 class RoundViewSet(ApiViewSet):

@@ -13,7 +13,7 @@ latest snapshot still shows on the node.
 import time
 from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.utils import timezone
 
 import crs.maintenance
@@ -69,13 +69,13 @@ def enter(cluster: Cluster, node: str, actor, at_once: bool = False) -> Maintena
         return cluster.maintenances.get(node=node, left_at=None)
     except (SourceError, CrsError) as exc:
         raise Refused(str(exc)) from exc
-    _collect_soon(cluster)
     return record
 
 
-def leave(cluster: Cluster, node: str, actor) -> Maintenance | None:
+def leave(cluster: Cluster, node: str, actor) -> list[int]:
     """Take `node` out of maintenance; its evacuation stops, and the next round, seeing the node
-    back, closes the maintenance and plans the way back. Safe to repeat."""
+    back, closes the maintenance and plans the way back. Safe to repeat. Returns the migrations
+    it expired (the caller pushes them: this module queues no tasks)."""
     _checked(cluster, node)
     try:
         with opened_source(cluster.pk) as (_, source):
@@ -88,9 +88,7 @@ def leave(cluster: Cluster, node: str, actor) -> Maintenance | None:
             source.maintenance(node, False, time.time())
     except (SourceError, CrsError) as exc:
         raise Refused(str(exc)) from exc
-    _push(cluster, expired)
-    _collect_soon(cluster)
-    return record
+    return expired
 
 
 def reconcile(cluster: Cluster, snapshot: crs.model.Snapshot) -> tuple[list[int], list[int]]:
@@ -178,17 +176,3 @@ def _checked(cluster: Cluster, node: str) -> crs.model.Snapshot:
     if node not in names:
         raise ValueError(f"node must be one of {', '.join(names)}, not {node!r}")
     return snapshot
-
-
-def _collect_soon(cluster: Cluster) -> None:
-    """A fresh snapshot and round now, not at the next beat: the page shows the plan at once."""
-    from .tasks import collect
-
-    transaction.on_commit(lambda: collect.delay(cluster.pk), robust=True)
-
-
-def _push(cluster: Cluster, pks: list[int]) -> None:
-    from . import live
-
-    for pk in pks:
-        transaction.on_commit(lambda pk=pk: live.push_migration(pk), robust=True)

@@ -24,7 +24,7 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, ha, history, live, notify, outcomes, rounds
+from . import expiry, ha, history, live, notify, outcomes, rounds, whatif
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -353,6 +353,4 @@ def downsample_history() -> None:
 @shared_task(ignore_result=True)
 def run_whatif(whatif_id: int) -> None:
     """Replay a what-if's settings over its cluster's stored history (whatif.py), with progress."""
-    from . import whatif  # whatif queues this task: imported here, not at the top
-
     whatif.run(whatif_id)

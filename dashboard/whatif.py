@@ -14,7 +14,6 @@ from datetime import timedelta
 import numpy as np
 from django import forms
 from django.contrib.auth.decorators import permission_required
-from django.db import transaction
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
@@ -110,15 +109,11 @@ class WhatIfForm(forms.Form):
         return {name: self.cleaned_data[name] for name in CHANGEABLE if self.cleaned_data.get(name) not in (None, "")}
 
 
-def start(cluster: Cluster, form: WhatIfForm, user) -> WhatIf:
-    """Store the what-if and queue its replay once committed."""
-    from .tasks import run_whatif
-
-    whatif = WhatIf.objects.create(
+def create(cluster: Cluster, form: WhatIfForm, user) -> WhatIf:
+    """Store the what-if; the caller queues its replay (tasks.run_whatif) once committed."""
+    return WhatIf.objects.create(
         cluster=cluster, created_by=user, period=PERIODS[form.cleaned_data["period"]], changes=form.changes()
     )
-    transaction.on_commit(lambda: run_whatif.delay(whatif.pk))
-    return whatif
 
 
 def frames(cluster: Cluster, since) -> dict[float, Snapshot]:
