@@ -305,6 +305,22 @@ def stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
+def processes_of_a_stack(env: dict, name: str) -> tuple[int, list[subprocess.Popen]]:
+    """The static files, then web (daphne), one supervised worker and supervised beat, as
+    `make web`, `make worker` and `make beat` start them, on `env`'s database and Redis (an
+    outage test's own); (the web's port, the processes). Logs go to artifacts/<name>-*.log."""
+    env = {**env, "CRS_STATIC_ROOT": str(ARTIFACTS / f"{name}-static")}
+    assert start(COLLECTSTATIC, env, ARTIFACTS / f"{name}-setup.log").wait(120) == 0
+    port = free_port()
+    web = [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"]
+    beat = [str(VENV_BIN / BEAT[0]), *BEAT[1:]]
+    return port, [
+        start(web, env, ARTIFACTS / f"{name}-web.log"),
+        start([*SUPERVISE, *SINGLE_WORKER], env, ARTIFACTS / f"{name}-worker.log", new_session=True),
+        start([*SUPERVISE, *beat], env, ARTIFACTS / f"{name}-beat.log", new_session=True),
+    ]
+
+
 class RedisServer:
     """A redis-server of the test's own on a free port, to stop and start at will (outages)
     without disturbing the shared Redis other tests use."""

@@ -18,18 +18,13 @@ from datetime import timedelta
 import pytest
 from conftest import (
     ARTIFACTS,
-    BEAT,
-    COLLECTSTATIC,
     FAST_SIMULATOR,
-    SINGLE_WORKER,
-    SUPERVISE,
-    VENV_BIN,
     free_port,
     guest_on,
     make_migration,
+    processes_of_a_stack,
     service_or_skip,
     shared_database_url,
-    start,
     stop,
     wait_for_port,
 )
@@ -89,21 +84,8 @@ def test_a_migration_running_across_a_postgres_outage_settles_within_60_s(redis_
         "DATABASE_URL": direct._replace(netloc=f"{direct.username}@127.0.0.1:{proxy.port}").geturl(),
         "REDIS_URL": redis_server.url,
         "CRS_SECRET_KEY": settings.SECRET_KEY,
-        "CRS_STATIC_ROOT": str(ARTIFACTS / "pg-outage-static"),
     }
-    assert start(COLLECTSTATIC, env, ARTIFACTS / "pg-outage-setup.log").wait(120) == 0
-    port = free_port()
-    processes = [
-        start(
-            [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
-            env,
-            ARTIFACTS / "pg-outage-web.log",
-        ),
-        start([*SUPERVISE, *SINGLE_WORKER], env, ARTIFACTS / "pg-outage-worker.log", new_session=True),
-        start(
-            [*SUPERVISE, str(VENV_BIN / BEAT[0]), *BEAT[1:]], env, ARTIFACTS / "pg-outage-beat.log", new_session=True
-        ),
-    ]
+    port, processes = processes_of_a_stack(env, "pg-outage")
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_port(port, processes[0])

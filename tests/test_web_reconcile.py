@@ -12,6 +12,7 @@ from conftest import (
     SINGLE_WORKER,
     SUPERVISE,
     VENV_BIN,
+    make_migration,
     service_or_skip,
     shared_database_url,
     start,
@@ -88,8 +89,8 @@ def test_a_viewer_cannot_mark_a_migration_failed(suggested, viewer, client, monk
 
 @pytest.mark.django_db(transaction=True)
 def test_a_migration_running_across_a_redis_outage_settles_within_60_s(redis_server, monkeypatch):
-    """The real worker and beat on PostgreSQL and a Redis of the test's own, stopped for 15 s
-    while a migration runs whose follower the outage dropped."""
+    """The real worker and beat on PostgreSQL and a Redis of the test's own, stopped for OUTAGE
+    seconds while a migration runs whose follower the outage dropped."""
     service_or_skip("CRS_TEST_DATABASE_URL")
     cluster = Cluster.objects.create(name="reconcile", source_kind="simulator", source_config=FAST_SIMULATOR)
     Policy.objects.filter(cluster=cluster).update(round_interval=1)
@@ -97,18 +98,7 @@ def test_a_migration_running_across_a_redis_outage_settles_within_60_s(redis_ser
     tasks.collect.apply(args=[cluster.pk])  # in-process: the round it queues goes nowhere
     cluster.refresh_from_db()
     guest = next(g["sid"] for g in cluster.snapshot["guests"] if g["node"] == "node01")
-    suggested = Migration.objects.create(
-        cluster=cluster,
-        leader=guest,
-        guests=[guest],
-        source="node01",
-        target="node06",
-        imbalance_before=0.5,
-        imbalance_after=0.4,
-        relative_gain=0.2,
-        margin=0.1,
-        method="bruteforce",
-    )
+    suggested = make_migration(cluster, "suggested", guest)
     env = {"DATABASE_URL": shared_database_url(), "REDIS_URL": redis_server.url, "CRS_SECRET_KEY": settings.SECRET_KEY}
     processes = [
         start([*SUPERVISE, *SINGLE_WORKER], env, ARTIFACTS / "reconcile-worker.log", new_session=True),

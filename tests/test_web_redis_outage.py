@@ -11,16 +11,10 @@ from datetime import datetime
 
 import pytest
 from conftest import (
-    ARTIFACTS,
-    COLLECTSTATIC,
     FAST_SIMULATOR,
-    SINGLE_WORKER,
-    SUPERVISE,
-    VENV_BIN,
-    free_port,
+    processes_of_a_stack,
     service_or_skip,
     shared_database_url,
-    start,
     stop,
     wait_for_port,
 )
@@ -40,41 +34,8 @@ def stack(db, redis_server, admin):
     Policy.objects.get(cluster=cluster).save()  # the beat schedule follows saved settings
     # The test's key, so the servers accept the session this test logs in with (the test
     # settings hash passwords with MD5, which production settings would not verify).
-    env = {
-        "DATABASE_URL": shared_database_url(),
-        "REDIS_URL": redis_server.url,
-        "CRS_SECRET_KEY": settings.SECRET_KEY,
-        "CRS_STATIC_ROOT": str(ARTIFACTS / "outage-static"),
-    }
-    assert start(COLLECTSTATIC, env, ARTIFACTS / "outage-setup.log").wait(120) == 0
-    port = free_port()
-    processes = [
-        start(
-            [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
-            env,
-            ARTIFACTS / "outage-web.log",
-        ),
-        start(
-            [*SUPERVISE, *SINGLE_WORKER],
-            env,
-            ARTIFACTS / "outage-worker.log",
-            new_session=True,
-        ),
-        start(
-            [
-                str(VENV_BIN / "celery"),
-                "-A",
-                "dashboard",
-                "beat",
-                "-l",
-                "info",
-                "--scheduler",
-                "django_celery_beat.schedulers:DatabaseScheduler",
-            ],
-            env,
-            ARTIFACTS / "outage-beat.log",
-        ),
-    ]
+    env = {"DATABASE_URL": shared_database_url(), "REDIS_URL": redis_server.url, "CRS_SECRET_KEY": settings.SECRET_KEY}
+    port, processes = processes_of_a_stack(env, "outage")
     try:
         wait_for_port(port, processes[0])
         yield f"http://127.0.0.1:{port}", cluster
