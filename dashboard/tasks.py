@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from celery import shared_task
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -35,6 +35,11 @@ STALLED_APPROVAL = timedelta(seconds=30)
 # A running migration not polled for this long lost its follower (its message was dropped by a
 # broker or database outage, or its worker was killed): rounds and a starting worker follow it again.
 UNFOLLOWED = timedelta(seconds=10)
+# A follower that cannot reach the database comes back this often until it can, instead of
+# ending its chain: a migration that ends at the adapter during a database outage is recorded
+# as soon as the database returns, without waiting for a round (whose lease the outage may hold).
+DATABASE_DOWN = (OperationalError, InterfaceError)
+DATABASE_RETRY_SECONDS = 5
 WHATIF_QUEUE = "whatif"  # read-only what-if clusters' collects and rounds (settings.CELERY_TASK_QUEUES)
 
 
@@ -260,7 +265,9 @@ def settle_unstarted(migration_id: int) -> None:
             )
 
 
-@shared_task(ignore_result=True)
+@shared_task(
+    ignore_result=True, autoretry_for=DATABASE_DOWN, default_retry_delay=DATABASE_RETRY_SECONDS, max_retries=None
+)
 def follow(migration_id: int) -> None:
     """Poll a running migration once; push its progress; come back until it ends."""
     migration = Migration.objects.get(pk=migration_id)

@@ -93,6 +93,10 @@ def test_a_migration_running_across_a_postgres_outage_settles_within_60_s(redis_
         started = Migration.objects.filter(pk=migration.pk, state="running").exclude(task_ids=[])
         wait_for(started.exists, 90, "the stack starts the approved migration at the adapter")
 
+        # A round in flight when the database went away keeps its lease (its release could not
+        # be written): rounds stay blocked up to ROUND_LEASE, longer than the settle target.
+        # The follower must not depend on them (seen in CI: not settled 90 s after the return).
+        Cluster.objects.filter(pk=cluster.pk).update(round_lease_until=timezone.now() + Cluster.objects.ROUND_LEASE)
         proxy.close()
         outage = time.monotonic()
         status, health = healthz(base)
