@@ -1,8 +1,8 @@
 """The engine's codes in the admin's words: the one table the pages say them from.
 
 The API and the engine keep the codes (`below-margin`, `imbalance_scale: raw`); a person
-reading the page gets a sentence. The live page receives DECISIONS in its page (the
-`decision_words` tag, read by dashboard.js), the server-rendered pages through the
+reading the page gets a sentence. The live page receives DECISIONS and KINDS in its page (the
+`decision_table` tag, read by dashboard.js), the server-rendered pages through the
 `decision_words` filter, and the settings form its choice labels and missing help here, so
 neither a template nor a script holds a copy. A decision code without words fails
 tests/test_web_wording.py.
@@ -20,6 +20,17 @@ DECISIONS: dict[str, str] = {
     "no-pressure-data": "No pressure figures: the source does not report them (Proxmox VE 8)",
     "no-pressure": "No guest is short of CPU or memory, or none that is has a node to go to",
     "pressure-wait": "Waiting: pressure moves come at most once a minute, a minute after the cluster last changed",
+}
+
+# What a recommendation is for (crs.precedence.KINDS, highest precedence first), as the
+# recommendation list and the plan summary name it.
+KINDS: dict[str, str] = {
+    "evacuation": "Maintenance",
+    "failback": "Back from maintenance",
+    "rule-fix": "Rule fix",
+    "pressure": "Pressure relief",
+    "balancing": "Balancing",
+    "consolidation": "Power saving",
 }
 
 # Settings whose values are codes: each value in a few words (a select shows one line), the

@@ -17,15 +17,8 @@ const el = (id) => document.getElementById(id);
 
 // The engine's decision codes (kept in the API) in the admin's words: dashboard/wording.py's table.
 const DECISION_WORDS = JSON.parse(el("decision-words").textContent);
-
-// What a recommendation is for (migration kinds, in precedence order).
-const KIND_WORDS = {
-  "evacuation": "Maintenance",
-  "failback": "Back from maintenance",
-  "rule-fix": "Rule fix",
-  "pressure": "Pressure relief",
-  "balancing": "Balancing",
-};
+// What each recommendation is for (evacuation, rule fix, …) in words: the same table's KINDS.
+const KIND_WORDS = JSON.parse(el("kind-words").textContent);
 
 function csrfToken() {
   return document.querySelector("input[name=csrfmiddlewaretoken]").value;

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 import crs.decision
 import crs.model
+import crs.precedence
 from dashboard import wording
 from dashboard.models import Policy
 
@@ -38,6 +39,11 @@ def test_every_decision_the_engine_can_make_has_plain_words():
         assert code not in words and words[0].isupper(), code  # a sentence, not the code again
 
 
+def test_every_kind_of_recommendation_has_plain_words():
+    assert list(wording.KINDS) == list(crs.precedence.KINDS)  # highest precedence first, as the list sorts
+    assert all(words[0].isupper() for words in wording.KINDS.values())  # words, not the code
+
+
 def test_every_coded_setting_value_has_plain_words():
     engine = {"mode": crs.model.MODES, "method": crs.model.METHODS, "imbalance_scale": crs.model.SCALES}
     for name, values in engine.items():
@@ -61,6 +67,8 @@ def test_the_pages_say_decisions_and_settings_in_words_and_the_api_keeps_codes(c
     page = client.get(reverse("dashboard:cluster", args=[collected.pk])).content.decode()
     table = re.search(r'<script id="decision-words" type="application/json">(.*?)</script>', page)
     assert json.loads(table.group(1)) == wording.DECISIONS  # what dashboard.js shows for a round's decision
+    kinds = re.search(r'<script id="kind-words" type="application/json">(.*?)</script>', page)
+    assert json.loads(kinds.group(1)) == wording.KINDS  # what it says a recommendation is for
     values = re.search(r'<dl class="settings-values".*?</dl>', page, re.S).group(0)
     assert "<dd>dynamic: measured usage</dd>" in values
     assert "<dd>raw: coefficient of variation</dd>" in values and "<dd>raw</dd>" not in values

@@ -16,8 +16,9 @@ def decision_words(code: str) -> str:
 
 @register.simple_tag
 def decision_table():
-    """The decision words as JSON in the page (<script id="decision-words">) for dashboard.js."""
-    return json_script(wording.DECISIONS, "decision-words")
+    """The decision and recommendation-kind words as JSON in the page (<script id="decision-words">
+    and <script id="kind-words">) for dashboard.js."""
+    return json_script(wording.DECISIONS, "decision-words") + json_script(wording.KINDS, "kind-words")
 
 
 @register.filter
