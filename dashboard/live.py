@@ -73,11 +73,15 @@ def migration_payload(migration: Migration) -> dict:
     }
 
 
-def history(cluster: Cluster) -> dict:
-    """Everything the page shows on load: recent trend, last round, open and recent migrations."""
+ROUNDS_SHOWN = 5000  # the most rounds one answer carries (CRS_HISTORY_SHOW_HOURS of them at most)
+
+
+def history(cluster: Cluster, rounds_shown: int = ROUNDS_SHOWN) -> dict:
+    """Everything the page shows on load: recent rounds (the page asks for the last one only: its
+    trend comes from the history API by range), open and recent migrations."""
     since = timezone.now() - timedelta(hours=settings.CRS_HISTORY_SHOW_HOURS)
     hold_duration = cluster.policy.hold_duration
-    rounds = list(cluster.rounds.filter(at__gte=since).order_by("-at")[:5000])[::-1]
+    rounds = list(cluster.rounds.filter(at__gte=since).order_by("-at")[:rounds_shown])[::-1]
     migrations = cluster.migrations.select_related("decided_by")[:30]
     return {
         "rounds": [round_payload(r, hold_duration) for r in rounds],

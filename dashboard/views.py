@@ -116,14 +116,21 @@ def switch_preset(request, pk):
 @require_GET
 @api("dashboard.view_cluster")
 def api_cluster(request, pk):
+    """The cluster's state; `?rounds=N` keeps only its last N rounds (the page asks for 1)."""
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
+    shown = request.GET.get("rounds", str(live.ROUNDS_SHOWN))
+    if not shown.isascii() or not shown.isdigit() or not 1 <= int(shown) <= live.ROUNDS_SHOWN:
+        return JsonResponse(
+            {"errors": {"rounds": [f"rounds must be a whole number from 1 to {live.ROUNDS_SHOWN}, not {shown!r}"]}},
+            status=400,
+        )
     return JsonResponse(
         {
             "id": cluster.pk,
             "name": cluster.name,
             "stopped": cluster.stopped,
             "settings": {"preset": cluster.policy.preset, **PolicyApiForm.values(cluster.policy)},
-            **live.history(cluster),
+            **live.history(cluster, int(shown)),
         }
     )
 

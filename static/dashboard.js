@@ -275,8 +275,8 @@ function connect(delay) {
   socket.onopen = async () => {
     // Whatever happened between rendering the page (or losing the socket) and now was
     // pushed to nobody: fetch the state once the socket listens, then pushes keep it current.
-    // This is the page's only copy of the history: the HTML embeds none.
-    const response = await fetch(config.api, {credentials: "same-origin"});
+    // The last round only: the trend comes from the history API by range (showRange), once.
+    const response = await fetch(`${config.api}?rounds=1`, {credentials: "same-origin"});
     if (!response.ok) return;  // signed out meanwhile: the socket's close says so
     load(await response.json());
     delay = 1000;

@@ -161,7 +161,7 @@ def test_a_failed_csrf_check_on_the_api_is_json(admin, collected):
 
 
 def test_a_server_error_on_the_api_is_json(admin, collected, monkeypatch):
-    def broken(cluster):
+    def broken(cluster, rounds_shown):
         raise RuntimeError("the history table is unreadable")
 
     monkeypatch.setattr("dashboard.views.live.history", broken)
@@ -170,6 +170,13 @@ def test_a_server_error_on_the_api_is_json(admin, collected, monkeypatch):
     response = client.get(reverse("dashboard:api-cluster", args=[collected.pk]))
     assert response.status_code == 500 and response.json()["error"].startswith("server error")
     assert "unreadable" not in response.content.decode()  # the reason goes to the log, not the client
+
+
+@pytest.mark.parametrize("shown", ["0", "-1", "two", "5001", "1.5", "٣"])
+def test_the_cluster_api_refuses_a_bad_rounds_count_naming_it(admin_client, collected, shown):
+    response = admin_client.get(reverse("dashboard:api-cluster", args=[collected.pk]), {"rounds": shown})
+    assert response.status_code == 400
+    assert response.json()["errors"]["rounds"] == [f"rounds must be a whole number from 1 to 5000, not {shown!r}"]
 
 
 def test_a_stored_snapshot_this_version_refuses_is_named_not_a_500(admin_client, collected):

@@ -78,8 +78,11 @@ def test_a_round_that_keeps_the_plan_describes_the_kept_plan_on_page_api_and_tra
         r"not better by the margin 10%| is the same)\."
     )
     assert re.fullmatch(pattern, reason), reason
-    page = admin_client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).json()
+    state = admin_client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).json()
+    page = admin_client.get(reverse("dashboard:api-cluster", args=[cluster.pk]), {"rounds": 1}).json()
     api = admin_client.get("/api/v1/rounds/", {"cluster": cluster.pk}).json()
+    assert len(state["rounds"]) == Round.objects.filter(cluster=cluster).count() > 1  # every recent round by default
+    assert len(page["rounds"]) == 1 and page["rounds"] == state["rounds"][-1:]  # what the page asks for: the last
     assert page["rounds"][-1]["explanation"]["reason"] == reason
     assert api["results"][0]["explanation"]["reason"] == reason
     trail = AuditEvent.objects.filter(action="waiting", details__kept_plan=1).get()
