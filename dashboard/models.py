@@ -777,7 +777,8 @@ class HaRule(models.Model):
         max_length=10,
         choices=[(a, a) for a in AFFINITIES],
         default="positive",
-        help_text="Resource affinity: positive keeps the guests together, negative apart.",
+        help_text="Resource affinity: positive keeps the guests together, negative apart. Node affinity: positive "
+        "keeps them on the listed nodes, negative off them.",
     )
 
     class Meta:
@@ -792,7 +793,7 @@ class HaRule(models.Model):
         """The rule in the snapshot's terms (docs/snapshot-format.md `rules[]`)."""
         base = {"id": self.rule, "type": self.type, "resources": list(self.resources)}
         if self.type == "node-affinity":
-            return {**base, "nodes": list(self.nodes), "strict": self.strict}
+            return {**base, "nodes": list(self.nodes), "strict": self.strict, "affinity": self.affinity}
         return {**base, "affinity": self.affinity}
 
 
