@@ -386,6 +386,12 @@ class Policy(models.Model):
             return True
         return self.automation == "partial" and relative_gain >= self.automatic_margin
 
+    def approves_owed(self) -> bool:
+        """Whether the round approves an owed plan (evacuation, failback, rule fix) itself.
+        Owed moves ignore margins (priority 1, as Proxmox's manager makes them at once), so
+        `partial`'s automatic margin holds none of them back: only `manual` waits for a person."""
+        return self.automation != "manual"
+
 
 class Round(models.Model):
     """One balancing round's outcome: a point of the imbalance trend and the round status."""
