@@ -23,7 +23,7 @@ from .rules import CompiledRules, compile_rules, node_affinity, resource_affinit
 class Fixes:
     steps: tuple[Step, ...]
     reasons: tuple[str, ...]  # per step: the rule broken, in the admin's words
-    unfixable: tuple[str, ...]  # guests that break a rule with no node to go to
+    unfixable: tuple[str, ...]  # guests that break a rule (or must leave a node) with no node to go to
     rules: tuple[tuple[str, ...], ...] = ()  # per step: the ids of the rules broken (none: inferred ones)
 
 
@@ -35,18 +35,22 @@ class Breach:
     why: str
 
 
-def violations(snapshot: Snapshot, skip: frozenset[str] = frozenset()) -> Fixes:
+def violations(snapshot: Snapshot, skip: frozenset[str] = frozenset(), evacuating: bool = False) -> Fixes:
     """The corrective moves of every started guest on a usable node whose node breaks a rule.
 
     `skip`: guests whose rules someone else enforces (a Proxmox cluster's HA manager fixes
-    its HA guests itself: the product shows them, it does not fight over them)."""
+    its HA guests itself: the product shows them, it does not fight over them).
+    `evacuating`: the started guests on nodes in maintenance leave them in the same walk,
+    as in Proxmox's manager round, which re-places every service in one sid-order walk; the
+    product plans its evacuations per node instead (crs.maintenance), for the record of each."""
     rules = compile_rules(snapshot)
     usable = {n.name for n in snapshot.nodes if n.usable}
+    down = {n.name for n in snapshot.nodes if n.maintenance} if evacuating else set()
     ruled = set(rules.node_affinity) | set(rules.positive) | set(rules.negative)
     candidates = [
         g.sid
         for g in snapshot.guests
-        if g.sid in ruled and g.state == "started" and g.node in usable and g.sid not in skip
+        if g.state == "started" and g.sid not in skip and (g.node in down or (g.sid in ruled and g.node in usable))
     ]
     unfixable: list[str] = []
     named: dict[str, tuple[str, ...]] = {}
@@ -54,6 +58,12 @@ def violations(snapshot: Snapshot, skip: frozenset[str] = frozenset()) -> Fixes:
     def decide(sid: str, current: Snapshot) -> tuple[str, str] | None:
         node = current.guest(sid).node
         target = placed(current, sid, rules)
+        if node in down:
+            if target is None:
+                unfixable.append(sid)
+                return None
+            named[sid] = ()
+            return target, f"{node} is in maintenance: Proxmox's placement sends {sid} to {target}"
         if target == node:
             return None
         breach = broken(current, rules, sid)

@@ -196,12 +196,16 @@ N1_SCHEMA = inline_serializer(
 
 
 class ProxmoxMoveSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["evacuation", "rule-fix"], help_text="Why Proxmox moves it.")
+    kind = serializers.ChoiceField(
+        choices=["running", "evacuation", "rule-fix"],
+        help_text="running: under way now; evacuation or rule-fix: what Proxmox's next round moves, and why.",
+    )
     guest = serializers.CharField(help_text='The guest\'s sid, e.g. "vm:104".')
     source = serializers.CharField(help_text="The node it leaves.")
     target = serializers.CharField(help_text="The node Proxmox's placement sends it to.")
     rules = serializers.ListField(
-        child=serializers.CharField(), help_text="Ids of the rules it breaks (empty: maintenance, or inferred rules)."
+        child=serializers.CharField(),
+        help_text="Ids of the rules it breaks (empty: running, maintenance, or inferred rules).",
     )
     why = serializers.CharField(help_text="In words, naming the rule or the node in maintenance.")
 

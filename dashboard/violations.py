@@ -9,7 +9,6 @@ to, why and which rule), in the round's explanation (`proxmox_fixes`), the API a
 maintenance panel, so an admin can follow each.
 """
 
-import crs.maintenance
 import crs.model
 import crs.violations
 
@@ -32,34 +31,40 @@ def reconcile(cluster: Cluster, snapshot: crs.model.Snapshot) -> tuple[list[int]
 
 
 def proxmox_own(cluster: Cluster, snapshot: crs.model.Snapshot | None) -> list[dict]:
-    """The moves Proxmox's HA manager makes itself on `snapshot`, one per HA guest: its
-    evacuations of nodes in maintenance, then its rule fixes, each placed as that manager
-    places it (crs.maintenance, crs.violations). Empty on other clusters."""
+    """The moves Proxmox's HA manager makes itself, one per HA guest: those under way in
+    `snapshot` (kind "running"), then those its next round makes, in one sid-order walk as
+    that manager places them (crs.violations): evacuations of nodes in maintenance and rule
+    fixes. Empty on other clusters."""
     if snapshot is None:
         return []
     theirs = proxmox_moves(cluster, snapshot)
     if not theirs:
         return []
-    others = frozenset(g.sid for g in snapshot.guests if g.sid not in theirs)
-    moves = []
-    for node in sorted(n.name for n in snapshot.nodes if n.maintenance):
-        plan = crs.maintenance.evacuate(snapshot, node, skip=others)
-        moves += [_listed("evacuation", step, why, ()) for step, why in zip(plan.steps, plan.reasons, strict=True)]
-    fixes = crs.violations.violations(snapshot, skip=others)
-    moves += [
-        _listed("rule-fix", step, why, rules)
-        for step, why, rules in zip(fixes.steps, fixes.reasons, fixes.rules, strict=True)
+    moves = [
+        {
+            "kind": "running",
+            "guest": g.sid,
+            "source": g.node,
+            "target": g.target,
+            "rules": [],
+            "why": f"Proxmox's HA manager is moving it now ({g.state})",
+        }
+        for g in snapshot.guests
+        if g.sid in theirs and g.moving and g.target is not None
     ]
+    down = {n.name for n in snapshot.nodes if n.maintenance}
+    others = frozenset(g.sid for g in snapshot.guests if g.sid not in theirs)
+    walk = crs.violations.violations(snapshot, skip=others, evacuating=True)
+    for step, why, rules in zip(walk.steps, walk.reasons, walk.rules, strict=True):
+        move = step.move
+        moves.append(
+            {
+                "kind": "evacuation" if move.source in down else "rule-fix",
+                "guest": move.leader,
+                "source": move.source,
+                "target": move.target,
+                "rules": list(rules),
+                "why": why,
+            }
+        )
     return moves
-
-
-def _listed(kind: str, step, why: str, rules: tuple[str, ...]) -> dict:
-    move = step.move
-    return {
-        "kind": kind,
-        "guest": move.leader,
-        "source": move.source,
-        "target": move.target,
-        "rules": list(rules),
-        "why": why,
-    }

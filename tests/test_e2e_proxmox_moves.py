@@ -67,6 +67,6 @@ def test_proxmox_s_own_moves_are_listed_and_followed(browser, server, pve):  # n
 
     pve.lrm_mode["node2"] = "maintenance"  # the admin ran ha-manager's command: Proxmox evacuates vm:104
     wait_until(page, f"document.querySelector(\"{ROW}\")?.dataset.kind === 'evacuation'")
-    assert cells(page)[:3] == ["vm:104", "node2", "node3"] and cells(page)[3].startswith("node2 enters maintenance")
+    assert cells(page)[:3] == ["vm:104", "node2", "node3"] and cells(page)[3].startswith("node2 is in maintenance")
     assert page.locator("#proxmox-moves tbody tr").count() == 1
     assert not page.errors

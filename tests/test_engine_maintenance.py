@@ -39,6 +39,16 @@ def test_evacuation_sends_each_guest_where_proxmox_does_in_its_order(name):
     assert [s.after for s in plan.steps] == [None, *range(len(plan.steps) - 1)]  # each counted before the next
 
 
+def test_one_walk_evacuates_as_the_per_node_plan_does():
+    """Proxmox's manager evacuates and fixes rules in one sid-order walk (what the product lists
+    of a Proxmox cluster's own moves): on static3 its evacuation is the fixture's, step for step."""
+    fixture, snapshot = fixture_snapshot("proxmox-crs-static3-maintenance-migrate")
+    walk = violations.violations(maintenance.in_maintenance(snapshot, "node1"), evacuating=True)
+    expected = [(d["sid"], d["target"]) for d in fixture["expected_decisions"]]
+    assert [(s.move.leader, s.move.target) for s in walk.steps] == expected
+    assert all(why.startswith("node1 is in maintenance") for why in walk.reasons)
+
+
 def test_stopped_guests_stay_and_the_plan_says_the_loads_after():
     fixture, snapshot = fixture_snapshot("proxmox-crs-static3-maintenance-migrate")
     plan = maintenance.evacuate(snapshot, "node1")

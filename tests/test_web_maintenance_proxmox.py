@@ -78,7 +78,18 @@ def test_proxmox_s_own_moves_are_listed_one_by_one_with_the_rule(
         "node2",
         "node3",
     )
-    assert evacuation["why"].startswith("node2 enters maintenance") and evacuation["rules"] == []
+    assert evacuation["why"].startswith("node2 is in maintenance") and evacuation["rules"] == []
+
+    pve.entry("qemu/104").update(hastate="migrate", lock="migrate")  # Proxmox's manager has started it
+    pve.services["vm:104"] |= {"state": "migrate", "target": "node3"}
+    run_rounds(proxmox, 1, django_capture_on_commit_callbacks)
+    [running] = admin_client.get(url).json()["moves"]
+    assert (running["kind"], running["guest"], running["source"], running["target"]) == (
+        "running",
+        "vm:104",
+        "node2",
+        "node3",
+    )
 
 
 @pytest.mark.django_db
