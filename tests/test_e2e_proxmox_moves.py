@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 from fakepve import TOKEN, FakePve
 from test_e2e_dashboard import ARTIFACTS, browser, embedded, wait_until  # noqa: F401  (a fixture)
-from test_e2e_page import open_page, overflow, serious_violations
+from test_e2e_page import VIEWPORTS, open_page, overflow, serious_violations
 
 pytestmark = pytest.mark.e2e
 ROW = "#proxmox-moves tbody tr[data-guest='vm:104']"
@@ -70,3 +70,9 @@ def test_proxmox_s_own_moves_are_listed_and_followed(browser, server, pve):  # n
     assert cells(page)[:3] == ["vm:104", "node2", "node3"] and cells(page)[3].startswith("node2 is in maintenance")
     assert page.locator("#proxmox-moves tbody tr").count() == 1
     assert not page.errors
+
+    phone = browser.new_context(viewport=VIEWPORTS["phone"], storage_state=page.context.storage_state()).new_page()
+    phone.goto(f"{url}/clusters/{pk}/")
+    phone.wait_for_selector(ROW)
+    assert overflow(phone) == 0  # the rows stack on a phone
+    phone.locator("#proxmox-moves").screenshot(path=str(ARTIFACTS / "proxmox-moves-phone.png"))
