@@ -3,12 +3,15 @@
 Proxmox's manager makes them service by service in sid order with `select_service_node`,
 counting each decision before the next, and repeats while anything changed
 (reference/proxmox-crs.md §5.3, §5.4, §6.1a). `in_turn` is that walk, shared by
-`crs.maintenance` and `crs.violations`. A decided guest counts on its target only, as once
-it settled: Proxmox's walk also counts a migrating guest on its source, so a negative
-partner left behind there moves too in the same round, one live migration more than the
-rule needs (the next round would find it alone); `stale_reason` re-checks one such
-move right before it starts. They ignore margin, hold, threshold, load floor and the
-guards: a rule or a maintenance does not wait for a better moment.
+`crs.maintenance` and `crs.violations`, and it gives Proxmox's answers (the issue asks the
+product's rule enforcement for the same answers as Proxmox's manager, in every preset): a
+decided guest is migrating for the rest of the walk, so it counts on its source and its
+target, in the usage and for its negative partners, and at its target only for its positive
+partners (§1.2, §5.2). A negative partner left behind on the source therefore moves too, as
+on Proxmox, although once the first move settles it would be alone there; `stale_reason`
+re-checks each move right before it starts, so one that is no longer owed by then expires
+instead. They ignore margin, hold, threshold, load floor and the guards: a rule or a
+maintenance does not wait for a better moment.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import replace
 
 from .decision import Move, Step
 from .imbalance import imbalance, relative_gain
-from .model import Snapshot
+from .model import Guest, Snapshot
 from .placement import select_node
 from .rules import CompiledRules, compile_rules, node_affinity, resource_affinity
 from .usage import node_loads
@@ -30,26 +33,35 @@ Decide = Callable[[str, Snapshot], tuple[str, str] | None]
 def in_turn(
     snapshot: Snapshot, sids: Iterable[str], decide: Decide
 ) -> tuple[tuple[Step, ...], tuple[str, ...], Snapshot]:
-    """(steps, their reasons, the snapshot after them): each guest in sid order, placed on
-    the snapshot with the earlier ones on their targets."""
+    """(steps, their reasons, the snapshot after them): each guest in sid order, decided on
+    the snapshot where the earlier ones are migrating to their targets, as Proxmox's walk
+    counts them. The figures (each step's imbalance, the snapshot returned) are of the
+    settled cluster, every decided guest on its target."""
     scale, mode = snapshot.settings.imbalance_scale, snapshot.settings.mode
-    current = snapshot
-    before = imbalance(list(node_loads(current, mode).values()), scale)
+    walking = settled = snapshot
+    before = imbalance(list(node_loads(settled, mode).values()), scale)
     steps: list[Step] = []
     reasons: list[str] = []
     for sid in sorted(sids):
-        decided = decide(sid, current)
+        decided = decide(sid, walking)
         if decided is None:
             continue
         target, why = decided
-        guest = current.guest(sid)
-        current = replace(current, guests=tuple(replace(g, node=target) if g.sid == sid else g for g in current.guests))
-        after = imbalance(list(node_loads(current, mode).values()), scale)
+        guest = walking.guest(sid)
+        motion = "migrate" if sid.startswith("vm:") else "relocate"  # a container is relocated (restarted)
+        walking = _with(walking, replace(guest, state=motion, target=target))
+        settled = _with(settled, replace(guest, node=target))
+        after = imbalance(list(node_loads(settled, mode).values()), scale)
         move = Move(sid, (sid,), guest.node, target, after, relative_gain(before, after))
         steps.append(Step(move, before, after, move.relative_gain, (), len(steps) - 1 if steps else None))
         reasons.append(why)
         before = after
-    return tuple(steps), tuple(reasons), current
+    return tuple(steps), tuple(reasons), settled
+
+
+def _with(snapshot: Snapshot, guest: Guest) -> Snapshot:
+    """`snapshot` with `guest` in place of the guest of its sid."""
+    return replace(snapshot, guests=tuple(guest if g.sid == guest.sid else g for g in snapshot.guests))
 
 
 def placed(snapshot: Snapshot, sid: str, rules: CompiledRules, maintenance_node: str | None = None) -> str | None:

@@ -74,7 +74,7 @@ def _as_positive(
         banned = {n for n, _ in rule.nodes}
         rest = tuple((n, 0) for n in cluster_nodes if n not in banned)
         if not rest:
-            dropped.append((rule.id, "keeps its guests off every node of the cluster"))
+            dropped.append((rule.id, "rule keeps its guests off every node of the cluster"))
         else:
             out.append(replace(rule, nodes=rest, affinity="positive"))
     return out

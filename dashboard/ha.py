@@ -104,18 +104,14 @@ def refresh_snapshot(cluster: Cluster) -> None:
 
 def file_rules(data: dict) -> tuple[list[dict], list[str]]:
     """An imported file's rules as HaRule fields, and its opted-out guests. A negative node
-    affinity becomes the positive rule over the other nodes, as Proxmox rewrites it."""
+    affinity stays negative as written ("off these nodes"), so a node added later is allowed
+    as Proxmox allows it; the engine rewrites it over the nodes of each snapshot."""
     snapshot = crs.snapshot.parse(data)
     rules = []
     for rule in snapshot.rules:
-        row = {"rule": rule.id, "type": rule.type, "resources": list(rule.resources)}
+        row = {"rule": rule.id, "type": rule.type, "resources": list(rule.resources), "affinity": rule.affinity}
         if isinstance(rule, crs.model.NodeAffinityRule):
-            nodes = rule.nodes
-            if rule.affinity == "negative":
-                nodes = tuple((n.name, 0) for n in snapshot.nodes if n.name not in {m for m, _ in rule.nodes})
-            row |= {"nodes": [{"node": n, "priority": p} for n, p in nodes], "strict": rule.strict}
-        else:
-            row["affinity"] = rule.affinity
+            row |= {"nodes": [{"node": n, "priority": p} for n, p in rule.nodes], "strict": rule.strict}
         rules.append(row)
     return rules, [g.sid for g in snapshot.guests if not g.auto_rebalance]
 
@@ -161,9 +157,10 @@ def _shape(data: dict) -> dict:
         errors["affinity"] = [f"affinity must be one of: {', '.join(HaRule.AFFINITIES)}"]
     if errors:
         raise Refused(errors)
-    if kind == "node-affinity":
-        return {"id": rule, "type": kind, "resources": resources, "nodes": nodes, "strict": data.get("strict", False)}
-    return {"id": rule, "type": kind, "resources": resources, "affinity": affinity}
+    shaped = {"id": rule, "type": kind, "resources": resources, "affinity": affinity}
+    if kind == "node-affinity":  # negative: "keep off these nodes", priorities refused by parse_rule
+        return shaped | {"nodes": nodes, "strict": data.get("strict", False)}
+    return shaped
 
 
 _PATH = re.compile(r"\Arule\.(\w+)")
@@ -197,10 +194,15 @@ def validated(cluster: Cluster, data: dict, instance: HaRule | None) -> dict:
     taken_down = [(rule_id, why) for rule_id, why in after if rule_id == candidate.id or rule_id not in before]
     if taken_down:
         raise Refused({"non_field_errors": [f"Drop rule '{rule_id}', because {why}." for rule_id, why in taken_down]})
-    values = {"rule": candidate.id, "type": candidate.type, "resources": list(candidate.resources)}
+    values = {
+        "rule": candidate.id,
+        "type": candidate.type,
+        "resources": list(candidate.resources),
+        "affinity": candidate.affinity,
+    }
     if isinstance(candidate, crs.model.NodeAffinityRule):
         return values | {"nodes": [{"node": n, "priority": p} for n, p in candidate.nodes], "strict": candidate.strict}
-    return values | {"nodes": [], "strict": False, "affinity": candidate.affinity}
+    return values | {"nodes": [], "strict": False}
 
 
 def _compiled(

@@ -13,7 +13,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from . import ha
+from . import ha, violations
 from .api import ApiViewSet, filtered, form_parameters
 from .models import Cluster, HaRule, RebalanceOptOut
 
@@ -195,8 +195,29 @@ N1_SCHEMA = inline_serializer(
 )
 
 
+class ProxmoxMoveSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(
+        choices=["running", "evacuation", "rule-fix"],
+        help_text="running: under way now; evacuation or rule-fix: what Proxmox's next round moves, and why.",
+    )
+    guest = serializers.CharField(help_text='The guest\'s sid, e.g. "vm:104".')
+    source = serializers.CharField(help_text="The node it leaves.")
+    target = serializers.CharField(help_text="The node Proxmox's placement sends it to.")
+    rules = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Ids of the rules it breaks (empty: running, maintenance, or inferred rules).",
+    )
+    why = serializers.CharField(help_text="In words, naming the rule or the node in maintenance.")
+
+
+class ProxmoxMovesSerializer(serializers.Serializer):
+    proxmox = serializers.BooleanField(help_text="False: not a Proxmox cluster, the product makes every move.")
+    moves = ProxmoxMoveSerializer(many=True)
+
+
 class ClusterHaViewSet(ApiViewSet):
-    """A cluster's HA side: its rules as they apply (also a Proxmox cluster's) and its N+1 verdict."""
+    """A cluster's HA side: its rules as they apply (also a Proxmox cluster's), its N+1 verdict,
+    and the moves Proxmox's own HA manager makes on a Proxmox cluster."""
 
     queryset = Cluster.objects.select_related("policy")
     serializer_class = ClusterRulesSerializer
@@ -214,6 +235,15 @@ class ClusterHaViewSet(ApiViewSet):
         if cluster.n1 is None:
             raise NotFound("no N+1 verdict yet: the cluster's next round computes it")
         return Response(cluster.n1)
+
+    @extend_schema(responses=ProxmoxMovesSerializer)
+    @action(detail=True, pagination_class=None, url_path="proxmox-moves")
+    def proxmox_moves(self, request, pk=None):
+        """The moves Proxmox's HA manager makes itself on the latest snapshot, one per HA guest
+        (the product leaves them to it): evacuations of nodes in maintenance and rule fixes."""
+        cluster = self.get_object()
+        moves = violations.proxmox_own(cluster, cluster.latest_snapshot())
+        return Response({"proxmox": cluster.source_kind == "proxmox", "moves": moves})
 
 
 router = SimpleRouter()

@@ -32,6 +32,11 @@ def _typed(post) -> dict:
     }
 
 
+def _node_text(entry: dict, affinity: str | None) -> str:
+    """A rule's node as rules.cfg writes it; a negative rule's carry no priority."""
+    return entry["node"] if affinity == "negative" else f"{entry['node']}:{entry['priority']}"
+
+
 def _page(request, cluster, status=200, errors=None, typed=None, **extra):
     """The page; after a refused edit, the form that was sent shows what was typed and why."""
     state = ha.rules_state(cluster)
@@ -41,7 +46,7 @@ def _page(request, cluster, status=200, errors=None, typed=None, **extra):
             "rule": rule["id"],
             "type": rule["type"],
             "resources": " ".join(rule["resources"]),
-            "nodes": " ".join(f"{n['node']}:{n['priority']}" for n in rule.get("nodes", [])),
+            "nodes": " ".join(_node_text(n, rule.get("affinity")) for n in rule.get("nodes", [])),
             "strict": rule.get("strict", False),
             "affinity": rule.get("affinity", "positive"),
         }

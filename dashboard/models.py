@@ -386,6 +386,12 @@ class Policy(models.Model):
             return True
         return self.automation == "partial" and relative_gain >= self.automatic_margin
 
+    def approves_owed(self) -> bool:
+        """Whether the round approves an owed plan (evacuation, failback, rule fix) itself.
+        Owed moves ignore margins (priority 1, as Proxmox's manager makes them at once), so
+        `partial`'s automatic margin holds none of them back: only `manual` waits for a person."""
+        return self.automation != "manual"
+
 
 class Round(models.Model):
     """One balancing round's outcome: a point of the imbalance trend and the round status."""
@@ -777,7 +783,8 @@ class HaRule(models.Model):
         max_length=10,
         choices=[(a, a) for a in AFFINITIES],
         default="positive",
-        help_text="Resource affinity: positive keeps the guests together, negative apart.",
+        help_text="Resource affinity: positive keeps the guests together, negative apart. Node affinity: positive "
+        "keeps them on the listed nodes, negative off them.",
     )
 
     class Meta:
@@ -792,7 +799,7 @@ class HaRule(models.Model):
         """The rule in the snapshot's terms (docs/snapshot-format.md `rules[]`)."""
         base = {"id": self.rule, "type": self.type, "resources": list(self.resources)}
         if self.type == "node-affinity":
-            return {**base, "nodes": list(self.nodes), "strict": self.strict}
+            return {**base, "nodes": list(self.nodes), "strict": self.strict, "affinity": self.affinity}
         return {**base, "affinity": self.affinity}
 
 

@@ -127,8 +127,9 @@ def owe(
 ) -> tuple[list[int], list[int]]:
     """An owed plan (evacuation, failback, rule fix): stored as priority-1 recommendations that
     say why, the pending moves of lower kinds expire (they were computed without it), and it is
-    approved when the automation is automatic or the admin asked for it at once; never during
-    an emergency stop. Returns (migrations changed, migrations approved)."""
+    approved when the automation is automatic or partial (Policy.approves_owed) or the admin
+    asked for it at once; never during an emergency stop. Returns (migrations changed,
+    migrations approved)."""
     if not steps:
         return [], []
     policy = cluster.policy
@@ -137,7 +138,7 @@ def owe(
     )
     changed = [m.pk for m in created] + expiry.outranked(cluster, kind, created[0].plan, reasons[0])
     approved: list[int] = []
-    if not cluster.stopped and (policy.automation == "automatic" or at_once):
+    if not cluster.stopped and (policy.approves_owed() or at_once):
         details = {"at_once": True} if at_once else {"automation": policy.automation}
         for m in created:
             m.refresh_from_db()

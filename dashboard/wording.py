@@ -59,7 +59,8 @@ CHOICES: dict[str, list[tuple[str, str]]] = {
 # Help for the settings whose model gives none, or one in another unit than the form's.
 HELP: dict[str, str] = {
     "automation": "Who approves a recommendation: always an admin; the round itself when the gain reaches the "
-    "automatic margin; or always the round (Proxmox's auto-rebalance).",
+    "automatic margin, and for evacuations and rule fixes, which ignore margins; or always the round (Proxmox's "
+    "auto-rebalance).",
     "objective": "What a move is for: an even spread of load; relief for guests that stall for CPU or memory "
     "(needs pressure figures from the source); or relief first, then evenness.",
     "method": "How a round picks its move: bruteforce tries every guest on every node and keeps the one that "

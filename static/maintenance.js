@@ -84,6 +84,40 @@
     return reading;
   }
 
+  // A Proxmox cluster: the moves its own HA manager makes, one row each (guest, from, to, why).
+  const theirs = document.getElementById("proxmox-moves");
+
+  function showTheirs(moves) {
+    const rows = moves.map((m) => {
+      const row = document.createElement("tr");
+      row.dataset.guest = m.guest;
+      row.dataset.kind = m.kind;
+      const cells = [["guest", m.guest], ["from", m.source], ["to", m.target], ["why", m.why]];
+      for (const [label, text] of cells) {
+        const cell = document.createElement("td");
+        cell.dataset.label = label;
+        cell.textContent = text;
+        row.append(cell);
+      }
+      return row;
+    });
+    if (!rows.length) {
+      const row = document.createElement("tr");
+      const cell = document.createElement("td");
+      cell.colSpan = 4;
+      cell.className = "muted";
+      cell.textContent = "None: every HA guest is where Proxmox keeps it.";
+      row.append(cell);
+      rows.push(row);
+    }
+    theirs.querySelector("tbody").replaceChildren(...rows);
+  }
+
+  async function readTheirs() {
+    const response = await fetch(theirs.dataset.api, {headers: {Accept: "application/json"}});
+    if (response.ok) showTheirs((await response.json()).moves);
+  }
+
   async function change(action, node, button) {
     button.disabled = true;
     error.hidden = true;
@@ -104,7 +138,11 @@
   }
 
   document.addEventListener("crs:event", (event) => {
-    if (event.detail.type === "round" || event.detail.type === "migration") read();
+    if (event.detail.type === "round" || event.detail.type === "migration") {
+      read();
+      if (theirs) readTheirs();
+    }
   });
   read();
+  if (theirs) readTheirs();
 })();

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def server():
-    with embedded("e2e-ha-server.log") as (url, _):
+    with embedded("e2e-ha-server.log", start_timeout=300) as (url, _):
         yield url
 
 
@@ -74,3 +74,29 @@ def test_guest_view_sorts_filters_and_fits_a_phone(browser, server):  # noqa: F8
     wait_until(phone, "document.getElementById('n1-verdict').dataset.survives !== undefined")
     assert overflow(phone) == 0
     assert not page.errors
+
+
+def test_a_negative_node_affinity_rule_is_added_on_the_rules_page(browser, server):  # noqa: F811
+    page = open_page(browser, server)
+    page.goto(server + "/clusters/1/rules/")
+    sid = page.get_attribute("#guest-sids option", "value")
+    page.fill("#new-rule", "keep-off-node01")
+    page.select_option("#new-type", "node-affinity")
+    page.fill("#new-resources", sid)
+    page.fill("#new-nodes", "node01:3")  # a priority: refused, naming the field, what was typed kept
+    page.select_option("#new-affinity", "negative")
+    page.click("text=Add rule")
+    error = page.locator("[data-field='nodes']")
+    error.wait_for()
+    assert "takes no priorities" in error.text_content()
+    assert page.input_value("#new-nodes") == "node01:3" and page.input_value("#new-affinity") == "negative"
+    page.fill("#new-nodes", "node01")
+    page.click("text=Add rule")
+    row = page.locator("#rule-keep-off-node01")
+    row.wait_for()
+    assert "negative node affinity" in row.text_content() and "kept off node01" in row.text_content()
+    assert row.locator(".rule-status").text_content().strip() == "applies"
+    page.screenshot(path=str(ARTIFACTS / "ha-rules-negative.png"), full_page=True)
+    assert (overflow(page), serious_violations(page)) == (0, [])
+    row.locator("button.reject").click()  # leave the demo as it was
+    page.wait_for_selector("#rule-keep-off-node01", state="detached")

@@ -127,7 +127,7 @@ def test_negative_node_affinity_keeps_guests_off_the_listed_nodes():
     ]
     snap, compiled = rules_of(guests, rules)
     assert node_affinity(compiled, "vm:1", ["node1", "node2", "node3", "node4"])[1] == {"node3", "node4"}
-    assert ("off-all", "keeps its guests off every node of the cluster") in compiled.dropped
+    assert ("off-all", "rule keeps its guests off every node of the cluster") in compiled.dropped
     assert "vm:2" not in compiled.node_affinity
 
 

@@ -275,3 +275,48 @@ def test_the_admin_checks_rules_as_the_api_does(admin_client, collected):
     assert answer.status_code == 200  # the form again, with Proxmox's reason
     assert "Drop rule &#x27;pin-b&#x27;, because resource" in answer.content.decode()
     assert HaRule.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_negative_node_affinity_rule_keeps_guests_off_its_nodes_and_is_checked(admin_client, collected):
+    guest = sids_on(collected, "node01")[0]
+    off = {
+        "cluster": collected.pk,
+        "rule": "not-on-01-02",
+        "type": "node-affinity",
+        "resources": [guest],
+        "nodes": [{"node": "node01"}, {"node": "node02"}],
+        "affinity": "negative",
+        "strict": True,
+    }
+    answer = admin_client.post(RULES, off, content_type="application/json")
+    assert answer.status_code == 201, answer.json()
+    assert answer.json()["affinity"] == "negative" and answer.json()["dropped"] == []
+    collected.refresh_from_db()
+    carried = next(r for r in collected.snapshot["rules"] if r["id"] == "not-on-01-02")
+    assert carried["affinity"] == "negative" and [n["node"] for n in carried["nodes"]] == ["node01", "node02"]
+    page = admin_client.get(reverse("dashboard:rules", args=[collected.pk])).content.decode()
+    assert "negative node affinity, strict" in page and "kept off node01 node02" in page
+
+    priorities = {**off, "rule": "with-priority", "resources": [sids_on(collected, "node02")[0]]}
+    priorities["nodes"] = [{"node": "node03", "priority": 2}]
+    answer = admin_client.post(RULES, priorities, content_type="application/json")
+    assert answer.status_code == 400 and "takes no priorities" in answer.json()["nodes"][0]
+    everywhere = {**priorities, "rule": "nowhere", "nodes": [{"node": f"node0{i}"} for i in range(1, 7)]}
+    answer = admin_client.post(RULES, everywhere, content_type="application/json")
+    assert answer.status_code == 400
+    assert answer.json()["non_field_errors"] == [
+        "Drop rule 'nowhere', because rule keeps its guests off every node of the cluster."
+    ]
+    form = admin_client.post(  # the page's form: the same checks, what was typed kept
+        reverse("dashboard:rule-new", args=[collected.pk]),
+        {"rule": "nowhere", "type": "node-affinity", "resources": guest, "affinity": "negative", "nodes": "node03:1"},
+    )
+    assert form.status_code == 400 and b"takes no priorities" in form.content and b'value="node03:1"' in form.content
+    assert list(HaRule.objects.values_list("rule", flat=True)) == ["not-on-01-02"]
+
+    # the guest sits on node01, which its rule now forbids: the next round owes a fix naming the rule
+    balancing_round.apply(args=[collected.pk])
+    fix = collected.migrations.get(kind="rule-fix", leader=guest)
+    assert fix.priority == 1 and fix.source == "node01" and fix.target not in ("node01", "node02")
+    assert "'not-on-01-02'" in fix.explanation

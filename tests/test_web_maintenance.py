@@ -9,8 +9,9 @@ from test_web_tasks import wait_until, worker  # noqa: F401 (a fixture)
 
 from crs import snapshot as contract
 from crs.model import Guest, Node, Settings, Snapshot
+from dashboard import ha
 from dashboard.models import AuditEvent, Cluster, HaRule, Migration
-from dashboard.tasks import collect
+from dashboard.tasks import balancing_round, collect
 
 GIB = 2**30
 SETTLED = ("done", "failed", "expired")
@@ -136,3 +137,21 @@ def test_a_rule_violation_becomes_a_priority_1_recommendation_that_takes_over_fr
     assert recommended.first().pk == fix.pk
     round_ = cluster.rounds.order_by("-at").first()
     assert "a rule fix goes first" in round_.explanation["waiting"] or round_.decision != "migrate"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("automation", "approved"), [("manual", False), ("partial", True), ("automatic", True)])
+def test_partial_automation_approves_owed_moves_whatever_its_margin(collected, automation, approved):
+    """An owed move ignores margins: `partial` approves a rule fix even with an automatic margin
+    no balancing step could clear; only `manual` leaves it to a person."""
+    set_policy(collected, automation=automation, automatic_margin=1.0)
+    guest = sorted(on_node(collected, "node01"))[0]
+    rule = {"rule": "off-node01", "type": "node-affinity", "resources": [guest], "nodes": [{"node": "node01"}]}
+    ha.save_rule(collected.pk, rule | {"strict": True, "affinity": "negative"}, None, None)  # as the page saves it
+    balancing_round.apply(args=[collected.pk])
+    fix = Migration.objects.get(kind="rule-fix", leader=guest)
+    assert fix.priority == 1 and "'off-node01'" in fix.explanation
+    assert fix.state == ("approved" if approved else "suggested")
+    if approved:
+        event = AuditEvent.objects.get(action="approved", migration=fix)
+        assert event.actor is None and event.details["automation"] == automation

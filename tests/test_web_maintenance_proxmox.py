@@ -46,3 +46,54 @@ def test_proxmox_maintenance_shows_the_command_and_plans_only_the_non_ha_guests(
     node2 = next(n for n in admin_client.get(url).json() if n["node"] == "node2")
     assert node2["maintenance"] and node2["left_to_proxmox"] == 1
     assert node2["command"] == "ha-manager crm-command node-maintenance disable node2"
+
+
+@pytest.mark.django_db
+def test_proxmox_s_own_moves_are_listed_one_by_one_with_the_rule(
+    admin_client, proxmox, pve, django_capture_on_commit_callbacks
+):
+    # vm:104 (HA) sits on node2, but its rule db-prefers-node3 prefers node3: Proxmox moves it itself
+    url = f"/api/v1/clusters/{proxmox.pk}/proxmox-moves/"
+    run_rounds(proxmox, 1, django_capture_on_commit_callbacks)
+    fix = {
+        "kind": "rule-fix",
+        "guest": "vm:104",
+        "source": "node2",
+        "target": "node3",
+        "rules": ["db-prefers-node3"],
+        "why": "node affinity rule 'db-prefers-node3' prefers node3 for vm:104 over node2",
+    }
+    assert admin_client.get(url).json() == {"proxmox": True, "moves": [fix]}
+    assert proxmox.rounds.latest("at").explanation["proxmox_fixes"] == [fix]
+    assert not Migration.objects.filter(leader="vm:104").exists()  # the product does not fight over it
+    page = admin_client.get(f"/clusters/{proxmox.pk}/").content.decode()
+    assert 'id="proxmox-moves"' in page and "Moves Proxmox's HA manager makes itself" in page
+
+    pve.lrm_mode["node2"] = "maintenance"  # now it is evacuated instead, still by Proxmox
+    run_rounds(proxmox, 1, django_capture_on_commit_callbacks)
+    [evacuation] = admin_client.get(url).json()["moves"]
+    assert (evacuation["kind"], evacuation["guest"], evacuation["source"], evacuation["target"]) == (
+        "evacuation",
+        "vm:104",
+        "node2",
+        "node3",
+    )
+    assert evacuation["why"].startswith("node2 is in maintenance") and evacuation["rules"] == []
+
+    pve.entry("qemu/104").update(hastate="migrate", lock="migrate")  # Proxmox's manager has started it
+    pve.services["vm:104"] |= {"state": "migrate", "target": "node3"}
+    run_rounds(proxmox, 1, django_capture_on_commit_callbacks)
+    [running] = admin_client.get(url).json()["moves"]
+    assert (running["kind"], running["guest"], running["source"], running["target"]) == (
+        "running",
+        "vm:104",
+        "node2",
+        "node3",
+    )
+
+
+@pytest.mark.django_db
+def test_other_clusters_have_no_proxmox_moves(admin_client, collected):
+    answer = admin_client.get(f"/api/v1/clusters/{collected.pk}/proxmox-moves/")
+    assert answer.status_code == 200 and answer.json() == {"proxmox": False, "moves": []}
+    assert 'id="proxmox-moves"' not in admin_client.get(f"/clusters/{collected.pk}/").content.decode()
