@@ -16,6 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, replace
 
+from . import n1_batch
 from .errors import CrsError
 from .fits import Commitment, Limits, committed, fits, guest_cores, refusal
 from .model import Guest, Node, Snapshot
@@ -79,26 +80,60 @@ def capacity(
 
 
 def _n1_bound(snapshot: Snapshot, plain: Capacity, limits: Limits, like: str | None) -> Capacity:
-    """hspace's big step: the largest prefix of the allocation order after which the cluster
-    still survives any one node's loss, by bisection (one N+1 check per step, not per guest)."""
+    """The largest prefix of the allocation order after which the cluster still survives any
+    one node's loss (crs.n1), verdicts assumed to stay failed once failed as guests are added."""
     template = snapshot.guest(like) if like else None
-    order = _allocation_order(snapshot, plain)
-    low, high = 0, len(order)
+    placed = [_probe(plain.size, template, node, k) for k, node in enumerate(_allocation_order(snapshot, plain))]
+    prepared = n1_batch.prepare(snapshot, limits)
+    if prepared is not None and all(n1_batch.accepts(prepared, g) for g in placed):
+        low = _largest_safe_prefix(prepared, n1_batch.Extras.of(prepared, placed))
+    else:
+        low = _bisected_safe_prefix(snapshot, placed, limits)
+    per_node = dict.fromkeys(plain.per_node, 0)
+    for guest in placed[:low]:
+        per_node[guest.node] += 1
+    room = sum(1 for name, n in plain.per_node.items() if per_node[name] < n)
+    limited_by = plain.limited_by if low == plain.count else {r: 0 for r in REASONS} | {"n1": room}
+    return Capacity(plain.size, low, per_node, limited_by, plain.overcommitted)
+
+
+def _bisected_safe_prefix(snapshot: Snapshot, placed: list[Guest], limits: Limits) -> int:
+    """hspace's big step with `survives` itself: bisection, one N+1 verdict per step."""
+    low, high = 0, len(placed)
     if not survives(snapshot, limits):
         high = 0  # already not N+1-safe: nothing more may be added (hspace's default)
     while low < high:
         mid = (low + high + 1) // 2
-        placed = tuple(_probe(plain.size, template, node, k) for k, node in enumerate(order[:mid]))
-        if survives(replace(snapshot, guests=snapshot.guests + placed), limits):
+        if survives(replace(snapshot, guests=snapshot.guests + tuple(placed[:mid])), limits):
             low = mid
         else:
             high = mid - 1
-    per_node = dict.fromkeys(plain.per_node, 0)
-    for node in order[:low]:
-        per_node[node] += 1
-    room = sum(1 for name, n in plain.per_node.items() if per_node[name] < n)
-    limited_by = plain.limited_by if low == plain.count else {r: 0 for r in REASONS} | {"n1": room}
-    return Capacity(plain.size, low, per_node, limited_by, plain.overcommitted)
+    return low
+
+
+def _largest_safe_prefix(prepared: n1_batch.Prepared, extras: n1_batch.Extras) -> int:
+    """The bisection's answer with few full verdicts. A cluster fails N+1 as soon as one loss
+    fails, so the losses seen failing (the suspects) alone bound the answer from above at the
+    cost of a few rows: bisect on them, then run one full verdict at that bound. If it passes,
+    that is the answer (the suspects fail one guest later); if not, the loss that failed joins
+    the suspects and the bound drops. Full verdicts that fail stop at the first failing loss."""
+    suspects: list[str] = []
+    high = len(extras.guests)
+    while True:
+        low = -1 if suspects else high  # -1: the suspects fail even on the cluster as it is
+        while low < high:
+            mid = (low + high + 1) // 2
+            if n1_batch.first_failure(prepared, extras, mid, suspects, only_suspects=True) is None:
+                low = mid
+            else:
+                high = mid - 1
+        if low < 0:
+            return 0
+        failed = n1_batch.first_failure(prepared, extras, low, suspects)
+        if failed is None:
+            return low
+        suspects.append(failed)
+        high = low - 1
 
 
 def _allocation_order(snapshot: Snapshot, plain: Capacity) -> list[str]:

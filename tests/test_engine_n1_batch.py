@@ -1,0 +1,122 @@
+"""The batch N+1 verdict (crs.n1_batch) against `crs.n1.survives`, the one N+1 function, on
+random clusters: the same verdict for the cluster and for every single loss, with extra guests
+placed as capacity places them, on the exact fold and past its budget."""
+
+import random
+from dataclasses import replace
+
+import pytest
+from engine_clusters import GIB, node, snapshot, vm
+
+import crs.n1
+from crs.fits import Limits
+from crs.model import Guest
+from crs.n1 import Cluster, loss_survived, survives
+from crs.n1_batch import Extras, accepts, first_failure, prepare
+
+
+def random_cluster(rng, nodes):
+    """Static mode, whole sizes; moving, stopped, disabled, unrecoverable, pinned and rule-bound
+    guests among plain ones; nodes sized so that some losses are survived and some are not."""
+    names = [f"node{i:02d}" for i in range(nodes)]
+    guests = []
+    for i in range(nodes * rng.randint(3, 8)):
+        home = rng.choice(names)
+        state = rng.choice(["started"] * 30 + ["stopped", "migrate", "disabled", "request_stop"])
+        extra = {"state": state, "recoverable": rng.random() > 0.005, "ha": rng.random() > 0.1}
+        if state == "migrate":
+            extra["target"] = rng.choice([n for n in names if n != home])
+        if rng.random() < 0.03:
+            extra["allowed_nodes"] = sorted(rng.sample(names, 2))
+        guests.append(
+            vm(
+                f"vm:{100 + i}",
+                home,
+                cores=rng.choice([1, 2, 4, 8] * 5 + [0]),
+                memory_bytes=rng.choice([1, 2, 4, 8, 16]) * GIB,
+                **extra,
+            )
+        )
+    rules = []
+    if rng.random() < 0.3:
+        rules.append(
+            {"id": "apart", "type": "resource-affinity", "resources": ["vm:100", "vm:101"], "affinity": "negative"}
+        )
+    if rng.random() < 0.3:
+        rules.append(
+            {"id": "pin", "type": "node-affinity", "resources": ["vm:102"], "nodes": names[:2], "strict": True}
+        )
+    node_list = [node(n, cpus=rng.choice([8, 16, 32]), memory_bytes=rng.choice([48, 64, 96, 128]) * GIB) for n in names]
+    return snapshot(node_list, guests, rules, mode="static")
+
+
+def extra_guests(rng, snap, prepared):
+    """New guests as capacity imagines them (crs.capacity._probe): sids above any real VMID."""
+    usable = [n.name for n in snap.nodes if n.usable]
+    size = rng.choice([(1, 2), (2, 4), (4, 8)])
+    guests = [
+        Guest(f"vm:{10**9 + k}", rng.choice(usable), cores=size[0], memory_bytes=size[1] * GIB)
+        for k in range(rng.randint(0, 2 * len(usable)))
+    ]
+    assert all(accepts(prepared, g) for g in guests)
+    return guests
+
+
+CASES = [(seed, exact) for seed in range(60) for exact in (True, False)]
+
+
+@pytest.mark.parametrize(("seed", "exact"), CASES, ids=[f"{s}-{'exact' if e else 'o1'}" for s, e in CASES])
+def test_batch_verdict_equals_survives_for_the_cluster_and_every_loss(seed, exact, monkeypatch):
+    if not exact:
+        monkeypatch.setattr(crs.n1, "EXACT_TOPSIS_CELLS", 0)  # both paths score in O(1)
+    rng = random.Random(seed)
+    snap = random_cluster(rng, nodes=rng.randint(3, 9))
+    limits = Limits(memory_reserve_bytes=rng.choice([0, 2 * GIB]), cpu_overcommit=rng.choice([2.0, 4.0]))
+    prepared = prepare(snap, limits)
+    assert prepared is not None
+    extra = extra_guests(rng, snap, prepared)
+    grown = replace(snap, guests=snap.guests + tuple(extra))
+    cluster = Cluster.of(grown)
+    extras = Extras.of(prepared, extra)
+    for name in prepared.names:
+        alone = first_failure(prepared, extras, len(extra), [name], only_suspects=True)
+        assert (alone is None) == loss_survived(grown, name, cluster, limits), name
+    failed = first_failure(prepared, extras, len(extra))
+    assert (failed is None) == survives(grown, limits)
+    if failed is not None:
+        assert not loss_survived(grown, failed, cluster, limits)
+
+
+def test_outside_the_batch_the_caller_is_told_to_use_survives():
+    rng = random.Random(1)
+    snap = random_cluster(rng, nodes=4)
+    assert prepare(replace(snap, settings=replace(snap.settings, mode="dynamic"))) is None
+    fractional = replace(snap, guests=(*snap.guests, Guest("vm:99", "node00", cores=1.5)))
+    assert prepare(fractional) is None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_capacity_with_n1_counts_what_bisecting_with_survives_counts(seed):
+    """The fast search (suspect losses, one full verdict per bound) gives the count the plain
+    bisection with `survives` gives wherever the verdict, once failed, stays failed as guests
+    are added (what both searches assume). Where it does not (adding a guest can change the
+    order of recoveries), both answers are a count that survives whose next guest does not."""
+    from crs.capacity import _allocation_order, _bisected_safe_prefix, capacity, parse_size
+
+    rng = random.Random(1000 + seed)
+    snap = random_cluster(rng, nodes=rng.randint(3, 8))
+    limits = Limits(cpu_overcommit=rng.choice([2.0, 4.0]))
+    size = parse_size(rng.choice(["1c,2g", "2c,4g", "4c,8g"]))
+    fast = capacity(snap, size, limits, n1_safe=True)
+    plain = capacity(snap, size, limits)
+    order = _allocation_order(snap, plain)
+    placed = [
+        Guest(f"vm:{10**9 + k}", n, cores=size.cores, memory_bytes=size.memory_bytes) for k, n in enumerate(order)
+    ]
+    verdicts = [survives(replace(snap, guests=snap.guests + tuple(placed[:m])), limits) for m in range(len(placed) + 1)]
+    assert sum(fast.per_node.values()) == fast.count
+    if verdicts == sorted(verdicts, reverse=True):  # passes, then fails
+        assert fast.count == _bisected_safe_prefix(snap, placed, limits) == max(sum(verdicts) - 1, 0)
+    else:
+        assert verdicts[fast.count] or fast.count == 0
+        assert fast.count == len(placed) or not verdicts[fast.count + 1]
