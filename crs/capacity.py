@@ -113,27 +113,41 @@ def _bisected_safe_prefix(snapshot: Snapshot, placed: list[Guest], limits: Limit
 
 def _largest_safe_prefix(prepared: n1_batch.Prepared, extras: n1_batch.Extras) -> int:
     """The bisection's answer with few full verdicts. A cluster fails N+1 as soon as one loss
-    fails, so the losses seen failing (the suspects) alone bound the answer from above at the
-    cost of a few rows: bisect on them, then run one full verdict at that bound. If it passes,
-    that is the answer (the suspects fail one guest later); if not, the loss that failed joins
-    the suspects and the bound drops. Full verdicts that fail stop at the first failing loss."""
+    fails, so a loss seen failing (a suspect) alone bounds the answer from above, searched at
+    the cost of one column per count: then one full verdict at that bound (suspects first, so
+    a failing one stops early). If it passes, that is the answer (the suspect fails one guest
+    later); if not, the loss that failed is the next suspect and the bound drops below."""
     suspects: list[str] = []
     high = len(extras.guests)
     while True:
-        low = -1 if suspects else high  # -1: the suspects fail even on the cluster as it is
-        while low < high:
-            mid = (low + high + 1) // 2
-            if n1_batch.first_failure(prepared, extras, mid, suspects, only_suspects=True) is None:
-                low = mid
-            else:
-                high = mid - 1
+        low = _last_survived(prepared, extras, suspects[-1], high) if suspects else high
         if low < 0:
-            return 0
+            return 0  # the suspect fails even on the cluster as it is
         failed = n1_batch.first_failure(prepared, extras, low, suspects)
         if failed is None:
             return low
         suspects.append(failed)
         high = low - 1
+
+
+SEARCH_WIDTH = 32  # counts tried per pass of `_last_survived`: one matrix column each
+
+
+def _last_survived(prepared: n1_batch.Prepared, extras: n1_batch.Extras, loss: str, high: int) -> int:
+    """The largest count of extras up to `high` whose `loss` is survived (-1: none), taking it
+    as failed from its first failure on, as the bisection does: each pass tries up to
+    SEARCH_WIDTH counts spread over what is left at once."""
+    low = -1
+    while low < high:
+        step = max(1, -(-(high - low) // SEARCH_WIDTH))
+        counts = list(range(high, low, -step))[::-1]
+        survived = n1_batch.survived_with(prepared, extras, loss, counts)
+        first_failed = next((c for c, ok in zip(counts, survived, strict=True) if not ok), None)
+        if first_failed is None:
+            return high
+        low = max([c for c in counts if c < first_failed], default=low)
+        high = first_failed - 1
+    return low
 
 
 def _allocation_order(snapshot: Snapshot, plain: Capacity) -> list[str]:
