@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -317,6 +317,12 @@ class _Rows:
     held_memory: np.ndarray
     cap_cores: np.ndarray
     cap_memory: np.ndarray
+    cpu_util: np.ndarray = field(init=False)  # cpu / maxcpu, kept up to date where a guest lands
+    mem_util: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cpu_util = self.cpu / self.maxcpu
+        self.mem_util = self.mem / self.maxmem
 
     @classmethod
     def of(cls, cases: list[tuple[_WhatIf, str]]) -> _Rows:
@@ -352,13 +358,23 @@ class _Rows:
         padded = guests + guests[:1] * (width - active)
         cores = np.array([s.cores for s in padded], dtype=float)
         memory = np.array([s.memory_bytes for s in padded], dtype=float)
-        cpu, mem = self.cpu[:, :width], self.mem[:, :width]
-        target = _best_nodes(cpu, self.maxcpu[:, :width], mem, self.maxmem[:, :width], cores, memory, exact)[:active]
+        maxcpu, maxmem = self.maxcpu[:, :width], self.maxmem[:, :width]
+        cpu_after = (
+            self.cpu[:, :width] + (cores if np.all(cores > 0) else np.where(cores > 0, cores, maxcpu))
+        ) / maxcpu
+        mem_after = (self.mem[:, :width] + memory) / maxmem
+        fold = _criteria_exact if exact else _criteria_incremental
+        average_cpu, highest_cpu = fold(self.cpu_util[:, :width], cpu_after)
+        average_mem, highest_mem = fold(self.mem_util[:, :width], mem_after)
+        closeness = topsis.scores_columns([average_cpu, highest_cpu, average_mem, highest_mem], WEIGHTS)
+        target = closeness.argmax(axis=0)[:active]  # placement_scores negates it: the first lowest score
         loss = np.arange(active)
         cores, memory = cores[:active], memory[:active]
         reserved = np.where(cores > 0, cores, self.cpus[target, loss])  # reserved_cpu, and guest_cores alike
         self.cpu[target, loss] += reserved  # request_stop counts in placement too (STATES_ON_CURRENT_NODE)
         self.mem[target, loss] += memory
+        self.cpu_util[target, loss] = self.cpu[target, loss] / self.maxcpu[target, loss]
+        self.mem_util[target, loss] = self.mem[target, loss] / self.maxmem[target, loss]
         holds = np.array([s.holds for s in guests])
         self.held_cores[target[holds], loss[holds]] += reserved[holds]
         self.held_memory[target[holds], loss[holds]] += memory[holds]
@@ -368,39 +384,27 @@ class _Rows:
         return [int(c) for c in np.flatnonzero(over & holds)]
 
 
-def _best_nodes(
-    cpu: np.ndarray,
-    maxcpu: np.ndarray,
-    mem: np.ndarray,
-    maxmem: np.ndarray,
-    cores: np.ndarray,
-    memory: np.ndarray,
-    exact: bool,
-) -> np.ndarray:
-    """Per loss (column), `select_node`'s choice when every node left is preferred: the first
-    node with the lowest score (crs.placement.placement_scores, static mode)."""
-    cpu_after = (cpu + np.where(cores > 0, cores, maxcpu)) / maxcpu
-    mem_after = (mem + memory) / maxmem
-    fold = _criteria_exact if exact else _criteria_incremental
-    average_cpu, highest_cpu = fold(cpu / maxcpu, cpu_after)
-    average_mem, highest_mem = fold(mem / maxmem, mem_after)
-    closeness = topsis.scores_columns([average_cpu, highest_cpu, average_mem, highest_mem], WEIGHTS)
-    result: np.ndarray = np.argmin(-closeness, axis=0)
-    return result
-
-
 def _criteria_incremental(base: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """crs.placement.criteria_incremental for a placement (source = target), per column: the
     sum of squares adjusted at the one node, the highest of the others from the top two."""
-    count = base.shape[0]
+    count, width = base.shape
     dots = np.array([float(np.dot(row, row)) for row in np.ascontiguousarray(base.T)])  # BLAS, as there
-    squares = dots - base**2 + after**2
-    nodes = np.arange(count)[:, None]
+    average = dots - base**2
+    average += after**2
+    np.maximum(average, 0.0, out=average)
+    average /= count
+    np.sqrt(average, out=average)
+    average += 1.0
+    column = np.arange(width)
     top = base.argmax(axis=0)
-    first = base.max(axis=0)
-    second = np.where(nodes == top, -np.inf, base).max(axis=0)  # the second highest (equal to first if tied)
-    others = np.where(nodes == top, second, first)
-    return 1.0 + np.sqrt(np.maximum(squares, 0.0) / count), 1.0 + np.maximum(others, after)
+    kept = base[top, column]
+    scratch = base.copy()
+    scratch[top, column] = -np.inf
+    second = scratch.max(axis=0)  # the highest but the top one (equal to it when tied)
+    high = np.maximum(after, kept)  # the others' highest is the top one's …
+    high[top, column] = np.maximum(after[top, column], second)  # … but where the top one is the alternative
+    high += 1.0
+    return average, high
 
 
 def _criteria_exact(base: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -116,20 +116,23 @@ def scores_columns(columns: Sequence[np.ndarray], raw_weights: tuple[float, ...]
     weights = _normalized_weights(raw_weights)
     d_best = np.zeros(columns[0].shape)
     d_worst = np.zeros(columns[0].shape)
+    scratch = np.empty(columns[0].shape)
     for column, weight, raw in zip(columns, weights, raw_weights, strict=True):
-        norm = np.sqrt((column * column).sum(axis=0))
+        np.multiply(column, column, out=scratch)
+        norm = np.sqrt(scratch.sum(axis=0))
         scale = np.where(norm != 0.0, norm, 1.0)  # x / 1.0 is x: the unnormalized column as is
         low, high = column.min(axis=0) / scale, column.max(axis=0) / scale
         best, worst = (low, high) if raw < 0 else (high, low)
         normalized = column / scale
-        to_best = (normalized - best) * weight
-        to_worst = (normalized - worst) * weight
-        d_best += to_best * to_best
-        d_worst += to_worst * to_worst
+        for ideal, distance in ((best, d_best), (worst, d_worst)):  # (x − ideal) · weight, squared, added
+            np.subtract(normalized, ideal, out=scratch)
+            scratch *= weight
+            scratch *= scratch
+            distance += scratch
     d_best, d_worst = np.sqrt(d_best), np.sqrt(d_worst)
     denominator = d_worst + d_best
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(denominator != 0.0, d_worst / denominator, 0.0)
-    if not np.all(np.isfinite(out)):
+    if not np.isfinite(out.sum()):  # a NaN or infinity anywhere makes the sum one
         raise CrsError("topsis produced a non-finite score")
     return out
