@@ -15,15 +15,16 @@ from crs.n1 import Cluster, loss_survived, survives
 from crs.n1_batch import Extras, accepts, first_failure, prepare
 
 
-def random_cluster(rng, nodes):
+def random_cluster(rng, nodes, roomy=False):
     """Static mode, whole sizes; moving, stopped, disabled, unrecoverable, pinned and rule-bound
-    guests among plain ones; nodes sized so that some losses are survived and some are not."""
+    guests among plain ones; nodes sized so that some losses are survived and some are not
+    (`roomy`: most survived, with room left for capacity to fill)."""
     names = [f"node{i:02d}" for i in range(nodes)]
     guests = []
     for i in range(nodes * rng.randint(3, 8)):
         home = rng.choice(names)
         state = rng.choice(["started"] * 30 + ["stopped", "migrate", "disabled", "request_stop"])
-        extra = {"state": state, "recoverable": rng.random() > 0.005, "ha": rng.random() > 0.1}
+        extra = {"state": state, "recoverable": roomy or rng.random() > 0.005, "ha": rng.random() > 0.1}
         if state == "migrate":
             extra["target"] = rng.choice([n for n in names if n != home])
         if rng.random() < 0.03:
@@ -46,7 +47,14 @@ def random_cluster(rng, nodes):
         rules.append(
             {"id": "pin", "type": "node-affinity", "resources": ["vm:102"], "nodes": names[:2], "strict": True}
         )
-    node_list = [node(n, cpus=rng.choice([8, 16, 32]), memory_bytes=rng.choice([48, 64, 96, 128]) * GIB) for n in names]
+    node_list = [
+        node(
+            n,
+            cpus=rng.choice([8, 16, 32]),
+            memory_bytes=rng.choice([96, 128, 192] if roomy else [48, 64, 96, 128]) * GIB,
+        )
+        for n in names
+    ]
     return snapshot(node_list, guests, rules, mode="static")
 
 
@@ -104,7 +112,7 @@ def test_capacity_with_n1_counts_what_bisecting_with_survives_counts(seed):
     from crs.capacity import _allocation_order, _bisected_safe_prefix, capacity, parse_size
 
     rng = random.Random(1000 + seed)
-    snap = random_cluster(rng, nodes=rng.randint(3, 8))
+    snap = random_cluster(rng, nodes=rng.randint(3, 8), roomy=True)
     limits = Limits(cpu_overcommit=rng.choice([2.0, 4.0]))
     size = parse_size(rng.choice(["1c,2g", "2c,4g", "4c,8g"]))
     fast = capacity(snap, size, limits, n1_safe=True)
@@ -121,3 +129,21 @@ def test_capacity_with_n1_counts_what_bisecting_with_survives_counts(seed):
         m = fast.count
         nothing_now = m == 0 and not verdicts[0]  # not N+1-safe as it is: nothing more is added
         assert nothing_now or (verdicts[m] and (m == len(placed) or not verdicts[m + 1]))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_scores_for_many_decisions_are_bit_for_bit_those_of_one_at_a_time(seed):
+    """crs.topsis.scores_columns sums down columns (NumPy's left fold) where `scores` folds with
+    cumsum: the same bits, ties included, for any number of decisions from two up."""
+    import numpy as np
+
+    from crs.placement import WEIGHTS
+    from crs.topsis import scores, scores_columns
+
+    rng = np.random.default_rng(seed)
+    alternatives, decisions = int(rng.integers(2, 300)), int(rng.integers(2, 70))
+    criteria = [np.round(rng.random((alternatives, decisions)) * 3, int(rng.integers(1, 15))) for _ in WEIGHTS]
+    together = scores_columns(criteria, WEIGHTS)
+    for d in range(decisions):
+        alone = scores(np.column_stack([c[:, d] for c in criteria]), WEIGHTS)
+        assert np.array_equal(together[:, d], alone)
