@@ -31,7 +31,7 @@ from .placement import WEIGHTS
 from .rules import CompiledRules
 from .usage import counted_nodes
 
-BLOCK = 64  # losses per matrix: small enough for the CPU cache, large enough to amortize NumPy calls
+BLOCK = 32  # losses per matrix: its arrays stay in the CPU cache (measured: 64 costs 1.7× as much at 1000 nodes)
 
 
 @dataclass(frozen=True, slots=True)
