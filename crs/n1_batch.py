@@ -65,6 +65,10 @@ class Prepared:
     ha_guests: int
     usable: frozenset[str]
     stranded_memory: np.ndarray  # per node: what its loss strands (0 for irregular losses)
+    index: dict[str, int]  # node name → position in `names`
+    cpus: np.ndarray  # what a guest with 0 cores reserves on each node
+    cap_cores: np.ndarray  # the capacity rule's limits (crs.fits.refusal)
+    cap_memory: np.ndarray
 
 
 def prepare(snapshot: Snapshot, limits: Limits = Limits()) -> Prepared | None:
@@ -86,6 +90,7 @@ def prepare(snapshot: Snapshot, limits: Limits = Limits()) -> Prepared | None:
         else:
             irregular.add(name)
     occupancy = cluster.occupancy
+    nodes = [cluster.nodes[n] for n in names]
     return Prepared(
         snapshot,
         limits,
@@ -102,6 +107,10 @@ def prepare(snapshot: Snapshot, limits: Limits = Limits()) -> Prepared | None:
         sum(1 for g in snapshot.guests if g.ha),
         usable,
         np.array([sum(s.memory_bytes for s in stranded.get(n, ())) for n in names], dtype=float),
+        {name: i for i, name in enumerate(names)},
+        np.array([float(n.cpus) for n in nodes]),
+        np.array([n.cpus * limits.cpu_overcommit for n in nodes]),
+        np.array([n.memory_bytes - limits.memory_reserve_bytes for n in nodes]),
     )
 
 
@@ -150,7 +159,7 @@ class Extras:
     def of(cls, prepared: Prepared, guests: Sequence[Guest]) -> Extras:
         if not all(accepts(prepared, g) for g in guests):
             raise ValueError("crs.n1_batch: an extra guest the batch does not cover (see accepts)")
-        index = {name: i for i, name in enumerate(prepared.names)}
+        index = prepared.index
         nodes = {n.name: n for n in prepared.snapshot.nodes}
         by_node: dict[str, list[int]] = {}
         for k, guest in enumerate(guests):
@@ -218,22 +227,19 @@ class _WhatIf:
         if extras is not None:
             where, cores, memory = extras.where[:count], extras.cores[:count], extras.memory[:count]
             for total, amounts in ((cpu, cores), (mem, memory), (held_cores, cores), (held_memory, memory)):
-                np.add.at(total, where, amounts)  # whole numbers: exact in any order
-        nodes = {n.name: n for n in prepared.snapshot.nodes}
-        node_list = [nodes[n] for n in prepared.names]
-        limits = prepared.limits
+                total += np.bincount(where, weights=amounts, minlength=total.size)  # whole numbers: exact
         return cls(
             prepared,
             extras,
             count if extras is not None else 0,
-            {name: i for i, name in enumerate(prepared.names)},
+            prepared.index,
             cpu,
             mem,
             held_cores,
             held_memory,
-            np.array([float(n.cpus) for n in node_list]),
-            np.array([n.cpus * limits.cpu_overcommit for n in node_list]),
-            np.array([n.memory_bytes - limits.memory_reserve_bytes for n in node_list]),
+            prepared.cpus,
+            prepared.cap_cores,
+            prepared.cap_memory,
             exact_fold(len(prepared.names), prepared.ha_guests + count),
         )
 
