@@ -3,7 +3,7 @@
 Capacity with --n1 asks `crs.n1.survives` of many prefixes of its allocation order. That
 function recovers one lost node's guests at a time through `select_node`: one Python round
 trip scoring every node per recovered guest, 20 000 of them per verdict at 1000 nodes. Here a
-block of losses is one NumPy matrix, a row per lost node without its own column: step j
+block of losses is one NumPy matrix, a column per lost node and a row per node left: step j
 recovers the j-th stranded guest of every loss in the block at once. Each score is computed
 with the operations `select_node` uses, in the same order (crs.placement's criteria, crs.topsis's
 folds), so every recovery target, hence the verdict, is the one `survives` finds
@@ -179,20 +179,15 @@ def first_failure(
     extras: Extras | None = None,
     count: int = 0,
     suspects: Sequence[str] = (),
-    *,
-    only_suspects: bool = False,
 ) -> str | None:
     """A node whose loss the cluster plus the first `count` extras does not survive, or None
     when it survives the loss of any one (`crs.n1.survives`). The `suspects` are tried first,
-    then the losses that strand the most memory, so a failing verdict usually stops early;
-    `only_suspects` asks about them alone (a necessary condition, for a search to narrow with)."""
+    then the losses that strand the most memory, so a failing verdict usually stops early."""
     what_if = _WhatIf.of(prepared, extras, count)
     first = [s for s in dict.fromkeys(suspects) if s in what_if.index]
-    rest: list[str] = []
-    if not only_suspects:
-        chosen = set(first)
-        stranded = what_if.stranded_memory()
-        rest = sorted((n for n in prepared.names if n not in chosen), key=lambda n: -stranded[what_if.index[n]])
+    chosen = set(first)
+    stranded = what_if.stranded_memory()
+    rest = sorted((n for n in prepared.names if n not in chosen), key=lambda n: -stranded[what_if.index[n]])
     ranked = first + rest
     regular = [n for n in rest if n not in prepared.irregular]
     blocks = [[n for n in first if n not in prepared.irregular]]

@@ -12,7 +12,7 @@ import crs.n1
 from crs.fits import Limits
 from crs.model import Guest
 from crs.n1 import Cluster, loss_survived, survives
-from crs.n1_batch import Extras, accepts, first_failure, prepare
+from crs.n1_batch import Extras, accepts, first_failure, prepare, survived_with
 
 
 def random_cluster(rng, nodes, roomy=False):
@@ -87,8 +87,7 @@ def test_batch_verdict_equals_survives_for_the_cluster_and_every_loss(seed, exac
     cluster = Cluster.of(grown)
     extras = Extras.of(prepared, extra)
     for name in prepared.names:
-        alone = first_failure(prepared, extras, len(extra), [name], only_suspects=True)
-        assert (alone is None) == loss_survived(grown, name, cluster, limits), name
+        assert survived_with(prepared, extras, name, [len(extra)]) == [loss_survived(grown, name, cluster, limits)]
     failed = first_failure(prepared, extras, len(extra))
     assert (failed is None) == survives(grown, limits)
     if failed is not None:
@@ -147,3 +146,21 @@ def test_scores_for_many_decisions_are_bit_for_bit_those_of_one_at_a_time(seed):
     for d in range(decisions):
         alone = scores(np.column_stack([c[:, d] for c in criteria]), WEIGHTS)
         assert np.array_equal(together[:, d], alone)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_one_loss_at_many_counts_in_one_matrix(seed):
+    """`survived_with` puts the same loss at several counts of extra guests side by side (the
+    capacity search's 32-wide pass): each column's answer is the one `crs.n1` gives alone."""
+    rng = random.Random(500 + seed)
+    snap = random_cluster(rng, nodes=rng.randint(3, 7), roomy=True)
+    prepared = prepare(snap)
+    extra = extra_guests(rng, snap, prepared)
+    extras = Extras.of(prepared, extra)
+    counts = sorted(rng.sample(range(len(extra) + 1), min(len(extra) + 1, 6)))
+    for name in prepared.names:
+        alone = []
+        for count in counts:
+            grown = replace(snap, guests=snap.guests + tuple(extra[:count]))
+            alone.append(loss_survived(grown, name, Cluster.of(grown), Limits()))
+        assert survived_with(prepared, extras, name, counts) == alone, name
