@@ -74,7 +74,7 @@ def capacity(
     (its node-affinity rule, when strict, limits them to the rule's nodes). `n1_safe`: only as
     many as still let the loss of any one node be recovered (crs.n1), the new guests included."""
     plain = _fitting(snapshot, size, limits, like)
-    if not n1_safe or plain.count == 0 and survives(snapshot, limits):
+    if not n1_safe or plain.count == 0:  # nothing to add: N+1 cannot lower it, whatever its verdict
         return plain
     return _n1_bound(snapshot, plain, limits, like)
 
