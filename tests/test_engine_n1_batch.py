@@ -164,3 +164,30 @@ def test_one_loss_at_many_counts_in_one_matrix(seed):
             grown = replace(snap, guests=snap.guests + tuple(extra[:count]))
             alone.append(loss_survived(grown, name, Cluster.of(grown), Limits()))
         assert survived_with(prepared, extras, name, counts) == alone, name
+
+
+def test_a_larger_cluster_past_the_exact_folds_budget(monkeypatch):
+    """60 nodes: the per-loss sums of squares go through BLAS's vector kernel, as in crs.placement's
+    O(1) criteria; every loss's verdict, with capacity's extra guests, is still crs.n1's."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from make_snapshot import synthetic
+
+    from crs.capacity import _allocation_order, _probe, capacity, parse_size
+    from crs.snapshot import parse
+
+    monkeypatch.setattr(crs.n1, "EXACT_TOPSIS_CELLS", 0)
+    snap = parse(synthetic(60, 900, mode="static"))
+    size = parse_size("4c,8g")
+    placed = [_probe(size, None, n, k) for k, n in enumerate(_allocation_order(snap, capacity(snap, size)))]
+    prepared = prepare(snap)
+    extras = Extras.of(prepared, placed)
+    count = len(placed) * 3 // 4  # about a third of the losses then fail
+    grown = replace(snap, guests=snap.guests + tuple(placed[:count]))
+    cluster = Cluster.of(grown)
+    verdicts = [loss_survived(grown, name, cluster, Limits()) for name in prepared.names]
+    assert [survived_with(prepared, extras, name, [count])[0] for name in prepared.names] == verdicts
+    assert 0 < sum(verdicts) < len(verdicts), "some losses are survived, some are not"
+    assert (first_failure(prepared, extras, count) is None) == all(verdicts)
