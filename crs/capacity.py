@@ -16,6 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, replace
 
+from . import n1_batch
 from .errors import CrsError
 from .fits import Commitment, Limits, committed, fits, guest_cores, refusal
 from .model import Guest, Node, Snapshot
@@ -73,32 +74,80 @@ def capacity(
     (its node-affinity rule, when strict, limits them to the rule's nodes). `n1_safe`: only as
     many as still let the loss of any one node be recovered (crs.n1), the new guests included."""
     plain = _fitting(snapshot, size, limits, like)
-    if not n1_safe or plain.count == 0 and survives(snapshot, limits):
+    if not n1_safe or plain.count == 0:  # nothing to add: N+1 cannot lower it, whatever its verdict
         return plain
     return _n1_bound(snapshot, plain, limits, like)
 
 
 def _n1_bound(snapshot: Snapshot, plain: Capacity, limits: Limits, like: str | None) -> Capacity:
-    """hspace's big step: the largest prefix of the allocation order after which the cluster
-    still survives any one node's loss, by bisection (one N+1 check per step, not per guest)."""
+    """The largest prefix of the allocation order after which the cluster still survives any
+    one node's loss (crs.n1), verdicts assumed to stay failed once failed as guests are added."""
     template = snapshot.guest(like) if like else None
-    order = _allocation_order(snapshot, plain)
-    low, high = 0, len(order)
+    placed = [_probe(plain.size, template, node, k) for k, node in enumerate(_allocation_order(snapshot, plain))]
+    prepared = n1_batch.prepare(snapshot, limits)
+    if prepared is not None and all(n1_batch.accepts(prepared, g) for g in placed):
+        low = _largest_safe_prefix(prepared, n1_batch.Extras.of(prepared, placed))
+    else:
+        low = _bisected_safe_prefix(snapshot, placed, limits)
+    per_node = dict.fromkeys(plain.per_node, 0)
+    for guest in placed[:low]:
+        per_node[guest.node] += 1
+    room = sum(1 for name, n in plain.per_node.items() if per_node[name] < n)
+    limited_by = plain.limited_by if low == plain.count else {r: 0 for r in REASONS} | {"n1": room}
+    return Capacity(plain.size, low, per_node, limited_by, plain.overcommitted)
+
+
+def _bisected_safe_prefix(snapshot: Snapshot, placed: list[Guest], limits: Limits) -> int:
+    """hspace's big step with `survives` itself: bisection, one N+1 verdict per step."""
+    low, high = 0, len(placed)
     if not survives(snapshot, limits):
         high = 0  # already not N+1-safe: nothing more may be added (hspace's default)
     while low < high:
         mid = (low + high + 1) // 2
-        placed = tuple(_probe(plain.size, template, node, k) for k, node in enumerate(order[:mid]))
-        if survives(replace(snapshot, guests=snapshot.guests + placed), limits):
+        if survives(replace(snapshot, guests=snapshot.guests + tuple(placed[:mid])), limits):
             low = mid
         else:
             high = mid - 1
-    per_node = dict.fromkeys(plain.per_node, 0)
-    for node in order[:low]:
-        per_node[node] += 1
-    room = sum(1 for name, n in plain.per_node.items() if per_node[name] < n)
-    limited_by = plain.limited_by if low == plain.count else {r: 0 for r in REASONS} | {"n1": room}
-    return Capacity(plain.size, low, per_node, limited_by, plain.overcommitted)
+    return low
+
+
+def _largest_safe_prefix(prepared: n1_batch.Prepared, extras: n1_batch.Extras) -> int:
+    """The bisection's answer with few full verdicts. A cluster fails N+1 as soon as one loss
+    fails, so a loss seen failing (a suspect) alone bounds the answer from above, searched at
+    the cost of one column per count: then one full verdict at that bound (suspects first, so
+    a failing one stops early). If it passes, that is the answer (the suspect fails one guest
+    later); if not, the loss that failed is the next suspect and the bound drops below."""
+    suspects: list[str] = []
+    high = len(extras.guests)
+    while True:
+        low = _last_survived(prepared, extras, suspects[-1], high) if suspects else high
+        if low < 0:
+            return 0  # the suspect fails even on the cluster as it is
+        failed = n1_batch.first_failure(prepared, extras, low, suspects)
+        if failed is None:
+            return low
+        suspects.append(failed)
+        high = low - 1
+
+
+SEARCH_WIDTH = 32  # counts tried per pass of `_last_survived`: one matrix column each
+
+
+def _last_survived(prepared: n1_batch.Prepared, extras: n1_batch.Extras, loss: str, high: int) -> int:
+    """The largest count of extras up to `high` whose `loss` is survived (-1: none), taking it
+    as failed from its first failure on, as the bisection does: each pass tries up to
+    SEARCH_WIDTH counts spread over what is left at once."""
+    low = -1
+    while low < high:
+        step = max(1, -(-(high - low) // SEARCH_WIDTH))
+        counts = list(range(high, low, -step))[::-1]
+        survived = n1_batch.survived_with(prepared, extras, loss, counts)
+        first_failed = next((c for c, ok in zip(counts, survived, strict=True) if not ok), None)
+        if first_failed is None:
+            return high
+        low = max([c for c in counts if c < first_failed], default=low)
+        high = first_failed - 1
+    return low
 
 
 def _allocation_order(snapshot: Snapshot, plain: Capacity) -> list[str]:

@@ -94,21 +94,24 @@ class N1Report:
 
 def n1(snapshot: Snapshot, limits: Limits = Limits()) -> N1Report:
     """The loss of each usable node in turn (name order)."""
-    cluster = _Cluster.of(snapshot)
+    cluster = Cluster.of(snapshot)
     return N1Report(tuple(lose(snapshot, name, limits, cluster=cluster) for name in cluster.occupancy.names))
 
 
 def survives(snapshot: Snapshot, limits: Limits = Limits()) -> bool:
     """`n1(...).survives`, stopping at the first loss that fails and without the per-node
     loads of the report: what capacity's bisection asks many times over."""
-    cluster = _Cluster.of(snapshot)
-    for name in cluster.occupancy.names:
-        recoveries, holdings, changed = _recover(snapshot, name, cluster)
-        if any(r.target is None for r in recoveries):
-            return False
-        if any(refusal(cluster.nodes[node], holdings[node], limits) for node in changed):
-            return False
-    return True
+    cluster = Cluster.of(snapshot)
+    return all(loss_survived(snapshot, name, cluster, limits) for name in cluster.occupancy.names)
+
+
+def loss_survived(snapshot: Snapshot, failed: str, cluster: Cluster, limits: Limits) -> bool:
+    """One loss of `survives`: every HA guest placed and no node it lands on over the rule.
+    crs.n1_batch recovers the losses its batch does not cover through it."""
+    recoveries, holdings, changed = _recover(snapshot, failed, cluster)
+    if any(r.target is None for r in recoveries):
+        return False
+    return not any(refusal(cluster.nodes[node], holdings[node], limits) for node in changed)
 
 
 def lose(
@@ -117,10 +120,10 @@ def lose(
     limits: Limits = Limits(),
     rules: CompiledRules | None = None,
     *,
-    cluster: _Cluster | None = None,
+    cluster: Cluster | None = None,
 ) -> NodeLoss:
     """`failed` goes down now: where its HA guests go, and what the nodes left then hold."""
-    cluster = cluster or _Cluster.of(snapshot, rules)
+    cluster = cluster or Cluster.of(snapshot, rules)
     recoveries, holdings, changed = _recover(snapshot, failed, cluster)
     loads = tuple(_load(cluster.nodes[name], holdings[name], limits) for name in sorted(holdings))
     overloaded = tuple(load for load in loads if load.refusal and load.node in changed)
@@ -130,7 +133,7 @@ def lose(
 
 
 @dataclass(frozen=True, slots=True)
-class _Cluster:
+class Cluster:
     """What every loss starts from, computed once per snapshot: placement's occupancy, the
     configured sizes each node holds, the guests by node, and the compiled rules."""
 
@@ -141,21 +144,25 @@ class _Cluster:
     rules: CompiledRules
 
     @classmethod
-    def of(cls, snapshot: Snapshot, rules: CompiledRules | None = None) -> _Cluster:
+    def of(cls, snapshot: Snapshot, rules: CompiledRules | None = None) -> Cluster:
         occupancy = Occupancy.of(snapshot)
         on_node: dict[str, list[Guest]] = {}
         for guest in sorted(snapshot.guests, key=lambda g: g.sid):
             on_node.setdefault(guest.node, []).append(guest)
-        recovering = sum(1 for g in snapshot.guests if g.ha)
-        # The exact fold costs nodes² per placement: past the balancer's budget, the O(1) criteria.
-        occupancy.exact = len(occupancy.names) ** 2 * recovering <= EXACT_TOPSIS_CELLS
+        occupancy.exact = exact_fold(len(occupancy.names), sum(1 for g in snapshot.guests if g.ha))
         nodes = {n.name: n for n in snapshot.nodes}
         rules = rules if rules is not None else compile_rules(snapshot)
         return cls(occupancy, _holdings(snapshot), on_node, nodes, rules)
 
 
+def exact_fold(nodes: int, recovering: int) -> bool:
+    """The exact fold costs nodes² per placement: past the balancer's budget, the O(1) criteria.
+    crs.n1_batch decides by the same rule, so both paths score alike."""
+    return nodes**2 * recovering <= EXACT_TOPSIS_CELLS
+
+
 def _recover(
-    snapshot: Snapshot, failed: str, cluster: _Cluster
+    snapshot: Snapshot, failed: str, cluster: Cluster
 ) -> tuple[tuple[Recovery, ...], dict[str, Commitment], set[str]]:
     """Recover `failed`'s HA guests one by one, as Proxmox's manager does, on the cluster
     without that node: (recoveries, what each node left then holds, the nodes whose holdings

@@ -11,7 +11,7 @@ moves) or as one small matrix (placement over a handful of nodes). Pure math.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,3 +104,35 @@ def best(chunks: Callable[[], Iterable[np.ndarray]], raw_weights: tuple[float, .
                 best_index, best_score = offset + i, float(s[i])
         offset += chunk.shape[0]
     return best_index
+
+
+def scores_columns(columns: Sequence[np.ndarray], raw_weights: tuple[float, ...]) -> np.ndarray:
+    """`scores` for many independent decisions at once: `columns[j][i, d]` is criterion j of
+    alternative i in decision d (at least two decisions), each decision normalized and scored
+    on its own. N+1 recovers every lost node side by side this way. Each operation is the one
+    `scores` does, in the same order: summing down the first axis of a C-ordered matrix with
+    two or more columns is NumPy's element-wise left fold, like `cumsum` (tests check it
+    against `scores` bit for bit; a lone column would be summed pairwise)."""
+    weights = _normalized_weights(raw_weights)
+    d_best = np.zeros(columns[0].shape)
+    d_worst = np.zeros(columns[0].shape)
+    scratch = np.empty(columns[0].shape)
+    for column, weight, raw in zip(columns, weights, raw_weights, strict=True):
+        np.multiply(column, column, out=scratch)
+        norm = np.sqrt(scratch.sum(axis=0))
+        scale = np.where(norm != 0.0, norm, 1.0)  # x / 1.0 is x: the unnormalized column as is
+        low, high = column.min(axis=0) / scale, column.max(axis=0) / scale
+        best, worst = (low, high) if raw < 0 else (high, low)
+        normalized = column / scale
+        for ideal, distance in ((best, d_best), (worst, d_worst)):  # (x − ideal) · weight, squared, added
+            np.subtract(normalized, ideal, out=scratch)
+            scratch *= weight
+            scratch *= scratch
+            distance += scratch
+    d_best, d_worst = np.sqrt(d_best), np.sqrt(d_worst)
+    denominator = d_worst + d_best
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(denominator != 0.0, d_worst / denominator, 0.0)
+    if not np.isfinite(out.sum()):  # a NaN or infinity anywhere makes the sum one
+        raise CrsError("topsis produced a non-finite score")
+    return out
