@@ -56,16 +56,18 @@ def target_refusal(snapshot: Snapshot, guests: tuple[str, ...], target: str) -> 
     return refusal(node, committed(node, [*carried, *members]), limits)
 
 
-def plan_moves(snapshot: Snapshot, guards: Guards, budget: int, target: float) -> tuple[tuple[Step, ...], int]:
+def plan_moves(
+    snapshot: Snapshot, guards: Guards, budget: int, target: float, stats: list[NodeStats]
+) -> tuple[tuple[Step, ...], int]:
     """(steps, candidate moves of the first step). The first step is the round's best move
     whatever its gain (the caller judges it against the margin); later ones must gain
-    more than NOISE, and the plan stops at `budget` moves or at `target`."""
+    more than NOISE, and the plan stops at `budget` moves or at `target`. `stats` are the
+    snapshot's `node_stats` under its mode, which the caller has already summed."""
     settings = snapshot.settings
     mode, scale = settings.mode, settings.imbalance_scale
     rules = compile_rules(snapshot)
     bundles = movable_bundles(snapshot, rules, mode, guards)
     capacity = _Capacity(snapshot, bundles, limits_of(settings))
-    stats = node_stats(snapshot, mode)
     before = imbalance([s.load for s in stats], scale)
     moved: set[str] = set()
     steps: list[Step] = []
