@@ -186,9 +186,10 @@ class _Capacity:
         usable = frozenset(self.names)
         carried: dict[str, list[Guest]] = {name: [] for name in cols}
         for guest in snapshot.guests:
-            for name in counted_nodes(guest, usable):
-                if name in carried:
-                    carried[name].append(guest)
+            if guest.node in carried or guest.target in carried:  # the only nodes it may count on
+                for name in counted_nodes(guest, usable):
+                    if name in carried:
+                        carried[name].append(guest)
         for name, col in cols.items():
             node = snapshot.node(name)
             left = room(node, committed(node, carried[name]), self.limits)  # type: ignore[arg-type]
