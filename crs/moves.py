@@ -260,40 +260,47 @@ def best_topsis(cluster: Cluster) -> Scored | None:
     """The move whose resulting cluster is closest to the ideal on Proxmox's four placement
     criteria (weights 1/2/5/10); ties keep candidate order. Reports its exact imbalance."""
     exact = cluster.candidate_count() * len(cluster.names) <= EXACT_TOPSIS_CELLS
-    pick = topsis.best(lambda: (c for _, _, c in _topsis_criteria(cluster, exact)), WEIGHTS)
+    pick = topsis.best(lambda: _topsis_criteria(cluster, exact), WEIGHTS)
     if pick is None:
         return None
-    for rows, cols, _ in _topsis_criteria(cluster, exact, with_criteria=False):
-        if pick < rows.size:
-            row, col = rows[pick : pick + 1], cols[pick : pick + 1]
+    for part, constrained in cluster.chunks():
+        r, c = np.nonzero(cluster.mask(part, constrained))
+        if pick < r.size:
+            row, col = part[r[pick : pick + 1]], c[pick : pick + 1]
             after = exact_imbalances(cluster.exact_loads(row, col), cluster.scale)
             return Scored(cluster.bundles[row[0]], cluster.names[col[0]], truncated(float(after[0])))
-        pick -= rows.size
+        pick -= r.size
     raise AssertionError("topsis picked a candidate beyond the candidate list")
 
 
-def _topsis_criteria(
-    cluster: Cluster, exact: bool, with_criteria: bool = True
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """(rows, cols, K × 4 criteria) of the candidates chunk by chunk, in candidate order."""
-    fold = _folded_criteria if exact else criteria_incremental
+def _topsis_criteria(cluster: Cluster, exact: bool) -> Iterator[np.ndarray]:
+    """K × 4 criteria of the candidates chunk by chunk, in candidate order (row-major over
+    each chunk's allowed cells). Past EXACT_TOPSIS_CELLS the O(1) criteria are computed on
+    the chunk's bundles × nodes grid by broadcasting (each cell the same operations as for a
+    single candidate, so the same bits) and the allowed cells taken out, instead of on
+    per-candidate index arrays gathered 20 M long."""
     for part, constrained in cluster.chunks():
-        r, c = np.nonzero(cluster.mask(part, constrained))
-        rows = part[r]
-        if not with_criteria:
-            yield rows, c, np.zeros((0, 4))
-            continue
-        src, src_cpu, src_mem = cluster.moved_source(rows)
-        tgt_cpu = cluster.cpu[c] + cluster.bcpu[rows]
-        tgt_mem = cluster.mem[c] + cluster.bmem[rows]
-        criteria = np.empty((rows.size, 4), order="F")  # column-major: TOPSIS works per criterion
-        criteria[:, 0], criteria[:, 1] = fold(
-            cluster.cpu / cluster.maxcpu, src, src_cpu / cluster.maxcpu[src], c, tgt_cpu / cluster.maxcpu[c]
-        )
-        criteria[:, 2], criteria[:, 3] = fold(
-            cluster.mem / cluster.maxmem, src, src_mem / cluster.maxmem[src], c, tgt_mem / cluster.maxmem[c]
-        )
-        yield rows, c, criteria
+        mask = cluster.mask(part, constrained)
+        criteria = np.empty((int(mask.sum()), 4), order="F")  # column-major: TOPSIS works per criterion
+        if exact:
+            r, c = np.nonzero(mask)
+            src, src_cpu, src_mem = cluster.moved_source(part[r])
+            moving_cpu, moving_mem = cluster.bcpu[part[r]], cluster.bmem[part[r]]
+            tgt: np.ndarray = c
+        else:
+            src, src_cpu, src_mem = cluster.moved_source(part)
+            src, src_cpu, src_mem = src[:, None], src_cpu[:, None], src_mem[:, None]
+            moving_cpu, moving_mem = cluster.bcpu[part][:, None], cluster.bmem[part][:, None]
+            tgt = np.arange(len(cluster.names))[None, :]
+        fold = _folded_criteria if exact else criteria_incremental
+        for k, used, capacity, src_used, moving in (
+            (0, cluster.cpu, cluster.maxcpu, src_cpu, moving_cpu),
+            (2, cluster.mem, cluster.maxmem, src_mem, moving_mem),
+        ):
+            tgt_util = (used[tgt] + moving) / capacity[tgt]
+            average, highest = fold(used / capacity, src, src_used / capacity[src], tgt, tgt_util)
+            criteria[:, k], criteria[:, k + 1] = (average, highest) if exact else (average[mask], highest[mask])
+        yield criteria
 
 
 def _folded_criteria(
