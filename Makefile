@@ -44,7 +44,7 @@ test: $(STAMP)
 soak: $(STAMP)
 	$(PY) -m pytest -m soak -q
 
-# Lint and format (ruff); .ci/run runs it before the tests.
+# Lint and format (ruff), types (mypy: crs strictly, dashboard with django-stubs); .ci/run runs it before the tests.
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

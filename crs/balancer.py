@@ -48,7 +48,7 @@ def run_round(
         decision, reason, new_state = waiting
         return _result(settings, loads, current, decision, reason, new_state, new_state.hold_count)
     served = state.hold_count + 1  # the hold duration is served: this round acts, the next starts over
-    steps, candidates = plan_moves(snapshot, guards, settings.moves_per_round, settings.target)
+    steps, candidates = plan_moves(snapshot, guards, settings.moves_per_round, settings.target, stats)
     decision, reason = _verdict(settings, current, steps)
     return _result(settings, loads, current, decision, reason, replace(state, hold_count=0), served, candidates, steps)
 

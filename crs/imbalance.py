@@ -86,3 +86,28 @@ class MoveEvaluator:
         mean *= mean
         out /= mean
         return out
+
+    def lower_bound(self, src: np.ndarray, src_load: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        """A floor under `squared_after` over every target of each row, in O(1) per row, so a
+        search can skip the rows that cannot come near the best move without scoring them.
+
+        Row r adds some a ∈ [low[r], high[r]] (a ≥ 0) to a target whose d is at least the
+        smallest d, so the numerator of `squared_after` is at least the convex quadratic
+        g(a) = n·(s2 + a·(2·d_min + a)) − (s1 + a)², taken at its lowest point in the range,
+        and the denominator at most (n·shift + s1 + high)². Exact arithmetic; callers leave
+        room for rounding. Rows whose loads sum to nothing get 0 (never skipped).
+        """
+        n = self.count
+        if n < 2:
+            return np.zeros(src.size)
+        old_s = self.d[src]
+        new_s = src_load - self.shift
+        s1 = self.sum_d - old_s + new_s
+        s2 = self.sum_d2 - old_s * old_s + new_s * new_s
+        d_min = float(self.d.min())
+        a = np.clip((s1 - n * d_min) / (n - 1), low, high)
+        numerator = n * (s2 + a * (2.0 * d_min + a)) - (s1 + a) ** 2
+        denominator = (n * self.shift + s1 + high) ** 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bound = np.where(denominator > 0.0, np.maximum(numerator, 0.0) / denominator, 0.0)
+        return np.nan_to_num(bound, nan=0.0, posinf=0.0)

@@ -18,7 +18,7 @@ Preset = Literal["proxmox", "product"]
 Containers = Literal["never", "restart"]
 
 MODES: tuple[str, ...] = ("basic", "static", "dynamic")
-METHODS: tuple[str, ...] = ("bruteforce", "topsis")
+METHODS: tuple[Method, ...] = ("bruteforce", "topsis")
 SCALES: tuple[str, ...] = ("normalized", "raw")
 OBJECTIVES: tuple[str, ...] = ("even", "pressure", "both")
 PRESETS: tuple[str, ...] = ("proxmox", "product")

@@ -23,6 +23,7 @@ from .placement import EXACT_TOPSIS_CELLS, WEIGHTS, criteria_after, criteria_inc
 from .usage import NodeStats, load
 
 CHUNK_CELLS = 1 << 20  # bundles × nodes evaluated at once (about 8 MB per float array)
+FLOOR_ROUNDING = 1e-9  # relative room for rounding in a move floor, far above float noise (~1e-15)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,20 +54,22 @@ class Cluster:
         self.scale = scale
         self.refused = refused  # bundles × nodes, True where crs.fits refuses the target; None = no check
 
-    def chunks(self) -> Iterator[tuple[slice, list[tuple[int, list[int]]]]]:
-        """(bundle rows, [(row in chunk, allowed target columns)] for constrained rows),
-        in row order, bounded in size. Unconstrained rows may go to any node but their own."""
+    def chunks(self, order: np.ndarray | None = None) -> Iterator[tuple[np.ndarray, list[tuple[int, list[int]]]]]:
+        """(bundle rows, [(row in chunk, allowed target columns)] for constrained rows), bounded
+        in size: all rows in order, or the rows of `order` in its order. Unconstrained rows
+        may go to any node but their own."""
         n = len(self.names)
-        rows = max(1, CHUNK_CELLS // max(n, 1))
-        for start in range(0, len(self.bundles), rows):
-            part = slice(start, min(start + rows, len(self.bundles)))
-            constrained = [(r, a) for r, a in enumerate(self.allowed_idx[part]) if a is not None]
-            yield part, constrained
+        size = max(1, CHUNK_CELLS // max(n, 1))
+        rows = np.arange(len(self.bundles)) if order is None else order
+        for start in range(0, rows.size, size):
+            part = rows[start : start + size]
+            allowed = [self.allowed_idx[i] for i in part.tolist()]
+            yield part, [(r, a) for r, a in enumerate(allowed) if a is not None]
 
-    def mask(self, part: slice, constrained: list[tuple[int, list[int]]]) -> np.ndarray:
+    def mask(self, part: np.ndarray, constrained: list[tuple[int, list[int]]]) -> np.ndarray:
         """Allowed (row, target) cells of a chunk."""
-        mask = np.ones((part.stop - part.start, len(self.names)), dtype=bool)
-        mask[np.arange(part.stop - part.start), self.src[part]] = False
+        mask = np.ones((part.size, len(self.names)), dtype=bool)
+        mask[np.arange(part.size), self.src[part]] = False
         for r, allowed in constrained:
             mask[r] = False
             mask[r, allowed] = True
@@ -103,7 +106,7 @@ class Cluster:
 
     def allowed_targets(self, row: int) -> list[int]:
         """Target columns bundle `row` may go to."""
-        return [int(c) for c in np.nonzero(self.mask(slice(row, row + 1), self._constrained(row))[0])[0]]
+        return [int(c) for c in np.nonzero(self.mask(np.array([row]), self._constrained(row))[0])[0]]
 
     def _constrained(self, row: int) -> list[tuple[int, list[int]]]:
         allowed = self.allowed_idx[row]
@@ -140,40 +143,69 @@ def exact_imbalances(loads: np.ndarray, scale: str) -> np.ndarray:
     return cv / np.sqrt(n - 1) if scale == "normalized" else cv
 
 
-def squared_scores(cluster: Cluster) -> Iterator[tuple[slice, np.ndarray]]:
+def squared_scores(cluster: Cluster) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(bundle rows, rows × nodes CV² after each move; inf where not allowed), chunk by chunk."""
     evaluator = MoveEvaluator(cluster.loads)
+    for part, constrained in cluster.chunks():
+        yield part, _chunk_scores(cluster, evaluator, part, constrained)
+
+
+def _chunk_scores(
+    cluster: Cluster, evaluator: MoveEvaluator, part: np.ndarray, constrained: list[tuple[int, list[int]]]
+) -> np.ndarray:
     # What each bundle adds to each node's load: `load` of the bundle alone, written with
     # reciprocals so the bundles × nodes matrix costs two multiplications, not divisions.
     half_inv_cpu, half_inv_mem = 0.5 / cluster.maxcpu, 0.5 / cluster.maxmem
-    for part, constrained in cluster.chunks():
-        src, src_cpu, src_mem = cluster.moved_source(part)
-        src_load = load(src_cpu, cluster.maxcpu[src], src_mem, cluster.maxmem[src])
-        delta = np.multiply.outer(cluster.bcpu[part], half_inv_cpu)
-        delta += np.multiply.outer(cluster.bmem[part], half_inv_mem)
-        score = evaluator.squared_after(src, src_load, delta)
-        score[np.arange(src.size), src] = np.inf
-        for r, allowed in constrained:
-            keep = score[r, allowed]
-            score[r] = np.inf
-            score[r, allowed] = keep
-        if cluster.refused is not None:
-            score[cluster.refused[part]] = np.inf
-        yield part, score
+    src, src_cpu, src_mem = cluster.moved_source(part)
+    src_load = load(src_cpu, cluster.maxcpu[src], src_mem, cluster.maxmem[src])
+    delta = np.multiply.outer(cluster.bcpu[part], half_inv_cpu)
+    delta += np.multiply.outer(cluster.bmem[part], half_inv_mem)
+    score = evaluator.squared_after(src, src_load, delta)
+    score[np.arange(src.size), src] = np.inf
+    for r, allowed in constrained:
+        keep = score[r, allowed]
+        score[r] = np.inf
+        score[r, allowed] = keep
+    if cluster.refused is not None:
+        score[cluster.refused[part]] = np.inf
+    return score
+
+
+def move_floors(cluster: Cluster, evaluator: MoveEvaluator) -> np.ndarray:
+    """Per bundle row, a floor under the CV² of its every move (`MoveEvaluator.lower_bound`):
+    what a bundle adds to a target lies between its load on the largest and on the smallest
+    node, and never below zero (the snapshot refuses negative demand)."""
+    half_inv_cpu, half_inv_mem = 0.5 / cluster.maxcpu, 0.5 / cluster.maxmem
+    src, src_cpu, src_mem = cluster.moved_source(slice(None))
+    src_load = load(src_cpu, cluster.maxcpu[src], src_mem, cluster.maxmem[src])
+    low = cluster.bcpu * half_inv_cpu.min() + cluster.bmem * half_inv_mem.min()
+    high = cluster.bcpu * half_inv_cpu.max() + cluster.bmem * half_inv_mem.max()
+    return evaluator.lower_bound(src, src_load, low, high)
 
 
 def best_bruteforce(cluster: Cluster) -> Scored | None:
-    """The move with the lowest imbalance after it; ties by (leader, source, target)."""
+    """The move with the lowest imbalance after it; ties by (leader, source, target).
+
+    Bundles are scored in the order of their floor (`move_floors`), and the search stops
+    at the first chunk whose lowest floor lies beyond the best found plus the re-check's
+    tolerance (with room for the floor's own rounding): no move of the rows left could be
+    re-checked, so the pick is the one a full scan makes, and a round usually scores a
+    few thousand bundles instead of all of them."""
     near_rows: list[np.ndarray] = []
     near_cols: list[np.ndarray] = []
     best = np.inf
-    for part, score in squared_scores(cluster):
+    evaluator = MoveEvaluator(cluster.loads)
+    floors = move_floors(cluster, evaluator)
+    for part, constrained in cluster.chunks(np.argsort(floors, kind="stable")):
+        if floors[part[0]] * (1.0 - FLOOR_ROUNDING) > best + _tolerance(best):
+            break
+        score = _chunk_scores(cluster, evaluator, part, constrained)
         chunk_best = float(score.min())
         if chunk_best > best + _tolerance(best):
             continue
         best = min(best, chunk_best)
         r, c = np.nonzero(score <= best + _tolerance(best))
-        near_rows.append(r + part.start)
+        near_rows.append(part[r])
         near_cols.append(c)
     if not np.isfinite(best):
         return None
@@ -199,7 +231,7 @@ def top_moves(cluster: Cluster, count: int) -> list[tuple[int, int, float]]:
         for i in np.argpartition(flat, take - 1)[:take] if take else ():
             if np.isfinite(flat[i]):
                 r, c = divmod(int(i), score.shape[1])
-                found.append((float(flat[i]), r + part.start, c))
+                found.append((float(flat[i]), int(part[r]), c))
     found.sort()
     return [(r, c, v) for v, r, c in found[:count]]
 
@@ -228,40 +260,47 @@ def best_topsis(cluster: Cluster) -> Scored | None:
     """The move whose resulting cluster is closest to the ideal on Proxmox's four placement
     criteria (weights 1/2/5/10); ties keep candidate order. Reports its exact imbalance."""
     exact = cluster.candidate_count() * len(cluster.names) <= EXACT_TOPSIS_CELLS
-    pick = topsis.best(lambda: (c for _, _, c in _topsis_criteria(cluster, exact)), WEIGHTS)
+    pick = topsis.best(lambda: _topsis_criteria(cluster, exact), WEIGHTS)
     if pick is None:
         return None
-    for rows, cols, _ in _topsis_criteria(cluster, exact, with_criteria=False):
-        if pick < rows.size:
-            row, col = rows[pick : pick + 1], cols[pick : pick + 1]
+    for part, constrained in cluster.chunks():
+        r, c = np.nonzero(cluster.mask(part, constrained))
+        if pick < r.size:
+            row, col = part[r[pick : pick + 1]], c[pick : pick + 1]
             after = exact_imbalances(cluster.exact_loads(row, col), cluster.scale)
             return Scored(cluster.bundles[row[0]], cluster.names[col[0]], truncated(float(after[0])))
-        pick -= rows.size
+        pick -= r.size
     raise AssertionError("topsis picked a candidate beyond the candidate list")
 
 
-def _topsis_criteria(
-    cluster: Cluster, exact: bool, with_criteria: bool = True
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """(rows, cols, K × 4 criteria) of the candidates chunk by chunk, in candidate order."""
-    fold = _folded_criteria if exact else criteria_incremental
+def _topsis_criteria(cluster: Cluster, exact: bool) -> Iterator[np.ndarray]:
+    """K × 4 criteria of the candidates chunk by chunk, in candidate order (row-major over
+    each chunk's allowed cells). Past EXACT_TOPSIS_CELLS the O(1) criteria are computed on
+    the chunk's bundles × nodes grid by broadcasting (each cell the same operations as for a
+    single candidate, so the same bits) and the allowed cells taken out, instead of on
+    per-candidate index arrays gathered 20 M long."""
     for part, constrained in cluster.chunks():
-        r, c = np.nonzero(cluster.mask(part, constrained))
-        rows = r + part.start
-        if not with_criteria:
-            yield rows, c, np.zeros((0, 4))
-            continue
-        src, src_cpu, src_mem = cluster.moved_source(rows)
-        tgt_cpu = cluster.cpu[c] + cluster.bcpu[rows]
-        tgt_mem = cluster.mem[c] + cluster.bmem[rows]
-        criteria = np.empty((rows.size, 4), order="F")  # column-major: TOPSIS works per criterion
-        criteria[:, 0], criteria[:, 1] = fold(
-            cluster.cpu / cluster.maxcpu, src, src_cpu / cluster.maxcpu[src], c, tgt_cpu / cluster.maxcpu[c]
-        )
-        criteria[:, 2], criteria[:, 3] = fold(
-            cluster.mem / cluster.maxmem, src, src_mem / cluster.maxmem[src], c, tgt_mem / cluster.maxmem[c]
-        )
-        yield rows, c, criteria
+        mask = cluster.mask(part, constrained)
+        criteria = np.empty((int(mask.sum()), 4), order="F")  # column-major: TOPSIS works per criterion
+        if exact:
+            r, c = np.nonzero(mask)
+            src, src_cpu, src_mem = cluster.moved_source(part[r])
+            moving_cpu, moving_mem = cluster.bcpu[part[r]], cluster.bmem[part[r]]
+            tgt: np.ndarray = c
+        else:
+            src, src_cpu, src_mem = cluster.moved_source(part)
+            src, src_cpu, src_mem = src[:, None], src_cpu[:, None], src_mem[:, None]
+            moving_cpu, moving_mem = cluster.bcpu[part][:, None], cluster.bmem[part][:, None]
+            tgt = np.arange(len(cluster.names))[None, :]
+        fold = _folded_criteria if exact else criteria_incremental
+        for k, used, capacity, src_used, moving in (
+            (0, cluster.cpu, cluster.maxcpu, src_cpu, moving_cpu),
+            (2, cluster.mem, cluster.maxmem, src_mem, moving_mem),
+        ):
+            tgt_util = (used[tgt] + moving) / capacity[tgt]
+            average, highest = fold(used / capacity, src, src_used / capacity[src], tgt, tgt_util)
+            criteria[:, k], criteria[:, k + 1] = (average, highest) if exact else (average[mask], highest[mask])
+        yield criteria
 
 
 def _folded_criteria(

@@ -56,16 +56,18 @@ def target_refusal(snapshot: Snapshot, guests: tuple[str, ...], target: str) -> 
     return refusal(node, committed(node, [*carried, *members]), limits)
 
 
-def plan_moves(snapshot: Snapshot, guards: Guards, budget: int, target: float) -> tuple[tuple[Step, ...], int]:
+def plan_moves(
+    snapshot: Snapshot, guards: Guards, budget: int, target: float, stats: list[NodeStats]
+) -> tuple[tuple[Step, ...], int]:
     """(steps, candidate moves of the first step). The first step is the round's best move
     whatever its gain (the caller judges it against the margin); later ones must gain
-    more than NOISE, and the plan stops at `budget` moves or at `target`."""
+    more than NOISE, and the plan stops at `budget` moves or at `target`. `stats` are the
+    snapshot's `node_stats` under its mode, which the caller has already summed."""
     settings = snapshot.settings
     mode, scale = settings.mode, settings.imbalance_scale
     rules = compile_rules(snapshot)
     bundles = movable_bundles(snapshot, rules, mode, guards)
     capacity = _Capacity(snapshot, bundles, limits_of(settings))
-    stats = node_stats(snapshot, mode)
     before = imbalance([s.load for s in stats], scale)
     moved: set[str] = set()
     steps: list[Step] = []
@@ -184,9 +186,10 @@ class _Capacity:
         usable = frozenset(self.names)
         carried: dict[str, list[Guest]] = {name: [] for name in cols}
         for guest in snapshot.guests:
-            for name in counted_nodes(guest, usable):
-                if name in carried:
-                    carried[name].append(guest)
+            if guest.node in carried or guest.target in carried:  # the only nodes it may count on
+                for name in counted_nodes(guest, usable):
+                    if name in carried:
+                        carried[name].append(guest)
         for name, col in cols.items():
             node = snapshot.node(name)
             left = room(node, committed(node, carried[name]), self.limits)  # type: ignore[arg-type]

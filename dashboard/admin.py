@@ -118,7 +118,8 @@ class HaRuleForm(forms.ModelForm):
         fields = ["cluster", "rule", "type", "resources", "nodes", "strict", "affinity"]
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if self.errors or not data.get("cluster"):
             return data
         try:
@@ -158,7 +159,8 @@ class RebalanceOptOutForm(forms.ModelForm):
         fields = ["cluster", "guest"]
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("cluster") and data.get("guest"):
             try:
                 ha.check_guest(data["cluster"], data["guest"])

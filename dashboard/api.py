@@ -11,6 +11,8 @@ with the field named, and the schema's parameters are read off the same forms.
 import csv
 import json
 from datetime import UTC
+from functools import partial
+from typing import Any
 
 from django import forms
 from django.contrib.auth.decorators import login_not_required
@@ -70,7 +72,7 @@ def form_parameters(form_class) -> list[OpenApiParameter]:
         kind = next((t for cls, t in types.items() if isinstance(field, cls)), OpenApiTypes.STR)
         choices = None
         if isinstance(field, forms.ChoiceField) and not isinstance(field, forms.ModelChoiceField):
-            choices = [value for value, _ in field.choices if value != ""]
+            choices = [value for value, _ in field.choices if value != ""]  # type: ignore[misc,union-attr]  # a list
         parameters.append(
             OpenApiParameter(name, kind, required=field.required, enum=choices, description=str(field.help_text or ""))
         )
@@ -121,7 +123,7 @@ class ApiViewSet(viewsets.GenericViewSet):
     @classmethod
     def as_view(cls, *args, **kwargs):
         view = super().as_view(*args, **kwargs)
-        view.login_required = False
+        view.login_required = False  # type: ignore[attr-defined]  # read by LoginRequiredMiddleware
         return view
 
 
@@ -129,7 +131,7 @@ class ApiViewSet(viewsets.GenericViewSet):
 
 
 class ClusterSerializer(serializers.ModelSerializer):
-    read_only = serializers.BooleanField(help_text="An imported snapshot: nothing is ever migrated.")
+    read_only = serializers.BooleanField(help_text="An imported snapshot: nothing is ever migrated.")  # type: ignore[assignment]
 
     class Meta:
         model = Cluster
@@ -196,7 +198,9 @@ class RoundSerializer(serializers.ModelSerializer):
 
 
 class MigrationSerializer(serializers.ModelSerializer):
-    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    decided_by: "serializers.SlugRelatedField[Any]" = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = Migration
@@ -262,7 +266,7 @@ class Username(serializers.SlugRelatedField):
 class TokenSerializer(serializers.ModelSerializer):
     user = Username(
         slug_field="username",
-        queryset=ApiToken._meta.get_field("user").related_model.objects.all(),
+        queryset=ApiToken._meta.get_field("user").related_model._default_manager.all(),
         required=False,
         help_text="Whose token (admins only); yourself when omitted.",
     )
@@ -330,7 +334,7 @@ class GateSerializer(serializers.Serializer):
     reason = serializers.ChoiceField(
         ["", "window", "blackout"], help_text="Why closed: outside every window, or a blackout."
     )
-    label = serializers.CharField(allow_blank=True, help_text="The blackout's label.")
+    label = serializers.CharField(allow_blank=True, help_text="The blackout's label.")  # type: ignore[assignment]
 
 
 class WindowRunSerializer(serializers.Serializer):
@@ -404,7 +408,8 @@ class RoundFilterForm(forms.Form):
     )
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         for name in ("since", "until"):  # in UTC: PostgreSQL refuses offsets Python accepts (e.g. -20:19)
             if data.get(name):
                 try:
@@ -465,7 +470,7 @@ class MarkerSerializer(serializers.Serializer):
     id = serializers.IntegerField(help_text="The migration.")
     at = serializers.DateTimeField(help_text="When it started.")
     guests = serializers.ListField(child=serializers.CharField())
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # a field of the payload, not Field.source
     target = serializers.CharField()
     state = serializers.CharField()
     approved_by = serializers.CharField(allow_null=True, help_text='A username, or "automatic".')
@@ -483,7 +488,7 @@ class HistorySerializer(serializers.Serializer):
 
 class PickSerializer(serializers.Serializer):
     guests = serializers.ListField(child=serializers.CharField(), help_text="Empty: no move lowers the imbalance.")
-    source = serializers.CharField(allow_null=True)
+    source = serializers.CharField(allow_null=True)  # type: ignore[assignment]  # the payload's, not Field.source
     target = serializers.CharField(allow_null=True)
     imbalance_after = serializers.FloatField()
     busiest_after = serializers.FloatField(help_text="The highest CPU or memory load of a node after the move.")
@@ -508,7 +513,9 @@ class WhatIfRequestSerializer(serializers.Serializer):
 
 
 class WhatIfSerializer(serializers.ModelSerializer):
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    created_by: "serializers.SlugRelatedField[Any]" = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = WhatIf
@@ -677,7 +684,7 @@ class ClusterViewSet(ApiViewSet):
         except maintenance.Refused as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         for migration in expired:
-            transaction.on_commit(lambda pk=migration: live.push_migration(pk), robust=True)
+            transaction.on_commit(partial(live.push_migration, migration), robust=True)
         transaction.on_commit(lambda: tasks.collect.delay(cluster.pk), robust=True)
         return Response(NodeMaintenanceSerializer(maintenance.states(cluster), many=True).data)
 
@@ -909,7 +916,7 @@ class TokenViewSet(ApiViewSet):
             raise PermissionDenied("only admins create tokens for other users (permission dashboard.manage_all_tokens)")
         expires_at = data["expires_at"] if "expires_at" in data else timezone.now() + DEFAULT_LIFETIME
         token, secret = ApiToken.objects.issue(user, data["name"], expires_at)
-        token.token = secret
+        token.token = secret  # type: ignore[attr-defined]  # shown once, by IssuedTokenSerializer
         return Response(IssuedTokenSerializer(token).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={204: None})
@@ -963,7 +970,7 @@ class WindowViewSetBase(ApiViewSet, viewsets.ModelViewSet):
 
     def perform_create(self, serializer):
         data = serializer.validated_data
-        serializer.instance = windows.add(self.queryset.model, self.request.user, **data)
+        serializer.instance = windows.add(self.get_queryset().model, self.request.user, **data)
 
     def perform_destroy(self, instance):
         windows.remove(instance, self.request.user)

@@ -42,7 +42,8 @@ class AuditFilterForm(forms.Form):
         self.fields["action"].error_messages["invalid_choice"] = f"action must be one of: {allowed}"
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("since") and data.get("until") and data["since"] > data["until"]:
             raise forms.ValidationError("from must be on or before to")
         return data

@@ -48,7 +48,7 @@ def one_beat_at_a_time(sender, **kwargs) -> None:
         application_name="crs-beat-lease",
     )
     warned = False
-    while not _lease.execute("SELECT pg_try_advisory_lock(%s)", (BEAT_LEASE,)).fetchone()[0]:
+    while not _lease.execute("SELECT pg_try_advisory_lock(%s)", (BEAT_LEASE,)).fetchone()[0]:  # type: ignore[index]  # one row, always
         if not warned:
             log.warning("another beat is running (it holds the beat lease): this one waits and takes over if it stops")
             warned = True

@@ -45,7 +45,8 @@ def lift(cluster: Cluster, actor) -> bool:
 
 def abort_running(cluster: Cluster) -> tuple[list[int], list[str]]:
     """Ask the source to abort each running migration's tasks; followers then see them fail."""
-    aborted, errors = [], []
+    aborted: list[int] = []
+    errors: list[str] = []
     running = list(cluster.migrations.filter(state="running").exclude(task_ids=[]))
     if not running:
         return aborted, errors

@@ -7,10 +7,11 @@ of those conversions is one small field class below, used for every field of its
 
 import math
 from datetime import timedelta
+from typing import cast
 
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db import transaction
+from django.db import models, transaction
 
 from . import wording
 from .models import TIME_ZONE_CHOICES, AuditEvent, Policy
@@ -145,7 +146,7 @@ def unit_fields(fraction: type[UnitField], duration: type[UnitField], size: type
 
 def limits(name: str) -> tuple:
     """The (low, high) the model's validators allow for `name`, in stored units."""
-    validators = Policy._meta.get_field(name).validators
+    validators = cast(models.Field, Policy._meta.get_field(name)).validators  # a column, not a relation
     low = next(v.limit_value for v in validators if isinstance(v, MinValueValidator))
     high = next(v.limit_value for v in validators if isinstance(v, MaxValueValidator))
     return low, high
@@ -189,7 +190,7 @@ class PolicyForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         for name, field in self.fields.items():
             # Engine codes in words (wording.py): the values stay the codes the API takes.
-            if name in wording.CHOICES:
+            if name in wording.CHOICES and isinstance(field, forms.ChoiceField):
                 field.choices = wording.CHOICES[name]
             field.help_text = wording.HELP.get(name, field.help_text)
             label = name.replace("_", " ")
@@ -198,7 +199,8 @@ class PolicyForm(forms.ModelForm):
             kind = "a whole number" if whole else "a number"
             field.error_messages["invalid"] = f"{label} must be {kind}"
             if isinstance(field, forms.ChoiceField):
-                allowed = ", ".join(str(value) for value, _ in field.choices if value != "")
+                choices = field.choices  # a list once set (django-stubs types what the setter takes)
+                allowed = ", ".join(str(value) for value, _ in choices if value != "")  # type: ignore[misc,union-attr]
                 field.error_messages["invalid_choice"] = f"{label} must be one of: {allowed}"
                 if name == "time_zone":  # some 600 names: say what they look like instead
                     field.error_messages["invalid_choice"] = (
@@ -250,7 +252,7 @@ def _in_units(field, stored):
 def describe_change(name: str, api_value) -> str:
     """A value the audit trail recorded in the API's units, as the settings form shows it ("30 %")."""
     page, api = PolicyForm.base_fields.get(name), PolicyApiForm.base_fields.get(name)
-    if isinstance(page, UnitField) and isinstance(api_value, int | float):
+    if isinstance(page, UnitField) and isinstance(api, UnitField) and isinstance(api_value, int | float):
         return page.describe(api.stored(api_value))
     return "–" if api_value is None else str(api_value)
 

@@ -13,15 +13,15 @@ import crs.fits
 import crs.usage
 from crs.model import Snapshot
 
-from .models import Cluster
+from .models import Cluster, Migration
 
 GIB = 2**30
 STATE_WORDS = {"started": "running", "request_stop": "stopping", "migrate": "migrating", "relocate": "relocating"}
 
 
-def last_migrations(cluster: Cluster, sids: set[str]) -> dict[str, object]:
+def last_migrations(cluster: Cluster, sids: set[str]) -> dict[str, Migration]:
     """sid → its newest migration that ran (running, done or failed)."""
-    newest: dict[str, object] = {}
+    newest: dict[str, Migration] = {}
     ran = cluster.migrations.filter(state__in=["running", "done", "failed"]).order_by("-started_at", "-pk")
     for migration in ran.only("guests", "source", "target", "state", "started_at", "finished_at")[:2000]:
         for sid in migration.guests:

@@ -109,7 +109,12 @@ def file_rules(data: dict) -> tuple[list[dict], list[str]]:
     snapshot = crs.snapshot.parse(data)
     rules = []
     for rule in snapshot.rules:
-        row = {"rule": rule.id, "type": rule.type, "resources": list(rule.resources), "affinity": rule.affinity}
+        row: dict[str, object] = {
+            "rule": rule.id,
+            "type": rule.type,
+            "resources": list(rule.resources),
+            "affinity": rule.affinity,
+        }
         if isinstance(rule, crs.model.NodeAffinityRule):
             row |= {"nodes": [{"node": n, "priority": p} for n, p in rule.nodes], "strict": rule.strict}
         rules.append(row)
@@ -179,7 +184,8 @@ def validated(cluster: Cluster, data: dict, instance: HaRule | None) -> dict:
     if snapshot is None:
         raise Refused({"cluster": [f"{cluster.name} has no snapshot yet: rules are checked against its guests"]}, 409)
     raw = _shape(data)
-    if cluster.ha_rules.exclude(pk=getattr(instance, "pk", None)).filter(rule=raw["id"]).exists():
+    mine = getattr(instance, "pk", None)  # None: a new rule, which excludes nothing
+    if cluster.ha_rules.exclude(pk=mine).filter(rule=raw["id"]).exists():  # type: ignore[misc]
         raise Refused({"rule": [f"rule: {cluster.name} already has a rule called {raw['id']!r}"]})
     sids = {g.sid for g in snapshot.guests}
     nodes = {n.name for n in snapshot.nodes}
@@ -188,7 +194,7 @@ def validated(cluster: Cluster, data: dict, instance: HaRule | None) -> dict:
     except CrsError as exc:
         match = _PATH.match(str(exc))
         raise Refused({match.group(1) if match else "non_field_errors": [str(exc)]}) from None
-    others = [r.as_dict() for r in cluster.ha_rules.exclude(pk=getattr(instance, "pk", None))]
+    others = [r.as_dict() for r in cluster.ha_rules.exclude(pk=mine)]  # type: ignore[misc]
     before = {rule_id for rule_id, _ in _compiled(snapshot, [r.as_dict() for r in cluster.ha_rules.all()]).dropped}
     after = _compiled(snapshot, others, candidate).dropped
     taken_down = [(rule_id, why) for rule_id, why in after if rule_id == candidate.id or rule_id not in before]

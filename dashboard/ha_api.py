@@ -5,6 +5,8 @@ check the JSON types (each error under its field's name); ha.py checks the rest,
 page and the admin do.
 """
 
+from typing import Any
+
 from django import forms
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -43,8 +45,8 @@ class RuleSerializer(serializers.ModelSerializer):
     class Meta:
         model = HaRule
         fields = ["id", "cluster", "rule", "type", "resources", "nodes", "strict", "affinity", "dropped"]
-        read_only_fields = []
-        validators = []  # ha.validated names a clash of ids itself, under the cluster's lock
+        read_only_fields: list[str] = []
+        validators: list[Any] = []  # ha.validated names a clash of ids itself, under the cluster's lock
 
 
 class ClusterRuleSerializer(serializers.Serializer):
@@ -69,7 +71,7 @@ class OptOutSerializer(serializers.ModelSerializer):
     class Meta:
         model = RebalanceOptOut
         fields = ["id", "cluster", "guest", "created_at"]
-        validators = []  # a repeated opt-out is answered with the existing one, not refused
+        validators: list[Any] = []  # a repeated opt-out is answered with the existing one, not refused
 
 
 class ClusterFilterForm(forms.Form):

@@ -12,10 +12,11 @@ the bucket expression differs.
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import DateTimeField, F, Func, Max, Sum
+from django.db.models import DateTimeField, F, Func, Max, Model, Sum
 from django.utils import timezone
 
 import crs.usage
@@ -46,7 +47,7 @@ class Bucket(Func):
         super().__init__(expression)
         self.seconds = int(seconds)
 
-    def as_sql(self, compiler, connection, **extra):
+    def as_sql(self, compiler, connection, **extra):  # type: ignore[override]  # Django passes only these here
         sql, params = compiler.compile(self.source_expressions[0])
         return bucket_sql(sql, self.seconds, connection.vendor), params
 
@@ -75,7 +76,7 @@ def record_samples(cluster: Cluster, snapshot: Snapshot, at: datetime) -> None:
 class Table:
     """How one table folds: the columns that identify a series, the means, and fixed values of a folded row."""
 
-    model: type
+    model: type[Model]
     keys: tuple[str, ...]
     means: tuple[str, ...]
     extra: tuple[tuple[str, str], ...] = ()  # (column, SQL over the group)
@@ -132,7 +133,9 @@ def downsample(now: datetime | None = None) -> dict[str, int]:
         name = table.model._meta.model_name
         done[f"{name} 5-minute"] = fold(table, FIVE_MINUTES, now - settings.CRS_HISTORY_RAW)
         done[f"{name} hourly"] = fold(table, HOUR, now - settings.CRS_HISTORY_FIVE_MINUTE)
-        done[f"{name} dropped"] = table.model.objects.filter(at__lt=now - settings.CRS_HISTORY_HOURLY).delete()[0]
+        done[f"{name} dropped"] = table.model._default_manager.filter(
+            at__lt=now - settings.CRS_HISTORY_HOURLY
+        ).delete()[0]
     return done
 
 
@@ -201,7 +204,7 @@ def markers(cluster: Cluster, since: datetime) -> list[dict]:
 def marker(m: Migration) -> dict:
     return {
         "id": m.pk,
-        "at": m.started_at.isoformat(),
+        "at": cast(datetime, m.started_at).isoformat(),  # markers are of migrations that started
         "guests": m.guests,
         "source": m.source,
         "target": m.target,

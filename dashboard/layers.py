@@ -108,6 +108,8 @@ class BroadcastLoopLayer(RedisPubSubLoopLayer):
 
 
 class WatchedShard(RedisSingleShardConnection):
+    _redis: aioredis.Redis | None  # channels-redis sets it; typed here, as the library ships no types
+
     def _ensure_redis(self) -> None:
         if self._redis is None:
             self._redis = aioredis.Redis(connection_pool=create_pool(self.host))

@@ -49,7 +49,7 @@ class ClusterCollector:
         )
 
         clusters = Cluster.objects.filter(archived=False).select_related("policy")
-        counts = {}
+        counts: dict[int, dict[str, int]] = {}
         for row in Migration.objects.values("cluster_id", "state").annotate(n=Count("pk")):
             counts.setdefault(row["cluster_id"], {})[row["state"]] = row["n"]
         for cluster in clusters:

@@ -4,7 +4,8 @@ One unit per concept: fractions (0–1) and durations, as the engine and the JSO
 read them. `Policy.engine_settings()` is the one bridge to the engine.
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import cast
 from zoneinfo import available_timezones
 
 import apprise
@@ -156,7 +157,7 @@ class Cluster(models.Model):
         ).only("guests", "source", "target", "state", "finished_at", "decided_at")
         history = [
             crs.guards.PastMove(
-                tuple(m.guests), m.source, m.target, m.state, (m.finished_at or m.decided_at).timestamp()
+                tuple(m.guests), m.source, m.target, m.state, cast(datetime, m.finished_at or m.decided_at).timestamp()
             )
             for m in recent
         ]
@@ -343,24 +344,25 @@ class Policy(models.Model):
         """The one bridge from the stored settings (and the automation level) to the engine's.
 
         Every engine setting is passed; `max_migrations_per_node` is the executor's alone (tasks.py).
+        The fields' choices are the engine's values, so the casts only tell the type checker.
         """
         return crs.model.Settings(
-            mode=self.mode,
+            mode=cast(crs.model.Mode, self.mode),
             auto_rebalance=self.auto_rebalance,
             threshold=self.threshold,
             hold_duration=self.hold_duration,
             margin=self.margin,
-            method=self.method,
-            imbalance_scale=self.imbalance_scale,
-            preset=self.preset,
+            method=cast(crs.model.Method, self.method),
+            imbalance_scale=cast(crs.model.Scale, self.imbalance_scale),
+            preset=cast(crs.model.Preset, self.preset),
             moves_per_round=self.moves_per_round,
             target_imbalance=self.target_imbalance,
             load_floor=self.load_floor,
-            objective=self.objective,
+            objective=cast(crs.model.Objective, self.objective),
             cpu_overcommit=self.cpu_overcommit,
             memory_reserve_bytes=self.memory_reserve,
             usage_period=float(self.usage_period),
-            containers=self.containers,
+            containers=cast(crs.model.Containers, self.containers),
         )
 
     def switch_preset(self, preset: str, actor) -> None:

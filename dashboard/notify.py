@@ -7,6 +7,7 @@ backoff: a slow or broken destination never holds up a round or a worker's migra
 """
 
 import logging
+from functools import partial
 
 import apprise
 from celery import shared_task
@@ -80,9 +81,9 @@ def notify_of_event(sender, instance: AuditEvent, created: bool, raw: bool = Fal
             f"{migration.cluster}: migration of {migration.leader} failed",
             f"{migration.leader} {migration.source} → {migration.target}: {migration.reason or 'no reason given'}",
         )
-    elif instance.action == "suggested" and instance.details.get("step", 0) == 0:
+    elif instance.action == "suggested" and instance.details.get("step", 0) == 0 and instance.migration_id is not None:
         # One notification per plan, not per step: its first step's event speaks for the plan.
-        transaction.on_commit(lambda: _recommendation_waiting(instance.migration_id), robust=True)
+        transaction.on_commit(partial(_recommendation_waiting, instance.migration_id), robust=True)
 
 
 def _recommendation_waiting(migration_id: int) -> None:

@@ -7,7 +7,8 @@ the rounds did not measure: with no round soon after the moment (collection was 
 the figure stays empty rather than borrow a later, unrelated one.
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import cast
 
 from celery import shared_task
 from django.db.models import Q
@@ -44,7 +45,7 @@ def measure(cluster_id: int, now=None) -> list[int]:
             finished_at__gt=now - delay - WITHIN,  # older ones missed their round: never measured
         )
         for pk, finished_at in due.values_list("pk", "finished_at"):
-            value = first_round_after(cluster_id, finished_at + delay)
+            value = first_round_after(cluster_id, cast(datetime, finished_at) + delay)  # filtered: finished
             if value is not None and Migration.objects.filter(pk=pk, **{f"{field}__isnull": True}).update(
                 **{field: value}
             ):
@@ -67,13 +68,13 @@ def mean(values: list[float | None]) -> float | None:
 def plan_outcomes(steps: list[Migration]) -> list[dict]:
     """Per finished plan (every step done): imbalance before its first step, predicted after
     its last, and observed after its last step finished."""
-    plans: dict[int, list[Migration]] = {}
+    plans: dict[int | None, list[Migration]] = {}
     for m in steps:
         plans.setdefault(m.plan, []).append(m)
     out = []
     for number, members in plans.items():
         members.sort(key=lambda m: m.step)
-        last = max(members, key=lambda m: m.finished_at)
+        last = max(members, key=lambda m: cast(datetime, m.finished_at))  # done: finished
         out.append(
             {
                 "plan": number,

@@ -6,6 +6,8 @@ first), and rejecting it expires the steps computed behind it (the next round re
 The page's buttons, the JSON API and the automation levels all decide through here.
 """
 
+from typing import cast
+
 import crs.containers
 import crs.precedence
 from crs.decision import total_gain
@@ -136,7 +138,7 @@ def owe(
     created = store_plan(
         cluster, snapshot, steps, kind=kind, margin=0.0, method=policy.method, details={}, explanations=reasons
     )
-    changed = [m.pk for m in created] + expiry.outranked(cluster, kind, created[0].plan, reasons[0])
+    changed = [m.pk for m in created] + expiry.outranked(cluster, kind, cast(int, created[0].plan), reasons[0])
     approved: list[int] = []
     if not cluster.stopped and (policy.approves_owed() or at_once):
         details = {"at_once": True} if at_once else {"automation": policy.automation}

@@ -9,6 +9,7 @@ import logging
 import time
 from dataclasses import replace
 from datetime import timedelta
+from functools import partial
 
 from celery import shared_task
 from django.db import InterfaceError, OperationalError, transaction
@@ -99,10 +100,12 @@ def balancing_round(cluster_id: int) -> None:
         return  # this cluster's round is already running on another worker
     try:
         cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
-        if cluster.snapshot is None or (cluster.last_round_at and cluster.collected_at <= cluster.last_round_at):
+        collected, last = cluster.collected_at, cluster.last_round_at
+        if cluster.snapshot is None or (collected and last and collected <= last):
             return  # no snapshot yet, or a redelivered message: this snapshot has had its round
         started = time.monotonic()
         snapshot = cluster.latest_snapshot()
+        assert snapshot is not None  # stored, checked just above
         result = crs.balancer.run_round(
             snapshot,
             RoundState(cluster.hold_count, **cluster.pressure_gate),
@@ -114,7 +117,7 @@ def balancing_round(cluster_id: int) -> None:
         if verdict := ha.refresh_n1(cluster, snapshot):  # on its own cadence (ha.N1_EVERY)
             live.push(cluster.pk, verdict)
         for pk in recorded.approved:  # robust: with the broker down, later rounds queue them again
-            transaction.on_commit(lambda pk=pk: execute.delay(pk), robust=True)
+            transaction.on_commit(partial(execute.delay, pk), robust=True)
     finally:
         Cluster.objects.release_round(cluster_id)
     requeue_stalled(cluster_id)

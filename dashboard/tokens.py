@@ -31,7 +31,7 @@ def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-class ApiTokenManager(models.Manager):
+class ApiTokenManager(models.Manager["ApiToken"]):
     def issue(self, user, name: str, expires_at) -> tuple["ApiToken", str]:
         """A new token and its secret; the secret exists only in this return value."""
         secret = MARK + secrets.token_urlsafe(32)

@@ -3,7 +3,7 @@
 Every page needs a login (LoginRequiredMiddleware) and a role's permission (roles.py).
 """
 
-from functools import wraps
+from functools import partial, wraps
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -259,9 +259,9 @@ def _after_commit(approved: list[int], changed: list[int]) -> None:
     """Once committed: start what was approved (robust: with the broker down the approval
     stands, and the next round queues it again) and push what changed."""
     for pk in approved:
-        transaction.on_commit(lambda pk=pk: execute.delay(pk), robust=True)
+        transaction.on_commit(partial(execute.delay, pk), robust=True)
     for pk in dict.fromkeys(changed):
-        transaction.on_commit(lambda pk=pk: live.push_migration(pk))
+        transaction.on_commit(partial(live.push_migration, pk))
 
 
 def _decided(pk, wanted, recorded: bool = True):

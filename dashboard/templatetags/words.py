@@ -26,5 +26,5 @@ def setting_value(field: forms.BoundField) -> str:
     """A setting as a viewer reads it: a choice in words, a number as the form shows it (its unit is in the label)."""
     value = field.value()
     if isinstance(field.field, forms.ChoiceField):
-        return dict(field.field.choices).get(value, value)
+        return dict(field.field.choices).get(value, value)  # type: ignore[arg-type]  # a list once set
     return "–" if value in (None, "") else str(value)
