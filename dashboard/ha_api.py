@@ -203,7 +203,7 @@ class ProxmoxMoveSerializer(serializers.Serializer):
         help_text="running: under way now; evacuation or rule-fix: what Proxmox's next round moves, and why.",
     )
     guest = serializers.CharField(help_text='The guest\'s sid, e.g. "vm:104".')
-    source = serializers.CharField(help_text="The node it leaves.")
+    source = serializers.CharField(help_text="The node it leaves.")  # type: ignore[assignment]  # the payload's, not Field.source
     target = serializers.CharField(help_text="The node Proxmox's placement sends it to.")
     rules = serializers.ListField(
         child=serializers.CharField(),
