@@ -926,7 +926,7 @@ class DestinationSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = NotificationDestination
-        fields = ["id", "cluster", "name", "url", "events", "created_at"]
+        fields = ["id", "cluster", "name", "url", "events", "created_at", "imbalance_for"]
 
 
 class DestinationViewSet(ApiViewSet, viewsets.ModelViewSet):

@@ -18,7 +18,7 @@ import crs.usage
 from crs.decision import RoundResult
 from crs.model import Snapshot
 
-from . import expiry, maintenance, plans, violations, windows
+from . import expiry, maintenance, notify, plans, violations, windows
 from .models import AuditEvent, Cluster, Migration, Round
 
 # The kinds a balancing round plans itself; owed plans (crs.precedence.MANDATORY) come from
@@ -94,6 +94,7 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
             duration=duration,
             happiness=crs.happiness.of_cluster(snapshot).share,
         )
+        notify.imbalance_measured(round_)  # "imbalance above the threshold for longer than …", after commit
         s = result.state
         Cluster.objects.filter(pk=cluster.pk).update(
             hold_count=s.hold_count,
