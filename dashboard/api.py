@@ -308,7 +308,8 @@ class ChangeWindowSerializer(serializers.ModelSerializer):
         return sorted(set(value))
 
     def validate(self, attrs):
-        if attrs["start"] == attrs["end"]:
+        merged = kept(self, attrs, "start", "end")
+        if merged["start"] == merged["end"]:
             raise ValidationError({"end": ["end must differ from start (a window of no time)"]})
         return attrs
 
@@ -319,9 +320,23 @@ class BlackoutSerializer(serializers.ModelSerializer):
         fields = ["id", "cluster", "label", "starts_at", "ends_at"]
 
     def validate(self, attrs):
-        if attrs["ends_at"] <= attrs["starts_at"]:
+        merged = kept(self, attrs, "starts_at", "ends_at")
+        if merged["ends_at"] <= merged["starts_at"]:
             raise ValidationError({"ends_at": ["ends_at must be after starts_at"]})
         return attrs
+
+
+def kept(serializer: serializers.ModelSerializer, attrs: dict, *names: str) -> dict:
+    """The fields `names` as they will be: a PATCH's values over the stored ones. A window stays
+    in its cluster: a PATCH naming another is refused."""
+    instance = serializer.instance
+    if instance is None:
+        return attrs
+    if "cluster" in attrs and attrs["cluster"].pk != instance.cluster_id:
+        raise ValidationError(
+            {"cluster": [f"cluster cannot change (it is {instance.cluster_id}); remove this one and add one there"]}
+        )
+    return {name: attrs.get(name, getattr(instance, name)) for name in names}
 
 
 class GateSerializer(serializers.Serializer):
@@ -956,14 +971,27 @@ class DestinationViewSet(ApiViewSet, viewsets.ModelViewSet):
 
 
 class WindowViewSetBase(ApiViewSet, viewsets.ModelViewSet):
-    """Created and removed (audited), not edited: a change is a removal and an addition in the trail."""
+    """Created, edited (PATCH: the fields sent) and removed, each audited."""
 
-    http_method_names = ["get", "post", "delete", "head", "options"]
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
     write_permission = "dashboard.change_policy"
 
     def perform_create(self, serializer):
         data = serializer.validated_data
         serializer.instance = windows.add(self.queryset.model, self.request.user, **data)
+
+    def perform_update(self, serializer):
+        """Applied under the row's lock and checked again there (windows.change): a concurrent
+        PATCH or removal is seen, never overwritten."""
+        fields = {k: v for k, v in serializer.validated_data.items() if k != "cluster"}
+        try:
+            serializer.instance = windows.change(
+                self.queryset.model, serializer.instance.pk, self.request.user, **fields
+            )
+        except self.queryset.model.DoesNotExist:
+            raise NotFound("removed meanwhile") from None
+        except DjangoValidationError as exc:
+            raise ValidationError(exc.message_dict) from None
 
     def perform_destroy(self, instance):
         windows.remove(instance, self.request.user)

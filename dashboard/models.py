@@ -652,6 +652,10 @@ class AuditEvent(models.Model):
         "blackout-added",
         "blackout-removed",
         "automation-held",
+        "window-changed",
+        "blackout-changed",
+        "plan-finished",
+        "start-held",
     ]
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
