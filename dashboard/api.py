@@ -51,7 +51,7 @@ from .models import (
     WhatIf,
     weekdays,
 )
-from .notify import DeliveryFailed, deliver
+from .notify import DeliveryFailed, send_test
 from .tokens import DEFAULT_LIFETIME, ApiToken
 from .views import approve_migration, decision_conflict, reject_migration
 
@@ -964,7 +964,7 @@ class DestinationViewSet(ApiViewSet, viewsets.ModelViewSet):
         """Send a test notification now (not queued), to see the destination work."""
         destination = self.get_object()
         try:
-            deliver(destination.url, f"{destination.cluster}: test notification", f"Sent by {request.user} from crs.")
+            send_test(destination, request.user)
         except DeliveryFailed as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
         return Response({"sent": True})

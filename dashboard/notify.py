@@ -37,6 +37,12 @@ def deliver(url: str, title: str, body: str) -> None:
             raise DeliveryFailed(output.getvalue().strip() or "Apprise could not deliver the notification")
 
 
+def send_test(destination: NotificationDestination, user) -> None:
+    """Deliver a test message now (not queued), so that whoever asked sees at once whether the
+    destination works; raises DeliveryFailed with the reason. The API's and the admin's action."""
+    deliver(destination.url, f"{destination.cluster}: test notification", f"Sent by {user} from crs.")
+
+
 @shared_task(
     ignore_result=True,
     autoretry_for=(DeliveryFailed,),

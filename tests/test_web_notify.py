@@ -314,3 +314,27 @@ def test_the_n1_verdict_turning_bad_is_announced_once(eager, webhook, django_cap
     assert rounds_with_a_fresh_verdict(memory_reserve=0) is True
     assert rounds_with_a_fresh_verdict(memory_reserve=8 * GIB) is False  # bad again: a new change, told again
     assert len(webhook.bodies) == 2
+
+
+def test_the_admin_site_adds_a_destination_with_ticked_events_and_sends_a_test(admin_client, webhook, cluster):
+    form = {
+        "cluster": cluster.pk,
+        "name": "ops hook",
+        "url": webhook.url,
+        "events": ["plan-finished", "n1-bad"],
+        "imbalance_for": "00:20:00",
+    }
+    answer = admin_client.post("/admin/dashboard/notificationdestination/add/", form)
+    assert answer.status_code == 302, answer.content
+    added = NotificationDestination.objects.get(name="ops hook")
+    assert added.events == ["plan-finished", "n1-bad"] and added.imbalance_for == timedelta(minutes=20)
+    dead = destination(cluster, f"json://127.0.0.1:{free_port()}/hook", [])
+    answer = admin_client.post(
+        "/admin/dashboard/notificationdestination/",
+        {"action": "send_test", "_selected_action": [added.pk, dead.pk]},
+        follow=True,
+    )
+    shown = [str(m) for m in answer.context["messages"]]
+    assert "ops hook: test notification sent" in shown
+    assert any(m.startswith("ops: not delivered: ") for m in shown)
+    assert [b["title"] for b in webhook.bodies] == ["test: test notification"]
