@@ -9,6 +9,7 @@ import pytest
 from conftest import run_rounds, service_or_skip, set_policy
 from django.db import connection
 from django.test import Client
+from django.urls import reverse
 
 from dashboard.models import WEEKDAYS, AuditEvent, Blackout, ChangeWindow, Cluster, Migration
 from dashboard.tasks import execute
@@ -163,6 +164,9 @@ def test_an_approved_move_waits_when_the_window_closed_and_says_for_which(
     assert first.reason == f"waiting for the window {WEEKDAYS[day]} 02:00–05:00 (Europe/Berlin)"
     served = admin_client.get(f"/api/v1/migrations/{first.pk}/").json()
     assert served["state"] == "approved" and served["reason"] == first.reason
+    loaded = admin_client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).json()  # what the page loads
+    row = next(m for m in loaded["migrations"] if m["id"] == first.pk)
+    assert (row["state"], row["reason"]) == ("approved", first.reason)  # the row shows it beside "approved"
     execute(first.pk)  # every round queues it again: the trail says it once
     assert AuditEvent.objects.filter(action="start-held", migration=first).count() == 1
 
