@@ -115,7 +115,9 @@ def waiting_reason(cluster: Cluster, pending: list[Migration]) -> str:
     busy = list(cluster.migrations.filter(state__in=["approved", "running"]).order_by("plan", "step"))
     if busy:
         listed = ", ".join(f"#{m.pk} {m.state}" for m in busy)
-        return f"a plan is running ({listed}): no new balancing plan until it finishes"
+        # An approved step held by the windows says what it waits for (windows.hold_start).
+        held = next((f"; {m.reason}" for m in busy if m.state == "approved" and m.reason), "")
+        return f"a plan is running ({listed}): no new balancing plan until it finishes{held}"
     if pending:
         count = len(pending)
         return f"plan {pending[0].plan} still holds on fresh data ({count} recommendations waiting for a decision)"

@@ -169,6 +169,9 @@ def test_an_approved_move_waits_when_the_window_closed_and_says_for_which(
     assert (row["state"], row["reason"]) == ("approved", first.reason)  # the row shows it beside "approved"
     execute(first.pk)  # every round queues it again: the trail says it once
     assert AuditEvent.objects.filter(action="start-held", migration=first).count() == 1
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)  # the status line says it too
+    status = admin_client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).json()
+    assert status["rounds"][-1]["explanation"]["waiting"].endswith(f"until it finishes; {first.reason}")
 
 
 def test_a_waiting_move_starts_when_the_next_window_opens(cluster, django_capture_on_commit_callbacks, monkeypatch):
