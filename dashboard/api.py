@@ -291,7 +291,18 @@ class IssuedTokenSerializer(TokenSerializer):
         fields = TokenSerializer.Meta.fields + ["token"]
 
 
-class ChangeWindowSerializer(serializers.ModelSerializer):
+class KnownFields(serializers.ModelSerializer):
+    """Refuses names it does not know: a typo ("end_at") would otherwise be dropped and the
+    request answered 200 with nothing changed."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and (unknown := sorted(set(data) - set(self.fields))):
+            writable = ", ".join(name for name, field in self.fields.items() if not field.read_only)
+            raise ValidationError({name: [f"{name} is not a field; the fields are: {writable}"] for name in unknown})
+        return super().to_internal_value(data)
+
+
+class ChangeWindowSerializer(KnownFields):
     days = serializers.ListField(
         child=serializers.IntegerField(), help_text="Weekdays it starts on: 0 = Monday … 6 = Sunday (at least one)."
     )
@@ -314,7 +325,7 @@ class ChangeWindowSerializer(serializers.ModelSerializer):
         return attrs
 
 
-class BlackoutSerializer(serializers.ModelSerializer):
+class BlackoutSerializer(KnownFields):
     class Meta:
         model = Blackout
         fields = ["id", "cluster", "label", "starts_at", "ends_at"]

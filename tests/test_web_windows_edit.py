@@ -63,6 +63,7 @@ def test_a_blackout_is_moved_with_patch(admin_client, cluster):
         ({"start": "25:00"}, "start", "hh:mm"),
         ({"start": "06:00"}, "end", "end must differ from start"),  # with the kept end: a window of no time
         ({"cluster": "other"}, "cluster", "cannot change"),
+        ({"ends": "05:00"}, "ends", "the fields are: cluster, days, start, end"),
     ],
 )
 def test_bad_patches_are_refused_naming_the_field(admin_client, cluster, body, field, words):
