@@ -7,7 +7,8 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import free_port, migration_fields, run_rounds, set_policy
+from conftest import free_port, migration_fields, run_rounds, service_or_skip, set_policy
+from django.db import connection
 from django.db.models import F
 
 from dashboard import notify
@@ -338,3 +339,29 @@ def test_the_admin_site_adds_a_destination_with_ticked_events_and_sends_a_test(a
     assert "ops hook: test notification sent" in shown
     assert any(m.startswith("ops: not delivered: ") for m in shown)
     assert [b["title"] for b in webhook.bodies] == ["test: test notification"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_last_two_steps_ending_at_once_announce_the_plan_once(eager, webhook, suggested):
+    """Each step's end looks at its plan after its own commit, under the cluster's row lock: the
+    later one sees both ended, and of two that both do, one records it."""
+    service_or_skip("CRS_TEST_DATABASE_URL")
+    destination(suggested.cluster, webhook.url, ["plan-finished"])
+    second = Migration.objects.create(**migration_fields(suggested), plan=9, step=1, after=0, state="running")
+    Migration.objects.filter(pk=suggested.pk).update(plan=9, state="running")
+    barrier = threading.Barrier(2)
+
+    def end(pk):
+        barrier.wait()
+        try:
+            finish(pk, "done", progress=1.0)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=end, args=[pk]) for pk in (suggested.pk, second.pk)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert [b["title"] for b in webhook.bodies] == ["test: plan 9 finished: 2 done, 0 failed"]
+    assert AuditEvent.objects.filter(action="plan-finished").count() == 1
