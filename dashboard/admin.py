@@ -1,13 +1,13 @@
 import re
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from . import ha
+from . import ha, notify
 from .forms import PolicyForm
-from .models import AuditEvent, Cluster, HaRule, Migration, Policy, RebalanceOptOut
+from .models import EVENTS, AuditEvent, Cluster, HaRule, Migration, NotificationDestination, Policy, RebalanceOptOut
 
 # source_config keys whose values the trail never shows nor stores (token, token_value, password, ...).
 SECRET_KEY = re.compile(r"token|password|secret", re.IGNORECASE)
@@ -190,3 +190,38 @@ class RebalanceOptOutAdmin(admin.ModelAdmin):
     def delete_queryset(self, request, queryset):
         for opt_out in queryset:
             self.delete_model(request, opt_out)
+
+
+class DestinationForm(forms.ModelForm):
+    """The events as ticks, each with what it means (models.EVENTS), rather than a JSON list to type."""
+
+    events = forms.MultipleChoiceField(
+        choices=[(name, f"{name}: {meaning}") for name, meaning in EVENTS.items()],
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+    )
+
+    class Meta:
+        model = NotificationDestination
+        fields = ["cluster", "name", "url", "events", "imbalance_for"]
+
+
+@admin.register(NotificationDestination)
+class DestinationAdmin(admin.ModelAdmin):
+    """Where a cluster's notifications go, for admins who use the admin site rather than the API;
+    "Send a test notification" shows at once whether a destination works, and why not."""
+
+    form = DestinationForm
+    list_display = ["name", "cluster", "events", "created_at"]
+    list_filter = ["cluster"]
+    actions = ["send_test"]
+
+    @admin.action(description="Send a test notification", permissions=["change"])
+    def send_test(self, request, queryset):
+        for destination in queryset.select_related("cluster"):
+            try:
+                notify.send_test(destination, request.user)
+            except notify.DeliveryFailed as exc:
+                self.message_user(request, f"{destination.name}: not delivered: {exc}", messages.ERROR)
+            else:
+                self.message_user(request, f"{destination.name}: test notification sent", messages.SUCCESS)

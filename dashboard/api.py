@@ -53,7 +53,7 @@ from .models import (
     WhatIf,
     weekdays,
 )
-from .notify import DeliveryFailed, deliver
+from .notify import DeliveryFailed, send_test
 from .tokens import DEFAULT_LIFETIME, ApiToken
 from .views import approve_migration, decision_conflict, reject_migration
 
@@ -295,7 +295,18 @@ class IssuedTokenSerializer(TokenSerializer):
         fields = TokenSerializer.Meta.fields + ["token"]
 
 
-class ChangeWindowSerializer(serializers.ModelSerializer):
+class KnownFields(serializers.ModelSerializer):
+    """Refuses names it does not know: a typo ("end_at") would otherwise be dropped and the
+    request answered 200 with nothing changed."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and (unknown := sorted(set(data) - set(self.fields))):
+            writable = ", ".join(name for name, field in self.fields.items() if not field.read_only)
+            raise ValidationError({name: [f"{name} is not a field; the fields are: {writable}"] for name in unknown})
+        return super().to_internal_value(data)
+
+
+class ChangeWindowSerializer(KnownFields):
     days = serializers.ListField(
         child=serializers.IntegerField(), help_text="Weekdays it starts on: 0 = Monday … 6 = Sunday (at least one)."
     )
@@ -312,20 +323,35 @@ class ChangeWindowSerializer(serializers.ModelSerializer):
         return sorted(set(value))
 
     def validate(self, attrs):
-        if attrs["start"] == attrs["end"]:
+        merged = kept(self, attrs, "start", "end")
+        if merged["start"] == merged["end"]:
             raise ValidationError({"end": ["end must differ from start (a window of no time)"]})
         return attrs
 
 
-class BlackoutSerializer(serializers.ModelSerializer):
+class BlackoutSerializer(KnownFields):
     class Meta:
         model = Blackout
         fields = ["id", "cluster", "label", "starts_at", "ends_at"]
 
     def validate(self, attrs):
-        if attrs["ends_at"] <= attrs["starts_at"]:
+        merged = kept(self, attrs, "starts_at", "ends_at")
+        if merged["ends_at"] <= merged["starts_at"]:
             raise ValidationError({"ends_at": ["ends_at must be after starts_at"]})
         return attrs
+
+
+def kept(serializer: serializers.ModelSerializer, attrs: dict, *names: str) -> dict:
+    """The fields `names` as they will be: a PATCH's values over the stored ones. A window stays
+    in its cluster: a PATCH naming another is refused."""
+    instance = serializer.instance
+    if instance is None:
+        return attrs
+    if "cluster" in attrs and attrs["cluster"].pk != instance.cluster_id:
+        raise ValidationError(
+            {"cluster": [f"cluster cannot change (it is {instance.cluster_id}); remove this one and add one there"]}
+        )
+    return {name: attrs.get(name, getattr(instance, name)) for name in names}
 
 
 class GateSerializer(serializers.Serializer):
@@ -933,7 +959,7 @@ class DestinationSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = NotificationDestination
-        fields = ["id", "cluster", "name", "url", "events", "created_at"]
+        fields = ["id", "cluster", "name", "url", "events", "created_at", "imbalance_for"]
 
 
 class DestinationViewSet(ApiViewSet, viewsets.ModelViewSet):
@@ -956,21 +982,34 @@ class DestinationViewSet(ApiViewSet, viewsets.ModelViewSet):
         """Send a test notification now (not queued), to see the destination work."""
         destination = self.get_object()
         try:
-            deliver(destination.url, f"{destination.cluster}: test notification", f"Sent by {request.user} from crs.")
+            send_test(destination, request.user)
         except DeliveryFailed as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_502_BAD_GATEWAY)
         return Response({"sent": True})
 
 
 class WindowViewSetBase(ApiViewSet, viewsets.ModelViewSet):
-    """Created and removed (audited), not edited: a change is a removal and an addition in the trail."""
+    """Created, edited (PATCH: the fields sent) and removed, each audited."""
 
-    http_method_names = ["get", "post", "delete", "head", "options"]
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
     write_permission = "dashboard.change_policy"
 
     def perform_create(self, serializer):
         data = serializer.validated_data
         serializer.instance = windows.add(self.get_queryset().model, self.request.user, **data)
+
+    def perform_update(self, serializer):
+        """Applied under the row's lock and checked again there (windows.change): a concurrent
+        PATCH or removal is seen, never overwritten."""
+        fields = {k: v for k, v in serializer.validated_data.items() if k != "cluster"}
+        try:
+            serializer.instance = windows.change(
+                self.queryset.model, serializer.instance.pk, self.request.user, **fields
+            )
+        except self.queryset.model.DoesNotExist:
+            raise NotFound("removed meanwhile") from None
+        except DjangoValidationError as exc:
+            raise ValidationError(exc.message_dict) from None
 
     def perform_destroy(self, instance):
         windows.remove(instance, self.request.user)

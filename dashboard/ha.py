@@ -29,6 +29,7 @@ import crs.snapshot
 from crs.errors import CrsError
 from crs.fits import Limits
 
+from . import notify
 from .models import AuditEvent, Cluster, HaRule, RebalanceOptOut, rule_id_validator
 
 N1_EVERY = timedelta(seconds=60)
@@ -325,7 +326,12 @@ def refresh_n1(cluster: Cluster, snapshot: crs.model.Snapshot) -> dict | None:
     report = crs.n1.n1(snapshot, Limits(float(policy.memory_reserve), policy.cpu_overcommit))
     now = timezone.now()
     verdict = n1_dict(report, now, time.monotonic() - started)
-    Cluster.objects.filter(pk=cluster.pk).update(n1=verdict, n1_at=now)
+    stored = Cluster.objects.filter(pk=cluster.pk)
+    # Good → bad is told once: of two writers only the one whose UPDATE still found it good sends.
+    if not verdict["survives"] and stored.filter(n1__survives=True).update(n1=verdict, n1_at=now):
+        notify.n1_turned_bad(cluster, verdict)
+    else:
+        stored.update(n1=verdict, n1_at=now)
     return verdict
 
 

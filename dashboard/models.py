@@ -115,6 +115,9 @@ class Cluster(models.Model):
     # Proxmox's own balancer (crs.coexistence.ProxmoxBalancer) as the last collect read it; None
     # for other sources. While it rebalances by itself, automation here is held (windows.py).
     proxmox_balancer = models.JSONField(null=True, blank=True, editable=False)
+    # Since when every round measured the imbalance above the threshold (None: the last one did
+    # not): the "imbalance above the threshold for longer than …" notification's episode.
+    above_threshold_since = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = ClusterManager()
 
@@ -527,7 +530,9 @@ class Migration(models.Model):
     priority = models.PositiveSmallIntegerField(default=5, help_text="1 mandatory … 5 slight gain, as DRS grades.")
     automatic = models.BooleanField(default=False, help_text="Approved by the round, not a person.")
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    reason = models.TextField(blank=True, help_text="Why it was rejected, expired or failed.")
+    reason = models.TextField(
+        blank=True, help_text="Why it was rejected, expired or failed, or why an approved one waits to start."
+    )
     task_ids = models.JSONField(default=list, blank=True)
     progress = models.FloatField(default=0.0)
     suggested_at = models.DateTimeField(default=timezone.now)  # entered `suggested`: the recommendation's time
@@ -655,6 +660,10 @@ class AuditEvent(models.Model):
         "blackout-added",
         "blackout-removed",
         "automation-held",
+        "window-changed",
+        "blackout-changed",
+        "plan-finished",
+        "start-held",
     ]
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -723,6 +732,10 @@ EVENTS = {
     "recommendation-waiting": "a new plan waits for a person (manual, partial, or held by a window): one message",
     "migration-failed": "a migration failed (the first failure of a plan; the trail has the rest)",
     "source-unreachable": "collecting from the cluster started failing",
+    "plan-finished": "every migration of a plan ended: how many were done and how many failed",
+    "imbalance-above": "the imbalance stayed above the threshold for longer than the destination's imbalance_for:"
+    " once per episode, again only after it fell to the threshold",
+    "n1-bad": "the N+1 verdict turned bad: losing some node would leave guests without room (once per change)",
 }
 
 
@@ -747,6 +760,13 @@ class NotificationDestination(models.Model):
         validators=[apprise_url], help_text="An Apprise URL; it may hold a secret, so only admins see it."
     )
     events = models.JSONField(default=list, validators=[known_events], help_text="Which events are sent here.")
+    imbalance_for = models.DurationField(
+        default=timedelta(minutes=15),
+        validators=duration_validators("imbalance for", timedelta(0), timedelta(days=7)),
+        help_text="imbalance-above: how long the imbalance must stay above the threshold before it is sent.",
+    )
+    # The episode (Cluster.above_threshold_since) this destination was last told of: one message each.
+    imbalance_sent_for = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:

@@ -7,6 +7,7 @@ backoff: a slow or broken destination never holds up a round or a worker's migra
 """
 
 import logging
+from datetime import timedelta
 from functools import partial
 
 import apprise
@@ -15,7 +16,10 @@ from django.db import transaction
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 
-from .models import AuditEvent, Cluster, Migration, NotificationDestination
+from .models import AuditEvent, Cluster, Migration, NotificationDestination, Round
+
+# The states a migration ends in: a plan whose steps are all in one of them has finished.
+ENDED = ("done", "failed", "rejected", "expired")
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +36,12 @@ def deliver(url: str, title: str, body: str) -> None:
     with apprise.LogCapture(level=logging.WARNING) as output:
         if not sender.notify(title=title, body=body):
             raise DeliveryFailed(output.getvalue().strip() or "Apprise could not deliver the notification")
+
+
+def send_test(destination: NotificationDestination, user) -> None:
+    """Deliver a test message now (not queued), so that whoever asked sees at once whether the
+    destination works; raises DeliveryFailed with the reason. The API's and the admin's action."""
+    deliver(destination.url, f"{destination.cluster}: test notification", f"Sent by {user} from crs.")
 
 
 @shared_task(
@@ -56,17 +66,24 @@ def announce(cluster_id: int, event: str, title: str, body: str) -> None:
         destinations = NotificationDestination.objects.filter(cluster_id=cluster_id)
         for pk, events in destinations.values_list("pk", "events"):
             if event in events:
-                # robust: with the broker down the event is logged and lost, the round goes on
                 send.delay(pk, title, body)
 
+    # robust: with the broker down the event is logged and lost, the round goes on
     transaction.on_commit(queue, robust=True)
 
 
 @receiver(post_save, sender=AuditEvent)
 def notify_of_event(sender, instance: AuditEvent, created: bool, raw: bool = False, **kwargs) -> None:
     """The audit trail already records every decision; the ones people want to hear about are sent on."""
-    if not created or raw or instance.migration_id is None:
+    if not created or raw:
         return
+    if instance.action == "plan-finished":
+        _plan_finished(instance)
+    if instance.migration_id is None:
+        return
+    if instance.action in ENDED:
+        # After commit, so that two steps ending at once both see each other ended (plan_ended locks).
+        transaction.on_commit(lambda: plan_ended(instance.migration_id), robust=True)
     if instance.action == "failed":
         migration = Migration.objects.select_related("cluster").get(pk=instance.migration_id)
         if migration.plan is not None and (
@@ -113,3 +130,79 @@ def _recommendation_waiting(migration_id: int) -> None:
 def source_unreachable(cluster_id: int, error: str) -> None:
     cluster = Cluster.objects.get(pk=cluster_id)
     announce(cluster_id, "source-unreachable", f"{cluster}: the source is unreachable", error)
+
+
+def plan_ended(migration_id: int) -> None:
+    """When `migration_id` was its plan's last open step and the plan moved something: the trail
+    records "plan-finished" once (under the cluster's row lock: of two steps ending at once, one
+    records it), and the destinations that chose it hear of it after that commits."""
+    migration = Migration.objects.filter(pk=migration_id).values("cluster_id", "plan").first()
+    if migration is None or migration["plan"] is None:
+        return
+    cluster_id, plan = migration["cluster_id"], migration["plan"]
+    with transaction.atomic():
+        Cluster.objects.select_for_update().filter(pk=cluster_id).values_list("pk").get()
+        steps = list(Migration.objects.filter(cluster_id=cluster_id, plan=plan).values_list("state", flat=True))
+        if any(state not in ENDED for state in steps) or not {"done", "failed"} & set(steps):
+            return  # still running, or nothing of it ever ran (all rejected or expired): not "finished"
+        if AuditEvent.objects.filter(cluster_id=cluster_id, action="plan-finished", details__plan=plan).exists():
+            return
+        counts = {state: steps.count(state) for state in ENDED if state in steps}
+        AuditEvent.objects.create(
+            actor=None, action="plan-finished", cluster_id=cluster_id, details={"plan": plan, **counts}
+        )
+
+
+def _plan_finished(event: AuditEvent) -> None:
+    details = event.details
+    steps = Migration.objects.filter(cluster_id=event.cluster_id, plan=details["plan"]).order_by("step")
+    others = ", ".join(f"{details[s]} {s}" for s in ("rejected", "expired") if details.get(s))
+    lines = [f"{m.step + 1}. {m.leader} {m.source} → {m.target}: {m.state}" for m in steps]
+    announce(
+        event.cluster_id,
+        "plan-finished",
+        f"{event.cluster}: plan {details['plan']} finished: {details.get('done', 0)} done, "
+        f"{details.get('failed', 0)} failed{f', {others}' if others else ''}",
+        "\n".join(lines),
+    )
+
+
+def imbalance_measured(round_: Round) -> None:
+    """Called by every round: tracks the episode of rounds above the threshold, and tells each
+    destination that chose "imbalance-above" once per episode, when it has lasted the
+    destination's `imbalance_for`. A round at or below the threshold ends the episode, so the
+    next rise is a new one. Conditional UPDATEs: a repeated call sends nothing twice."""
+    cluster_id = round_.cluster_id
+    if round_.imbalance <= round_.threshold:
+        Cluster.objects.filter(pk=cluster_id, above_threshold_since__isnull=False).update(above_threshold_since=None)
+        return
+    Cluster.objects.filter(pk=cluster_id, above_threshold_since__isnull=True).update(above_threshold_since=round_.at)
+    since = Cluster.objects.values_list("above_threshold_since", flat=True).get(pk=cluster_id)
+    lasted = round_.at - since
+    due = NotificationDestination.objects.filter(cluster_id=cluster_id, imbalance_for__lte=lasted)
+    due = due.exclude(imbalance_sent_for=since)
+    title = f"{round_.cluster}: imbalance above the threshold for {_lasted(lasted)}"
+    body = (
+        f"Imbalance {round_.imbalance:.1%}, threshold {round_.threshold:.1%}; above it since "
+        f"{since:%Y-%m-%d %H:%M} UTC, in every round since."
+    )
+    for pk, events in due.values_list("pk", "events"):
+        claimed = NotificationDestination.objects.filter(pk=pk).exclude(imbalance_sent_for=since)
+        if "imbalance-above" in events and claimed.update(imbalance_sent_for=since):
+            transaction.on_commit(lambda pk=pk: send.delay(pk, title, body), robust=True)
+
+
+def _lasted(duration: timedelta) -> str:
+    minutes = round(duration.total_seconds() / 60)
+    return f"{minutes} minute{'s' if minutes != 1 else ''}" if minutes < 120 else f"{minutes / 60:.1f} hours"
+
+
+def n1_turned_bad(cluster: Cluster, verdict: dict) -> None:
+    """The N+1 verdict went from good to bad (ha.refresh_n1 decides that once, with a conditional UPDATE)."""
+    failing = [loss["summary"] for loss in verdict["losses"] if not loss["survived"]]
+    announce(
+        cluster.pk,
+        "n1-bad",
+        f"{cluster}: N+1 turned bad: {verdict['verdict']}",
+        "\n".join(["The cluster no longer survives the loss of any one node.", *failing]),
+    )

@@ -33,6 +33,11 @@ CONFIGURE = [
     "dashboard.view_rebalanceoptout",
     "dashboard.add_rebalanceoptout",
     "dashboard.delete_rebalanceoptout",
+    # notification destinations in the Django admin (the API asks for change_cluster)
+    "dashboard.view_notificationdestination",
+    "dashboard.add_notificationdestination",
+    "dashboard.change_notificationdestination",
+    "dashboard.delete_notificationdestination",
 ]
 ROLES = {"viewer": VIEW, "operator": VIEW + DECIDE, "admin": VIEW + DECIDE + CONFIGURE}
 

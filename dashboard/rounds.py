@@ -18,7 +18,7 @@ import crs.usage
 from crs.decision import RoundResult
 from crs.model import Snapshot
 
-from . import expiry, maintenance, plans, violations, windows
+from . import expiry, maintenance, notify, plans, violations, windows
 from .models import AuditEvent, Cluster, Migration, Round
 
 # The kinds a balancing round plans itself; owed plans (crs.precedence.MANDATORY) come from
@@ -94,6 +94,7 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
             duration=duration,
             happiness=crs.happiness.of_cluster(snapshot).share,
         )
+        notify.imbalance_measured(round_)  # "imbalance above the threshold for longer than …", after commit
         s = result.state
         Cluster.objects.filter(pk=cluster.pk).update(
             hold_count=s.hold_count,
@@ -114,7 +115,9 @@ def waiting_reason(cluster: Cluster, pending: list[Migration]) -> str:
     busy = list(cluster.migrations.filter(state__in=["approved", "running"]).order_by("plan", "step"))
     if busy:
         listed = ", ".join(f"#{m.pk} {m.state}" for m in busy)
-        return f"a plan is running ({listed}): no new balancing plan until it finishes"
+        # An approved step held by the windows says what it waits for (windows.hold_start).
+        held = next((f"; {m.reason}" for m in busy if m.state == "approved" and m.reason), "")
+        return f"a plan is running ({listed}): no new balancing plan until it finishes{held}"
     if pending:
         count = len(pending)
         return f"plan {pending[0].plan} still holds on fresh data ({count} recommendations waiting for a decision)"

@@ -25,7 +25,7 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, ha, history, live, notify, outcomes, rounds, whatif
+from . import expiry, ha, history, live, notify, outcomes, rounds, whatif, windows
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -169,6 +169,8 @@ def claim(migration_id: int) -> str:
             if cluster.stopped:
                 expiry.stopped(cluster, None)
                 return "expired"
+            if windows.hold_start(cluster, migration):
+                return "approved"  # outside the windows: queued again by each round until one opens
             if not slot_free(cluster, migration):
                 return "approved"  # queued again when a running one starts or finishes
             snapshot = claimed(cluster, source.collect(time.time()))
@@ -178,7 +180,9 @@ def claim(migration_id: int) -> str:
                 migration.target = target
             if expiry.stale_at_start(migration, snapshot):
                 return "expired"
-            Migration.objects.transition(migration_id, "approved", "running", None, {"target": migration.target})
+            Migration.objects.transition(
+                migration_id, "approved", "running", None, {"target": migration.target}, reason=""
+            )
             return "running"
     except (SourceError, CrsError) as exc:
         expiry.unverifiable(migration_id, exc)

@@ -19,9 +19,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 import crs.coexistence
+import crs.precedence
 import crs.windows
 
-from .models import WEEKDAYS, AuditEvent, Blackout, ChangeWindow, Cluster
+from .models import WEEKDAYS, AuditEvent, Blackout, ChangeWindow, Cluster, Migration
 
 
 def zone_of(cluster: Cluster) -> ZoneInfo:
@@ -73,6 +74,46 @@ def held_reason(cluster: Cluster, now: datetime | None = None) -> str:
     return f"outside the change windows{until}"
 
 
+def start_wait(cluster: Cluster, now: datetime | None = None) -> str:
+    """Why an approved automatic move may not start now, naming what it waits for ("waiting for
+    the window Sat 02:00–05:00 (Europe/Berlin)"); "" = it may start."""
+    now = now or timezone.now()
+    peer = proxmox_balancer(cluster)
+    if peer is not None and peer.rebalancing:
+        return "waiting: Proxmox's own automatic rebalancing (ha-auto-rebalance) is on"
+    state = gate(cluster, now)
+    if state.open:
+        return ""
+    zone, named = zone_of(cluster), cluster.policy.time_zone
+    if state.reason == "blackout":
+        until = f" {state.until.astimezone(zone):%a %H:%M}" if state.until else ""
+        return f"waiting for the blackout{' ' + state.label if state.label else ''} to end{until} ({named})"
+    runs = [run for w in engine_windows(cluster) if (run := crs.windows.next_occurrence(w, now, zone))]
+    start, end = min(runs)  # outside every window: each run found is a coming one
+    return f"waiting for the window {start.astimezone(zone):%a %H:%M}–{end.astimezone(zone):%H:%M} ({named})"
+
+
+def hold_start(cluster: Cluster, migration: Migration) -> bool:
+    """True if the approved `migration` must not start now: the round approved it (automation),
+    it is no owed move (evacuations and rule fixes are never held), and the gate is closed.
+
+    A plan approved inside a window whose steps get their turn after it closed would otherwise
+    move guests at a time the admins ruled out; it stays approved, says what it waits for in
+    its `reason` (the page's row and the API), and starts when a round queues it again with the
+    gate open. A person's approval is not held: outside the windows, plans wait for a person.
+    The trail says it once per reason (a conditional UPDATE: rounds queue it again and again)."""
+    if not migration.automatic or migration.kind in crs.precedence.MANDATORY:
+        return False
+    reason = start_wait(cluster)
+    if not reason:
+        return False
+    if Migration.objects.filter(pk=migration.pk, state="approved").exclude(reason=reason).update(reason=reason):
+        AuditEvent.objects.create(
+            actor=None, action="start-held", cluster=cluster, migration_id=migration.pk, details={"reason": reason}
+        )
+    return True
+
+
 def status(cluster: Cluster, now: datetime | None = None) -> dict:
     """What the page and the API show: the gate, Proxmox's balancer, each window's next run (as
     moments, so the browser shows them in its own zone too)."""
@@ -122,6 +163,30 @@ def remove(item, actor) -> None:
             actor=actor, action=_action(type(item), "removed"), cluster_id=item.cluster_id, details=described(item)
         )
         item.delete()
+
+
+def change(model, pk: int, actor, **fields):
+    """Edit a window or blackout: the row locked, the new values checked together with the ones
+    kept (two PATCHes, each valid alone, may not together make a window of no time), and an
+    audit event with what changed, in one transaction. Raises model.DoesNotExist when it was
+    removed meanwhile, ValidationError (field → messages) when the result is not a window."""
+    with transaction.atomic():
+        item = model.objects.select_for_update().get(pk=pk)
+        before = described(item)
+        for name, value in fields.items():
+            setattr(item, name, value)
+        item.clean()
+        item.save(update_fields=list(fields))
+        after = described(item)
+        changes = {name: [before[name], after[name]] for name in after if before[name] != after[name]}
+        if changes:
+            AuditEvent.objects.create(
+                actor=actor,
+                action=_action(model, "changed"),
+                cluster_id=item.cluster_id,
+                details={**after, "changes": changes},
+            )
+    return item
 
 
 def _action(model, verb: str) -> str:

@@ -3,16 +3,21 @@ Apprise's json://) and a local SMTP server (aiosmtpd, Apprise's mailto://). No m
 
 import json
 import threading
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import free_port, migration_fields
+from conftest import free_port, migration_fields, run_rounds, service_or_skip, set_policy
+from django.db import connection
+from django.db.models import F
 
+from dashboard import notify
 from dashboard.celery import app
 from dashboard.models import AuditEvent, Cluster, Migration, NotificationDestination
 from dashboard.tasks import balancing_round, collect, finish
 
 pytestmark = pytest.mark.django_db
+GIB = 1024**3
 
 
 class Webhook:
@@ -204,3 +209,159 @@ def test_the_test_action_says_why_delivery_failed(admin_client, cluster):
     dead = destination(cluster, f"json://127.0.0.1:{free_port()}/hook", [])
     response = admin_client.post(f"/api/v1/notification-destinations/{dead.pk}/test/")
     assert response.status_code == 502 and response.json()["detail"]
+
+
+def test_a_finished_plan_is_announced_once_with_its_counts(
+    eager, webhook, suggested, django_capture_on_commit_callbacks
+):
+    destination(suggested.cluster, webhook.url, ["plan-finished"])
+    second = Migration.objects.create(**migration_fields(suggested), plan=7, step=1, after=0, state="running")
+    Migration.objects.filter(pk=suggested.pk).update(plan=7, state="running")
+    with django_capture_on_commit_callbacks(execute=True):
+        finish(suggested.pk, "done", progress=1.0)
+    assert webhook.bodies == []  # a step still runs: the plan has not finished
+    with django_capture_on_commit_callbacks(execute=True):
+        finish(second.pk, "failed", reason="node06 went away")
+    assert [b["title"] for b in webhook.bodies] == ["test: plan 7 finished: 1 done, 1 failed"]
+    assert f"2. {second.leader} node01 → node06: failed" in webhook.bodies[0]["message"]
+    with django_capture_on_commit_callbacks(execute=True):  # a step's end seen again (a retried worker)
+        notify.plan_ended(second.pk)
+    assert len(webhook.bodies) == 1
+    (event,) = AuditEvent.objects.filter(action="plan-finished")  # the trail says it too
+    assert event.details == {"plan": 7, "done": 1, "failed": 1}
+
+
+def test_a_plan_nobody_ran_is_not_announced_as_finished(eager, webhook, suggested, django_capture_on_commit_callbacks):
+    destination(suggested.cluster, webhook.url, ["plan-finished"])
+    Migration.objects.filter(pk=suggested.pk).update(plan=8)
+    with django_capture_on_commit_callbacks(execute=True):
+        Migration.objects.transition(suggested.pk, "suggested", "rejected", None, reason="not now")
+    assert webhook.bodies == [] and not AuditEvent.objects.filter(action="plan-finished").exists()
+
+
+def test_imbalance_above_the_threshold_is_announced_once_per_episode(
+    eager, webhook, cluster, django_capture_on_commit_callbacks
+):
+    """The test cluster's imbalance stays above the threshold; time is moved on by moving the
+    episode's start back, as rounds an interval apart would."""
+    dest = destination(cluster, webhook.url, ["imbalance-above"])
+    NotificationDestination.objects.filter(pk=dest.pk).update(imbalance_for=timedelta(minutes=10))
+    run_rounds(cluster, 2, django_capture_on_commit_callbacks)
+    since = Cluster.objects.get(pk=cluster.pk).above_threshold_since
+    assert since is not None and webhook.bodies == []  # above, but not for 10 minutes yet
+
+    def ten_minutes_pass():
+        Cluster.objects.filter(pk=cluster.pk).update(
+            above_threshold_since=F("above_threshold_since") - timedelta(minutes=11)
+        )
+
+    ten_minutes_pass()
+    run_rounds(cluster, 3, django_capture_on_commit_callbacks)
+    assert [b["title"] for b in webhook.bodies] == ["test: imbalance above the threshold for 11 minutes"]
+    assert "threshold 30.0%" in webhook.bodies[0]["message"]
+
+    set_policy(cluster, threshold=0.99)  # falls to the threshold: the episode ends
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    assert Cluster.objects.get(pk=cluster.pk).above_threshold_since is None
+    set_policy(cluster, threshold=0.3)  # a new episode, told again once it lasts
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    assert len(webhook.bodies) == 1
+    ten_minutes_pass()
+    run_rounds(cluster, 2, django_capture_on_commit_callbacks)
+    assert len(webhook.bodies) == 2
+
+
+def test_imbalance_for_is_checked_naming_the_field(admin_client, cluster):
+    body = {"cluster": cluster.pk, "name": "ops", "url": "json://127.0.0.1:9/hook", "events": ["imbalance-above"]}
+    for bad in ("soon", "-00:05:00", "8 00:00:00"):
+        response = admin_client.post(
+            "/api/v1/notification-destinations/", {**body, "imbalance_for": bad}, content_type="application/json"
+        )
+        assert response.status_code == 400, (bad, response.content)
+        assert list(response.json()) == ["imbalance_for"], response.json()
+    created = admin_client.post(
+        "/api/v1/notification-destinations/", {**body, "imbalance_for": "00:30:00"}, content_type="application/json"
+    )
+    assert created.status_code == 201 and created.json()["imbalance_for"] == "00:30:00"
+
+
+def tight_snapshot(memory_gib: int) -> dict:
+    """Two 16 GiB nodes, two guests of `memory_gib` on each: losing one node puts all four on the other."""
+    nodes = [{"name": f"node0{i}", "cpus": 16, "memory_bytes": 16 * GIB} for i in (1, 2)]
+    guests = [
+        {"sid": f"vm:{100 + i}", "node": f"node0{1 + i % 2}", "cores": 2, "memory_bytes": memory_gib * GIB}
+        for i in range(4)
+    ]
+    return {"format": "crs-snapshot/1", "cluster": "tight", "nodes": nodes, "guests": guests}
+
+
+def test_the_n1_verdict_turning_bad_is_announced_once(eager, webhook, django_capture_on_commit_callbacks):
+    cluster = Cluster.objects.create(
+        name="tight", source_kind="snapshot", source_config={"snapshot": tight_snapshot(3)}
+    )
+    destination(cluster, webhook.url, ["n1-bad"])
+
+    def rounds_with_a_fresh_verdict(**policy):
+        set_policy(cluster, **policy)
+        Cluster.objects.filter(pk=cluster.pk).update(n1_at=None)  # due again, as a minute later
+        run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+        return Cluster.objects.get(pk=cluster.pk).n1["survives"]
+
+    assert rounds_with_a_fresh_verdict() is True and webhook.bodies == []
+    assert rounds_with_a_fresh_verdict(memory_reserve=8 * GIB) is False  # 12 GiB onto 8 GiB left free
+    assert rounds_with_a_fresh_verdict() is False  # still bad: not told again
+    assert [b["title"][:35] for b in webhook.bodies] == ["tight: N+1 turned bad: losing node0"]
+    assert "overloads" in webhook.bodies[0]["message"]
+    assert rounds_with_a_fresh_verdict(memory_reserve=0) is True
+    assert rounds_with_a_fresh_verdict(memory_reserve=8 * GIB) is False  # bad again: a new change, told again
+    assert len(webhook.bodies) == 2
+
+
+def test_the_admin_site_adds_a_destination_with_ticked_events_and_sends_a_test(admin_client, webhook, cluster):
+    form = {
+        "cluster": cluster.pk,
+        "name": "ops hook",
+        "url": webhook.url,
+        "events": ["plan-finished", "n1-bad"],
+        "imbalance_for": "00:20:00",
+    }
+    answer = admin_client.post("/admin/dashboard/notificationdestination/add/", form)
+    assert answer.status_code == 302, answer.content
+    added = NotificationDestination.objects.get(name="ops hook")
+    assert added.events == ["plan-finished", "n1-bad"] and added.imbalance_for == timedelta(minutes=20)
+    dead = destination(cluster, f"json://127.0.0.1:{free_port()}/hook", [])
+    answer = admin_client.post(
+        "/admin/dashboard/notificationdestination/",
+        {"action": "send_test", "_selected_action": [added.pk, dead.pk]},
+        follow=True,
+    )
+    shown = [str(m) for m in answer.context["messages"]]
+    assert "ops hook: test notification sent" in shown
+    assert any(m.startswith("ops: not delivered: ") for m in shown)
+    assert [b["title"] for b in webhook.bodies] == ["test: test notification"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_last_two_steps_ending_at_once_announce_the_plan_once(eager, webhook, suggested):
+    """Each step's end looks at its plan after its own commit, under the cluster's row lock: the
+    later one sees both ended, and of two that both do, one records it."""
+    service_or_skip("CRS_TEST_DATABASE_URL")
+    destination(suggested.cluster, webhook.url, ["plan-finished"])
+    second = Migration.objects.create(**migration_fields(suggested), plan=9, step=1, after=0, state="running")
+    Migration.objects.filter(pk=suggested.pk).update(plan=9, state="running")
+    barrier = threading.Barrier(2)
+
+    def end(pk):
+        barrier.wait()
+        try:
+            finish(pk, "done", progress=1.0)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=end, args=[pk]) for pk in (suggested.pk, second.pk)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert [b["title"] for b in webhook.bodies] == ["test: plan 9 finished: 2 done, 0 failed"]
+    assert AuditEvent.objects.filter(action="plan-finished").count() == 1
