@@ -1002,11 +1002,10 @@ class WindowViewSetBase(ApiViewSet, viewsets.ModelViewSet):
         """Applied under the row's lock and checked again there (windows.change): a concurrent
         PATCH or removal is seen, never overwritten."""
         fields = {k: v for k, v in serializer.validated_data.items() if k != "cluster"}
+        model = self.get_queryset().model
         try:
-            serializer.instance = windows.change(
-                self.queryset.model, serializer.instance.pk, self.request.user, **fields
-            )
-        except self.queryset.model.DoesNotExist:
+            serializer.instance = windows.change(model, serializer.instance.pk, self.request.user, **fields)
+        except model.DoesNotExist:
             raise NotFound("removed meanwhile") from None
         except DjangoValidationError as exc:
             raise ValidationError(exc.message_dict) from None

@@ -79,13 +79,14 @@ def notify_of_event(sender, instance: AuditEvent, created: bool, raw: bool = Fal
         return
     if instance.action == "plan-finished":
         _plan_finished(instance)
-    if instance.migration_id is None:
+    migration_id = instance.migration_id
+    if migration_id is None:
         return
     if instance.action in ENDED:
         # After commit, so that two steps ending at once both see each other ended (plan_ended locks).
-        transaction.on_commit(lambda: plan_ended(instance.migration_id), robust=True)
+        transaction.on_commit(partial(plan_ended, migration_id), robust=True)
     if instance.action == "failed":
-        migration = Migration.objects.select_related("cluster").get(pk=instance.migration_id)
+        migration = Migration.objects.select_related("cluster").get(pk=migration_id)
         if migration.plan is not None and (
             Migration.objects.filter(cluster_id=migration.cluster_id, plan=migration.plan, state="failed")
             .exclude(pk=migration.pk)
@@ -154,12 +155,13 @@ def plan_ended(migration_id: int) -> None:
 
 
 def _plan_finished(event: AuditEvent) -> None:
-    details = event.details
-    steps = Migration.objects.filter(cluster_id=event.cluster_id, plan=details["plan"]).order_by("step")
+    details, cluster_id = event.details, event.cluster_id
+    assert cluster_id is not None  # a plan is always a cluster's
+    steps = Migration.objects.filter(cluster_id=cluster_id, plan=details["plan"]).order_by("step")
     others = ", ".join(f"{details[s]} {s}" for s in ("rejected", "expired") if details.get(s))
     lines = [f"{m.step + 1}. {m.leader} {m.source} → {m.target}: {m.state}" for m in steps]
     announce(
-        event.cluster_id,
+        cluster_id,
         "plan-finished",
         f"{event.cluster}: plan {details['plan']} finished: {details.get('done', 0)} done, "
         f"{details.get('failed', 0)} failed{f', {others}' if others else ''}",
@@ -178,6 +180,7 @@ def imbalance_measured(round_: Round) -> None:
         return
     Cluster.objects.filter(pk=cluster_id, above_threshold_since__isnull=True).update(above_threshold_since=round_.at)
     since = Cluster.objects.values_list("above_threshold_since", flat=True).get(pk=cluster_id)
+    assert since is not None  # set just above, or by an earlier round of the episode
     lasted = round_.at - since
     due = NotificationDestination.objects.filter(cluster_id=cluster_id, imbalance_for__lte=lasted)
     due = due.exclude(imbalance_sent_for=since)
@@ -189,7 +192,7 @@ def imbalance_measured(round_: Round) -> None:
     for pk, events in due.values_list("pk", "events"):
         claimed = NotificationDestination.objects.filter(pk=pk).exclude(imbalance_sent_for=since)
         if "imbalance-above" in events and claimed.update(imbalance_sent_for=since):
-            transaction.on_commit(lambda pk=pk: send.delay(pk, title, body), robust=True)
+            transaction.on_commit(partial(send.delay, pk, title, body), robust=True)
 
 
 def _lasted(duration: timedelta) -> str:
