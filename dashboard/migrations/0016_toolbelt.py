@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0014_history'),
+        ('dashboard', '0015_haside'),
     ]
 
     operations = [
