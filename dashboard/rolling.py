@@ -16,6 +16,8 @@ The queue is in the database and `advance` only reads it and moves it on with co
 UPDATEs, so it survives a restart of the web and the worker, and two workers running it at
 once (a round and a request) take each step once: the side effects (maintenance.enter and
 leave) are safe to repeat, and only the caller whose UPDATE took the step audits it.
+
+Its API and page are dashboard/rolling_api.py's: they queue tasks, and tasks call this module.
 """
 
 from dataclasses import dataclass

@@ -66,6 +66,16 @@ STATUS = inline_serializer(
 )
 
 
+def _pushed(cluster: Cluster, expired: object) -> None:
+    """After "node is back": the migrations leaving expired pushed, and a collect now, so the
+    round sees the node back and plans its failback without waiting for the next beat."""
+    if not isinstance(expired, list):
+        return  # not a "node is back"
+    for pk in expired:
+        transaction.on_commit(lambda pk=pk: live.push_migration(pk), robust=True)
+    transaction.on_commit(lambda: tasks.collect.delay(cluster.pk), robust=True)
+
+
 def _answer(cluster: Cluster, code: int = status.HTTP_200_OK) -> Response:
     transaction.on_commit(lambda: tasks.rolling_round.delay(cluster.pk), robust=True)
     found = rolling.status(cluster)
@@ -86,18 +96,17 @@ class ClusterRollingViewSet(ApiViewSet):
             serializer.is_valid(raise_exception=True)
             data = serializer.validated_data
         try:
-            pushed = change(cluster, data)
+            answer = change(cluster, data)
         except rolling.BadInput as exc:
             raise ValidationError(exc.errors) from exc
         except rolling.Refused as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        for pk in pushed or []:
-            transaction.on_commit(lambda pk=pk: live.push_migration(pk), robust=True)
+        _pushed(cluster, answer)
         return _answer(cluster, code)
 
     @extend_schema(responses={200: STATUS})
     @action(detail=True, pagination_class=None, url_path="rolling")
-    def status(self, request, pk=None):
+    def current(self, request, pk=None):
         """The latest rolling maintenance: its state, its queue and the cluster's N+1 verdict."""
         found = rolling.status(self.get_object())
         if found is None:
@@ -118,18 +127,18 @@ class ClusterRollingViewSet(ApiViewSet):
     @action(detail=True, methods=["post"], url_path="rolling/pause")
     def pause(self, request, pk=None):
         """No further step until resumed (a node draining goes on draining). Safe to repeat."""
-        return self._run(request, None, lambda cluster, _: rolling.set_state(cluster, "paused", request.user) and [])
+        return self._run(request, None, lambda cluster, _: rolling.set_state(cluster, "paused", request.user))
 
     @extend_schema(request=None, responses={200: STATUS, 409: CONFLICT})
     @action(detail=True, methods=["post"], url_path="rolling/resume")
     def resume(self, request, pk=None):
-        return self._run(request, None, lambda cluster, _: rolling.set_state(cluster, "running", request.user) and [])
+        return self._run(request, None, lambda cluster, _: rolling.set_state(cluster, "running", request.user))
 
     @extend_schema(request=None, responses={200: STATUS, 409: CONFLICT})
     @action(detail=True, methods=["post"], url_path="rolling/cancel")
     def cancel(self, request, pk=None):
         """Stop for good; a node in maintenance stays so (leave it from the maintenance panel)."""
-        return self._run(request, None, lambda cluster, _: rolling.set_state(cluster, "cancelled", request.user) and [])
+        return self._run(request, None, lambda c, _: rolling.set_state(c, "cancelled", request.user))
 
     @extend_schema(request=NodeSerializer, responses={200: STATUS, 409: CONFLICT})
     @action(detail=True, methods=["post"], url_path="rolling/node-back")
@@ -190,8 +199,7 @@ def act(request, pk, what):
         elif what in ACTIONS:
             rolling.set_state(cluster, ACTIONS[what], request.user)
         elif what == "node-back":
-            for pk_ in rolling.node_is_back(cluster, post.get("node", ""), request.user):
-                transaction.on_commit(lambda pk_=pk_: live.push_migration(pk_), robust=True)
+            _pushed(cluster, rolling.node_is_back(cluster, post.get("node", ""), request.user))
         elif what == "go-on":
             rolling.go_on(cluster, post.get("node", ""), request.user)
         else:
