@@ -25,10 +25,6 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-import crs.balancer
-import crs.maintenance
-import crs.model
-import crs.n1
 import crs.rolling
 from crs.fits import Limits
 from crs.sources.proxmox import command as proxmox_command
@@ -217,24 +213,12 @@ def _start_group(cluster: Cluster, rolling: RollingMaintenance, entries: list[Ro
 
 
 def breaks_n1(cluster: Cluster, nodes: list[str]) -> str:
-    """Why taking `nodes` down, emptied as their evacuations leave them, breaks N+1: it holds now
-    and would not, or it fails now and more nodes' losses would fail ("" = neither)."""
+    """crs.rolling.breaks_n1 on the latest snapshot, under the cluster's fits settings."""
     snapshot = cluster.latest_snapshot()
     if snapshot is None:
         return ""
     policy = cluster.policy
-    limits = Limits(float(policy.memory_reserve), policy.cpu_overcommit)
-    now = crs.n1.n1(snapshot, limits)
-    for node in nodes:
-        plan = crs.maintenance.evacuate(snapshot, node)
-        snapshot = crs.maintenance.in_maintenance(snapshot, node)
-        for step in plan.steps:
-            snapshot = crs.balancer.apply_move(snapshot, step.move)
-    after = crs.n1.n1(snapshot, limits)
-    failing = [loss.node for loss in after.losses if not loss.survived]
-    if after.survives or len(failing) <= sum(not loss.survived for loss in now.losses):
-        return ""
-    return f"with {', '.join(nodes)} in maintenance, N+1 fails: {after.verdict}"
+    return crs.rolling.breaks_n1(snapshot, nodes, Limits(float(policy.memory_reserve), policy.cpu_overcommit))
 
 
 def _drained(state: maintenance.NodeState | None) -> bool:
