@@ -248,6 +248,8 @@ def _moved(rolling: RollingMaintenance, entry: RollingNode, before: str, after: 
             return False
         action = "rolling-flagged" if after == "flagged" else "rolling-step"
         _audit(rolling, None, action, node=entry.node, step=after, **details)
+        # the next round recomputes the N+1 verdict, so the page shows it for this step
+        Cluster.objects.filter(pk=rolling.cluster_id).update(n1_at=None)
     entry.step = after
     return after == "draining"
 
