@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from . import maintenance, n1
+from .balancer import apply_move
+from .fits import Limits
 from .model import Snapshot
 from .placement import select_node
 
@@ -53,3 +56,21 @@ def groups(snapshot: Snapshot, nodes: tuple[str, ...] | None = None, size: int =
                 pending.remove(name)
         steps.append(step)
     return steps
+
+
+def breaks_n1(snapshot: Snapshot, nodes: list[str], limits: Limits = Limits()) -> str:
+    """Why taking `nodes` down, emptied as their evacuations leave them (Proxmox's placement),
+    breaks N+1: it holds now and would not, or it fails now and more nodes' losses would fail
+    then ("" = neither). The question a rolling maintenance asks before each step."""
+    now = n1.n1(snapshot, limits)
+    after = snapshot
+    for node in nodes:
+        plan = maintenance.evacuate(after, node)
+        after = maintenance.in_maintenance(after, node)
+        for step in plan.steps:
+            after = apply_move(after, step.move)
+    report = n1.n1(after, limits)
+    failing = sum(not loss.survived for loss in report.losses)
+    if report.survives or failing <= sum(not loss.survived for loss in now.losses):
+        return ""
+    return f"with {', '.join(nodes)} in maintenance, N+1 fails: {report.verdict}"

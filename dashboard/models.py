@@ -664,6 +664,14 @@ class AuditEvent(models.Model):
         "blackout-changed",
         "plan-finished",
         "start-held",
+        "rolling-started",
+        "rolling-paused",
+        "rolling-resumed",
+        "rolling-cancelled",
+        "rolling-step",
+        "rolling-flagged",
+        "rolling-go-on",
+        "rolling-done",
     ]
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -914,3 +922,58 @@ class WhatIf(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-pk"]
+
+
+class RollingMaintenance(models.Model):
+    """A rolling maintenance: the cluster's nodes taken down and brought back in turn (dashboard/rolling.py).
+
+    Its queue is its RollingNode rows, so it survives a restart of the web and the worker; at most
+    one is under way (running or paused) per cluster."""
+
+    STATES = ["running", "paused", "cancelled", "done"]
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="rollings")
+    state = models.CharField(max_length=10, choices=[(s, s) for s in STATES], default="running")
+    group_size = models.PositiveSmallIntegerField(default=1, help_text="Nodes taken down together at most.")
+    at_once = models.BooleanField(default=True, help_text="Evacuations run without waiting for approval.")
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster"],
+                condition=models.Q(state__in=["running", "paused"]),
+                name="one_rolling_maintenance_under_way",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"rolling maintenance of {self.cluster} ({self.state})"
+
+
+class RollingNode(models.Model):
+    """One node of a rolling maintenance's queue and how far it got; `group`: the nodes of one
+    group go down together (crs.rolling.groups), groups in order."""
+
+    STEPS = ["waiting", "flagged", "draining", "waiting-admin", "returning", "done"]
+
+    rolling = models.ForeignKey(RollingMaintenance, on_delete=models.CASCADE, related_name="queue")
+    node = models.CharField(max_length=100)
+    position = models.PositiveSmallIntegerField()
+    group = models.PositiveSmallIntegerField()
+    step = models.CharField(max_length=15, choices=[(s, s) for s in STEPS], default="waiting")
+    warning = models.TextField(blank=True, help_text="Why taking the node down would break N+1.")
+    go_on = models.BooleanField(default=False, help_text="An admin chose to go on despite the warning.")
+    changed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["rolling", "position"]
+        constraints = [models.UniqueConstraint(fields=["rolling", "node"], name="rolling_node_once")]
+
+    def __str__(self) -> str:
+        return f"{self.node}: {self.step}"

@@ -25,7 +25,7 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, ha, history, live, notify, outcomes, rounds, whatif, windows
+from . import expiry, ha, history, live, notify, outcomes, rolling, rounds, whatif, windows
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -123,6 +123,7 @@ def balancing_round(cluster_id: int) -> None:
     requeue_stalled(cluster_id)
     refollow_unfollowed(cluster_id)
     outcomes.measure(cluster_id)  # this round may be the measurement a finished move waited for
+    rolling_round(cluster_id)  # on this round's snapshot: a node drained or back takes its next step
 
 
 def announce(cluster: Cluster, recorded: rounds.Recorded) -> None:
@@ -368,3 +369,11 @@ def downsample_history() -> None:
 def run_whatif(whatif_id: int) -> None:
     """Replay a what-if's settings over its cluster's stored history (whatif.py), with progress."""
     whatif.run(whatif_id)
+
+
+@shared_task(ignore_result=True)
+def rolling_round(cluster_id: int) -> None:
+    """Move the cluster's rolling maintenance on (rolling.advance; safe to run twice at once). A
+    node that entered maintenance gets a collect now: its evacuation is planned without waiting for beat."""
+    if rolling.advance(cluster_id):
+        collect.delay(cluster_id)

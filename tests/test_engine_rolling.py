@@ -1,7 +1,8 @@
 """Rolling maintenance order and grouping (hroller), on a hand-checked cluster."""
 
+from crs.fits import Limits
 from crs.model import Guest, Node, Snapshot
-from crs.rolling import groups, order, recovery_targets
+from crs.rolling import breaks_n1, groups, order, recovery_targets
 
 GIB = 2**30
 
@@ -30,3 +31,20 @@ def test_nodes_share_a_step_only_when_neither_recovers_onto_the_other():
     # every node's guests would be recovered onto c, so c goes alone; a and b may go together
     assert groups(cluster(), size=2) == [["c"], ["a", "b"], ["d"]]
     assert groups(cluster()) == [["c"], ["a"], ["b"], ["d"]]
+
+
+def one_guest_each(names: str, loaded: str) -> Snapshot:
+    """Nodes of 10 GiB; one 4 GiB HA guest on each of `loaded`."""
+    nodes = tuple(Node(name, 8, 10 * GIB) for name in names)
+    return Snapshot(nodes, tuple(Guest(f"vm:{i}", n, cores=2, memory_bytes=4 * GIB) for i, n in enumerate(loaded)))
+
+
+def test_a_step_that_breaks_n1_says_which_loss_fails():
+    # x's guest goes to y (8 GiB there); losing y then sends 8 GiB onto z, which holds 4: 12 of 10 GiB
+    three = one_guest_each("xyz", "xyz")
+    assert breaks_n1(three, ["x"], Limits(0)) == (
+        "with x in maintenance, N+1 fails: losing y overloads z to 120 % memory; losing z fails too"
+    )
+    # with a fourth, empty node every loss still finds 4 GiB free: nothing to flag
+    assert breaks_n1(one_guest_each("wxyz", "xyz"), ["x"], Limits(0)) == ""
+    assert breaks_n1(one_guest_each("wxyz", "xyz"), ["w"], Limits(0)) == ""

@@ -1,0 +1,324 @@
+"""Rolling maintenance: every chosen node taken down in turn, emptied, updated by an admin, brought back.
+
+The engine orders the nodes and groups them (crs.rolling: fewest and smallest guests first; a
+group only of nodes none of which is a recovery target of another's guests). Each node goes
+through the HA side's maintenance (dashboard/maintenance.py), one group at a time:
+
+    waiting → draining (entered maintenance; its evacuation runs) → waiting-admin (empty: the
+    admin updates it and says "node is back") → returning (left maintenance; failback runs) → done
+
+Before a group starts, the cluster with its nodes emptied is checked for N+1 (crs.n1, the
+verdict dashboard/ha.py keeps): a group that would break it is `flagged` and waits for an admin
+to go on anyway. On a Proxmox cluster maintenance is entered and left from its command line:
+the page shows the command, and the steps follow the node's state in the snapshots.
+
+The queue is in the database and `advance` only reads it and moves it on with conditional
+UPDATEs, so it survives a restart of the web and the worker, and two workers running it at
+once (a round and a request) take each step once: the side effects (maintenance.enter and
+leave) are safe to repeat, and only the caller whose UPDATE took the step audits it.
+
+Its API and page are dashboard/rolling_api.py's: they queue tasks, and tasks call this module.
+"""
+
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+import crs.rolling
+from crs.fits import Limits
+from crs.sources.proxmox import command as proxmox_command
+
+from . import maintenance
+from .maintenance import OWED_STATES, Refused
+from .models import AuditEvent, Cluster, RollingMaintenance, RollingNode
+
+MAX_GROUP_SIZE = 64
+UNDER_WAY = ("running", "paused")
+LABELS = {
+    "waiting": "waiting",
+    "flagged": "flagged: would break N+1",
+    "draining": "draining",
+    "waiting-admin": "waiting for admin",
+    "returning": "back, guests returning",
+    "done": "done",
+}
+
+
+class BadInput(Exception):
+    """A request naming something the cluster does not have: field → message (a 400)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.errors = {field: [message]}
+
+
+def under_way(cluster: Cluster) -> RollingMaintenance | None:
+    return cluster.rollings.filter(state__in=UNDER_WAY).first()
+
+
+def latest(cluster: Cluster) -> RollingMaintenance | None:
+    return cluster.rollings.first()
+
+
+def start(cluster: Cluster, nodes: list[str] | None, group_size: int, at_once: bool, actor) -> RollingMaintenance:
+    """Queue the nodes (default: every usable node) in the engine's order and groups. Refused
+    (409) while another is under way, on a read-only or archived cluster, or with no snapshot."""
+    if cluster.read_only:
+        raise Refused(f"cluster {cluster.name} is a read-only what-if cluster: no node goes into maintenance there")
+    if cluster.archived:
+        raise Refused(f"cluster {cluster.name} is archived: it runs no rounds and no migrations")
+    snapshot = cluster.latest_snapshot()
+    if snapshot is None:
+        raise Refused("this cluster has no snapshot yet (its first collection has not run)")
+    names = [n.name for n in snapshot.nodes]
+    if nodes is not None:
+        unknown = [n for n in nodes if n not in names]
+        if unknown or not nodes or len(set(nodes)) != len(nodes):
+            why = f"{', '.join(map(repr, unknown))} not in the cluster" if unknown else "each at most once"
+            raise BadInput("nodes", f"nodes must be some of {', '.join(names)} ({why})")
+    if not 1 <= group_size <= MAX_GROUP_SIZE:
+        raise BadInput("group_size", f"group_size must be between 1 and {MAX_GROUP_SIZE}")
+    groups = crs.rolling.groups(snapshot, tuple(nodes) if nodes is not None else None, group_size)
+    if not groups:
+        raise BadInput("nodes", "nodes: the cluster has no usable node to take down")
+    try:
+        with transaction.atomic():
+            rolling = RollingMaintenance.objects.create(
+                cluster=cluster, group_size=group_size, at_once=at_once, started_by=actor
+            )
+            order = [(g, name) for g, group in enumerate(groups) for name in group]
+            RollingNode.objects.bulk_create(
+                RollingNode(rolling=rolling, node=name, position=i, group=g) for i, (g, name) in enumerate(order)
+            )
+            _audit(rolling, actor, "rolling-started", groups=groups, group_size=group_size, at_once=at_once)
+    except IntegrityError:
+        raise Refused(f"a rolling maintenance of {cluster.name} is already under way: pause or cancel it") from None
+    return rolling
+
+
+def set_state(cluster: Cluster, wanted: str, actor) -> RollingMaintenance:
+    """Pause, resume or cancel; asking for the state it is in changes nothing (safe to repeat)."""
+    rolling = latest(cluster)
+    if rolling is None:
+        raise Refused(f"{cluster.name} has no rolling maintenance")
+    before = {"paused": ("running",), "running": ("paused",), "cancelled": UNDER_WAY}[wanted]
+    action = {"paused": "rolling-paused", "running": "rolling-resumed", "cancelled": "rolling-cancelled"}[wanted]
+    fields = {"finished_at": timezone.now()} if wanted == "cancelled" else {}
+    with transaction.atomic():
+        if RollingMaintenance.objects.filter(pk=rolling.pk, state__in=before).update(state=wanted, **fields):
+            _audit(rolling, actor, action, in_maintenance=in_maintenance(rolling) if wanted == "cancelled" else None)
+            rolling.refresh_from_db()
+            return rolling
+    rolling.refresh_from_db()
+    if rolling.state != wanted:
+        raise Refused(f"the rolling maintenance of {cluster.name} is {rolling.state}: it cannot be {wanted} now")
+    return rolling
+
+
+def in_maintenance(rolling: RollingMaintenance) -> list[str]:
+    """The queue's nodes left in maintenance (cancelled): the admin leaves it from the maintenance panel."""
+    return list(rolling.queue.filter(step__in=("draining", "waiting-admin")).values_list("node", flat=True))
+
+
+def _queued(cluster: Cluster, node) -> tuple[RollingMaintenance, RollingNode]:
+    rolling = under_way(cluster)
+    if rolling is None:
+        raise Refused(f"{cluster.name} has no rolling maintenance under way")
+    entry = rolling.queue.filter(node=node).first() if isinstance(node, str) else None
+    if entry is None:
+        queued = ", ".join(rolling.queue.values_list("node", flat=True))
+        raise BadInput("node", f"node must be one of the queue's nodes: {queued}")
+    return rolling, entry
+
+
+def node_is_back(cluster: Cluster, node, actor) -> list[int]:
+    """The admin's "node is back": it leaves maintenance and its guests return. Only for a node
+    waiting for it; repeating it changes nothing. Returns the migrations leaving expired (to push)."""
+    rolling, entry = _queued(cluster, node)
+    if entry.step in ("returning", "done"):
+        return []
+    if entry.step != "waiting-admin":
+        raise Refused(f"{node} is {LABELS[entry.step]}: it is not waiting for the admin yet")
+    expired = [] if _proxmox(cluster) else maintenance.leave(cluster, node, actor)
+    with transaction.atomic():
+        if _step(entry, "waiting-admin", "returning"):
+            _audit(rolling, actor, "rolling-step", node=node, step="returning")
+    return expired
+
+
+def go_on(cluster: Cluster, node, actor) -> None:
+    """The admin takes a flagged node down although N+1 breaks; safe to repeat."""
+    rolling, entry = _queued(cluster, node)
+    if entry.step != "flagged" and not entry.go_on:
+        raise Refused(f"{node} is {LABELS[entry.step]}: nothing to go on with")
+    with transaction.atomic():
+        if RollingNode.objects.filter(pk=entry.pk, step="flagged", go_on=False).update(go_on=True):
+            _audit(rolling, actor, "rolling-go-on", node=node, warning=entry.warning)
+
+
+# -- moving it on (a worker: tasks.rolling_round, after every round) --------------------------------
+
+
+def advance(cluster_id: int) -> bool:
+    """Take every step the cluster's state allows now; True if a node entered maintenance (the
+    caller collects at once, so its evacuation is planned without waiting for the next beat)."""
+    rolling = RollingMaintenance.objects.filter(cluster_id=cluster_id, state="running").first()
+    if rolling is None:
+        return False
+    cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
+    states = {s.node: s for s in maintenance.states(cluster)}
+    entered = False
+    for group in sorted(set(rolling.queue.values_list("group", flat=True))):
+        entries = list(rolling.queue.filter(group=group))
+        for entry in entries:
+            if entry.step == "draining" and _drained(states.get(entry.node)):
+                _moved(rolling, entry, "draining", "waiting-admin")
+            elif entry.step == "returning" and _returned(cluster, entry.node):
+                _moved(rolling, entry, "returning", "done")
+        entries = list(rolling.queue.filter(group=group))
+        if all(e.step == "done" for e in entries):
+            continue  # the next group's turn
+        entered = _start_group(cluster, rolling, entries)
+        break
+    else:
+        with transaction.atomic():
+            if RollingMaintenance.objects.filter(pk=rolling.pk, state="running").update(
+                state="done", finished_at=timezone.now()
+            ):
+                _audit(rolling, None, "rolling-done")
+    return entered
+
+
+def _start_group(cluster: Cluster, rolling: RollingMaintenance, entries: list[RollingNode]) -> bool:
+    """Take the group's waiting nodes down, unless that breaks N+1 and nobody chose to go on."""
+    waiting = [e for e in entries if e.step == "waiting"]
+    if waiting:
+        warning = breaks_n1(cluster, [e.node for e in entries if e.step in ("waiting", "flagged")])
+        for entry in waiting:
+            if warning:
+                RollingNode.objects.filter(pk=entry.pk, step="waiting").update(warning=warning)
+                _moved(rolling, entry, "waiting", "flagged", warning=warning)
+        entries = list(rolling.queue.filter(group=entries[0].group))
+    if any(e.step == "flagged" and not e.go_on for e in entries):
+        return False  # the whole group waits for the admin's choice
+    entered = False
+    for entry in entries:
+        if entry.step not in ("waiting", "flagged"):
+            continue
+        if not _proxmox(cluster):  # on Proxmox the admin runs the command the page shows
+            maintenance.enter(cluster, entry.node, None, rolling.at_once)
+        entered |= _moved(rolling, entry, entry.step, "draining")
+    return entered
+
+
+def breaks_n1(cluster: Cluster, nodes: list[str]) -> str:
+    """crs.rolling.breaks_n1 on the latest snapshot, under the cluster's fits settings."""
+    snapshot = cluster.latest_snapshot()
+    if snapshot is None:
+        return ""
+    policy = cluster.policy
+    return crs.rolling.breaks_n1(snapshot, nodes, Limits(float(policy.memory_reserve), policy.cpu_overcommit))
+
+
+def _drained(state: maintenance.NodeState | None) -> bool:
+    return state is not None and state.maintenance and state.guests_left == 0 and state.evacuating == 0
+
+
+def _returned(cluster: Cluster, node: str) -> bool:
+    """Out of maintenance (its record closed by a round that saw it back) and its failback settled."""
+    record = cluster.maintenances.filter(node=node).first()
+    if record is None or record.left_at is None:
+        return False
+    return not cluster.migrations.filter(kind="failback", target=node, state__in=OWED_STATES).exists()
+
+
+def _proxmox(cluster: Cluster) -> bool:
+    return cluster.source_kind == "proxmox"
+
+
+def _step(entry: RollingNode, before: str, after: str) -> bool:
+    """The conditional UPDATE that takes a step: True for the one caller that took it."""
+    return bool(RollingNode.objects.filter(pk=entry.pk, step=before).update(step=after, changed_at=timezone.now()))
+
+
+def _moved(rolling: RollingMaintenance, entry: RollingNode, before: str, after: str, **details) -> bool:
+    with transaction.atomic():
+        if not _step(entry, before, after):
+            return False
+        action = "rolling-flagged" if after == "flagged" else "rolling-step"
+        _audit(rolling, None, action, node=entry.node, step=after, **details)
+        # the next round recomputes the N+1 verdict, so the page shows it for this step
+        Cluster.objects.filter(pk=rolling.cluster_id).update(n1_at=None)
+    entry.step = after
+    return after == "draining"
+
+
+def _audit(rolling: RollingMaintenance, actor, action: str, **details) -> None:
+    details = {"rolling": rolling.pk, **{k: v for k, v in details.items() if v is not None}}
+    AuditEvent.objects.create(actor=actor, action=action, cluster_id=rolling.cluster_id, details=details)
+
+
+# -- what the page and the API show ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueuedNode:
+    node: str
+    group: int
+    step: str
+    label: str  # done / draining / waiting for admin / next / waiting …
+    warning: str  # why taking it down breaks N+1 ("" = it does not, or not checked yet)
+    go_on: bool
+    guests_left: int
+    evacuating: int
+    command: str  # Proxmox: what to run now (enter while draining, leave once back); "" elsewhere
+    changed_at: str
+
+
+def status(cluster: Cluster) -> dict | None:
+    """The latest rolling maintenance with its queue, and the cluster's N+1 verdict now."""
+    rolling = latest(cluster)
+    if rolling is None:
+        return None
+    states = {s.node: s for s in maintenance.states(cluster)}
+    entries = list(rolling.queue.all())
+    current = next((e.group for e in entries if e.step != "done"), None)
+    upcoming = next((e.group for e in entries if e.step == "waiting" and e.group != current), None)
+    queue = []
+    for e in entries:
+        state = states.get(e.node)
+        label = LABELS[e.step]
+        if e.step == "waiting" and e.group in (current, upcoming) and rolling.state in UNDER_WAY:
+            label = "next"
+        if e.step == "flagged" and e.go_on:
+            label = "going on despite N+1"
+        command = ""
+        if _proxmox(cluster) and e.step in ("draining", "returning"):
+            command = proxmox_command(e.node, e.step == "draining")
+        queue.append(
+            QueuedNode(
+                e.node,
+                e.group,
+                e.step,
+                label,
+                e.warning,
+                e.go_on,
+                state.guests_left if state else 0,
+                state.evacuating if state else 0,
+                command,
+                e.changed_at.isoformat(),
+            )
+        )
+    n1 = cluster.n1 or None
+    return {
+        "id": rolling.pk,
+        "state": rolling.state,
+        "group_size": rolling.group_size,
+        "at_once": rolling.at_once,
+        "started_by": rolling.started_by.get_username() if rolling.started_by else None,
+        "started_at": rolling.started_at.isoformat(),
+        "finished_at": rolling.finished_at.isoformat() if rolling.finished_at else None,
+        "queue": queue,
+        "n1": {k: n1[k] for k in ("survives", "verdict", "computed_at")} if n1 else None,
+    }

@@ -1,0 +1,61 @@
+"""Rolling maintenance in a real browser: an admin starts one over two nodes, pauses it while the
+first node drains, resumes it, says the node is back and sees it done (runembedded, the demo cluster)."""
+
+import pytest
+from test_e2e_dashboard import ARTIFACTS, browser, embedded, page, wait_until  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def server():
+    """The embedded product with migrations that take about a second; it may start slowly on a busy machine."""
+    with embedded("e2e-rolling.log", "--source-config", '{"migration_mib_s": 65536}', start_timeout=300) as (url, _):
+        yield url
+
+
+def step(node: str) -> str:
+    return f"document.querySelector(\"#rolling-queue tr[data-node='{node}']\")?.dataset.step"
+
+
+def test_start_pause_resume_and_node_is_back(page):  # noqa: F811
+    page.click("#rolling-link")
+    page.wait_for_selector("#rolling-start-form")
+    assert "No rolling maintenance yet" in page.inner_text("#rolling")
+    for node in ("node11", "node12"):
+        page.check(f"#rolling-start-form input[value='{node}']")
+    page.click("#rolling-start")
+    wait_until(page, "document.getElementById('rolling-state')?.dataset.state === 'running'")
+    order = page.evaluate("[...document.querySelectorAll('#rolling-queue tbody tr')].map((r) => r.dataset.node)")
+    assert sorted(order) == ["node11", "node12"]
+    first, second = order
+    assert "N+1 now:" in page.inner_text("#rolling-n1")
+    # The first node goes down at once, unless emptying it would break N+1: then the admin chooses.
+    wait_until(page, f"['draining', 'flagged'].includes({step(first)})")
+    if page.evaluate(step(first)) == "flagged":
+        assert "N+1 fails" in page.inner_text(f"#rolling-queue tr[data-node='{first}'] .rolling-warning")
+        page.click(f"#rolling-queue tr[data-node='{first}'] .go-on")
+        wait_until(page, f"{step(first)} === 'draining'")
+    page.screenshot(path=str(ARTIFACTS / "rolling-draining.png"), full_page=True)
+    page.click("#rolling-pause")
+    wait_until(page, "document.getElementById('rolling-state')?.dataset.state === 'paused'")
+    page.wait_for_timeout(4000)  # rounds go on (one a second) and the node empties, but the queue waits
+    assert page.evaluate(step(first)) == "draining"
+    assert page.evaluate(step(second)) == "waiting"
+    page.click("#rolling-resume")
+    wait_until(page, "document.getElementById('rolling-state')?.dataset.state === 'running'")
+    wait_until(page, f"{step(first)} === 'waiting-admin'")  # refreshed in place, no reload
+    assert "waiting for admin" in page.inner_text(f"#rolling-queue tr[data-node='{first}'] .rolling-step")
+    for width, height in ((1440, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        wait_until(page, "document.documentElement.scrollWidth <= window.innerWidth", 10_000)  # no sideways scroll
+        page.screenshot(path=str(ARTIFACTS / f"rolling-waiting-for-admin-{width}.png"), full_page=True)
+    page.set_viewport_size({"width": 1400, "height": 1100})
+    page.click(f"#rolling-queue tr[data-node='{first}'] .node-back")
+    wait_until(page, f"{step(first)} === 'done'")
+    assert page.evaluate(step(second)) != "waiting" or "next" in page.inner_text(
+        f"#rolling-queue tr[data-node='{second}'] .rolling-step"
+    )
+    page.click("#rolling-cancel")
+    wait_until(page, "document.getElementById('rolling-state')?.dataset.state === 'cancelled'")
+    page.wait_for_selector("#rolling-start-form")  # a new one may start

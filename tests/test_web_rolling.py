@@ -1,0 +1,250 @@
+"""Rolling maintenance from the API: three nodes taken down and brought back in turn by a real
+worker that is killed and replaced in the middle; bad input named; a node breaking N+1 flagged."""
+
+import os
+import signal
+import time
+
+import pytest
+from celery import Celery
+from conftest import ARTIFACTS, SINGLE_WORKER, service_or_skip, set_policy, shared_database_url, start
+from django.db.models import F
+
+import crs.rolling
+from dashboard import rolling
+from dashboard.models import AuditEvent, Cluster, Migration, RollingNode
+
+SETTLED = ("done", "failed", "expired")
+
+
+def url(cluster, what=""):
+    return f"/api/v1/clusters/{cluster.pk}/rolling/{what + '/' if what else ''}"
+
+
+def post(client, cluster, what, data=None):
+    return client.post(url(cluster, what), data or {}, content_type="application/json")
+
+
+def steps(cluster):
+    return {q.node: q.step for q in RollingNode.objects.filter(rolling__cluster=cluster)}
+
+
+def wait_until(predicate, timeout=60.0, step=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(step)
+    raise TimeoutError(f"not true after {timeout} s: {predicate.__doc__}")
+
+
+def worker(database_url: str, redis_url: str, name: str):
+    """`make worker`, one process, in a process group of its own (to kill it whole)."""
+    env = {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "CRS_SECRET_KEY": "rolling-test",
+        "CRS_TASK_VISIBILITY_TIMEOUT": "1",
+    }
+    return start(SINGLE_WORKER, env, ARTIFACTS / f"rolling-{name}.log", new_session=True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bad_input_is_refused_naming_the_field(admin_client, collected):
+    for data, field in (
+        ({"group_size": "two"}, "group_size"),
+        ({"group_size": 0}, "group_size"),
+        ({"nodes": ["node01", "nope"]}, "nodes"),
+        ({"nodes": ["node01", "node01"]}, "nodes"),
+        ({"nodes": []}, "nodes"),
+        ({"nodes": "node01"}, "nodes"),
+        ({"at_once": "sometimes"}, "at_once"),
+    ):
+        answer = post(admin_client, collected, "start", data)
+        assert answer.status_code == 400, data
+        assert field in answer.json(), answer.json()
+    assert not collected.rollings.exists()
+    assert post(admin_client, collected, "pause").status_code == 409  # nothing to pause
+    assert post(admin_client, collected, "start", {"nodes": ["node01", "node02"]}).status_code == 201
+    assert post(admin_client, collected, "start").status_code == 409  # one at a time
+    answer = post(admin_client, collected, "node-back", {"node": "node05"})
+    assert answer.status_code == 400 and "node01" in answer.json()["node"][0]
+    assert post(admin_client, collected, "node-back", {"nodes": "node01"}).status_code == 400
+    first = admin_client.get(url(collected)).json()["queue"][0]
+    answer = post(admin_client, collected, "node-back", {"node": first["node"]})
+    assert answer.status_code == 409 and "not waiting for the admin" in answer.json()["detail"]
+    assert admin_client.get(f"/api/v1/clusters/{collected.pk}/rolling/").status_code == 200
+    assert admin_client.get("/api/v1/clusters/999999/rolling/").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pause_resume_and_cancel_are_safe_to_repeat_and_audited(admin_client, collected):
+    assert post(admin_client, collected, "start", {"nodes": ["node01"]}).status_code == 201
+    for what, state in (("pause", "paused"), ("pause", "paused"), ("resume", "running"), ("cancel", "cancelled")):
+        answer = post(admin_client, collected, what)
+        assert answer.status_code == 200 and answer.json()["state"] == state
+    assert post(admin_client, collected, "resume").status_code == 409  # cancelled is for good
+    actions = list(
+        AuditEvent.objects.filter(action__startswith="rolling-").order_by("pk").values_list("action", flat=True)
+    )
+    assert actions == ["rolling-started", "rolling-paused", "rolling-resumed", "rolling-cancelled"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_operator_may_not_start_one(client, operator, collected):
+    client.force_login(operator)
+    assert post(client, collected, "start").status_code == 403
+
+
+# Roomy nodes: N+1 holds all along, so no node is flagged; the small nodes hold two to four guests.
+ROOMY = {"migration_mib_s": 1e9, "nodes": 12, "hot_nodes": 3, "node_sizes": [{"cpus": 512, "memory_gib": 8192}]}
+
+
+def started_on(cluster, node):
+    cluster.refresh_from_db()
+    return {g["sid"] for g in cluster.snapshot["guests"] if g["node"] == node and g["state"] == "started"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_three_nodes_in_turn_with_a_worker_restart_in_the_middle(admin_client, redis_server):
+    service_or_skip("CRS_TEST_DATABASE_URL")
+    from dashboard.tasks import collect
+
+    cluster = Cluster.objects.create(name="rolling", source_kind="simulator", source_config=ROOMY)
+    collect.apply(args=[cluster.pk])
+    set_policy(cluster, max_concurrent_migrations=4, max_migrations_per_node=8)  # manual automation
+    chosen = ["node04", "node05", "node07"]
+    answer = post(admin_client, cluster, "start", {"nodes": chosen})
+    assert answer.status_code == 201, answer.json()
+    order = [q["node"] for q in answer.json()["queue"]]
+    assert order == crs.rolling.order(Cluster.objects.get(pk=cluster.pk).latest_snapshot(), tuple(chosen))
+    held = {node: started_on(cluster, node) for node in order}
+    assert all(held.values())
+
+    database_url, sender = shared_database_url(), Celery(broker=redis_server.url)
+    last = [0.0]
+
+    def tick():
+        """a collect (and so a round) about every second, as beat would; not while the last one's
+        round is still to run, so a slow machine's worker does not fall ever further behind"""
+        now = time.monotonic()
+        fresh = Cluster.objects.filter(pk=cluster.pk, last_round_at__gte=F("collected_at")).exists()
+        if now - last[0] > 1.0 and fresh or now - last[0] > 15.0:
+            last[0] = now
+            sender.send_task("dashboard.tasks.collect", args=[cluster.pk])
+
+    workers = [worker(database_url, redis_server.url, "first")]
+    try:
+        for i, node in enumerate(order):
+            if i == 0:
+
+                def draining(node=node):
+                    """the first node entered maintenance and its evacuation started"""
+                    tick()
+                    moves = Migration.objects.filter(kind="evacuation", source=node)
+                    return steps(cluster)[node] == "draining" and moves.exists()
+
+                wait_until(draining, 120)
+                os.killpg(workers[0].pid, signal.SIGKILL)  # mid-drain
+                workers[0].wait(10)
+                time.sleep(1.5)  # past the visibility timeout: the next worker takes the messages back
+                workers.append(worker(database_url, redis_server.url, "second"))
+
+            def emptied(node=node):
+                """the node is empty and waits for the admin"""
+                tick()
+                return steps(cluster)[node] == "waiting-admin"
+
+            wait_until(emptied, 120)
+            assert not started_on(cluster, node)
+            status = admin_client.get(url(cluster)).json()
+            assert [q["label"] for q in status["queue"]][i] == "waiting for admin"
+            assert all(q["step"] == "done" for q in status["queue"][:i])  # one node at a time
+            assert all(q["step"] == "waiting" for q in status["queue"][i + 1 :])
+            assert status["n1"]["survives"] is True
+            assert post(admin_client, cluster, "node-back", {"node": node}).status_code == 200
+            assert post(admin_client, cluster, "node-back", {"node": node}).status_code == 200  # repeated
+
+            def back(node=node):
+                """the node left maintenance and its failback settled"""
+                tick()
+                return steps(cluster)[node] == "done"
+
+            wait_until(back, 120)
+        wait_until(lambda: tick() or cluster.rollings.get().state == "done", 60)
+    finally:
+        for process in workers:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+    assert not cluster.maintenances.filter(left_at=None).exists()
+    assert not Migration.objects.filter(kind__in=("evacuation", "failback")).exclude(state__in=SETTLED).exists()
+    assert {m.leader for m in Migration.objects.filter(kind="evacuation", state="done")} == set().union(*held.values())
+    trail = [
+        (e.action, e.actor_name, e.details.get("node"), e.details.get("step"))
+        for e in AuditEvent.objects.filter(action__startswith="rolling-").order_by("pk")
+    ]
+    expected = [("rolling-started", "admin", None, None)]
+    for node in order:  # every step once, though a worker died and rounds ran it concurrently
+        expected += [
+            ("rolling-step", "", node, "draining"),
+            ("rolling-step", "", node, "waiting-admin"),
+            ("rolling-step", "admin", node, "returning"),
+            ("rolling-step", "", node, "done"),
+        ]
+    assert trail == expected + [("rolling-done", "", None, None)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_node_that_would_break_n1_is_flagged_and_goes_on_only_when_told(admin_client, collected):
+    """The test cluster's two crowded nodes already fail N+1; emptying a small node makes more losses fail."""
+    assert post(admin_client, collected, "start", {"nodes": ["node06", "node05"]}).status_code == 201
+    assert rolling.advance(collected.pk) is False
+    assert rolling.advance(collected.pk) is False  # a second look changes nothing
+    status = admin_client.get(url(collected)).json()
+    first = status["queue"][0]
+    assert (first["node"], first["step"], first["label"]) == ("node06", "flagged", "flagged: would break N+1")
+    assert first["warning"].startswith("with node06 in maintenance, N+1 fails: losing node01")
+    assert status["queue"][1]["step"] == "waiting"
+    assert not collected.maintenances.exists()  # nothing was taken down
+    page = admin_client.get(f"/clusters/{collected.pk}/rolling/").content.decode()
+    assert "Go on anyway" in page and "N+1 fails" in page
+    assert post(admin_client, collected, "go-on", {"node": "node05"}).status_code == 409  # not flagged
+    assert post(admin_client, collected, "go-on", {"node": "node06"}).status_code == 200
+    assert post(admin_client, collected, "go-on", {"node": "node06"}).status_code == 200  # repeated
+    assert rolling.advance(collected.pk) is True
+    assert steps(collected)["node06"] == "draining"
+    assert collected.maintenances.get(left_at=None).node == "node06"
+    flagged = AuditEvent.objects.filter(action__in=("rolling-flagged", "rolling-go-on"))
+    assert [(e.action, e.actor_name) for e in flagged.order_by("pk")] == [
+        ("rolling-flagged", ""),
+        ("rolling-go-on", "admin"),
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_advancing_at_once_take_each_step_once(admin, collected):
+    import threading
+
+    from django.db import connection
+
+    rolling.start(collected, ["node06"], 1, True, admin)
+    RollingNode.objects.update(go_on=True, step="flagged")  # as after an admin's "go on anyway"
+    barrier, results = threading.Barrier(2), []
+
+    def advance():
+        barrier.wait()
+        try:
+            results.append(rolling.advance(collected.pk))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=advance) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(results) == [False, True]
+    assert steps(collected) == {"node06": "draining"}
+    assert AuditEvent.objects.filter(action="rolling-step").count() == 1
+    assert AuditEvent.objects.filter(action="maintenance-entered").count() == 1
