@@ -24,7 +24,7 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, ha, history, live, notify, outcomes, rounds, whatif
+from . import capacity, expiry, ha, history, live, notify, outcomes, rounds, whatif
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -108,6 +108,7 @@ def balancing_round(cluster_id: int) -> None:
         transaction.on_commit(lambda: announce(cluster, recorded))
         if verdict := ha.refresh_n1(cluster, snapshot):  # on its own cadence (ha.N1_EVERY)
             live.push(cluster.pk, verdict)
+        capacity.record_hourly(cluster, snapshot)  # the capacity trend: one figure per size an hour
         for pk in recorded.approved:  # robust: with the broker down, later rounds queue them again
             transaction.on_commit(lambda pk=pk: execute.delay(pk), robust=True)
     finally:
