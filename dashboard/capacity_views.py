@@ -71,7 +71,7 @@ def capacity_page(request, pk):
         form |= {name: request.POST.get(name, "") for name in form}
     if report:
         for row in report["sizes"]:
-            row["why"], row["why_n1"] = why(row["limited_by"]), why(row["limited_by_n1"])
+            row["why"], row["why_n1"] = why(row["limited_by"]), why(row["limited_by_n1"] or {})
         for line in report["trend"]:
             line["spark"] = capacity.sparkline(line["points"], "count")
             line["spark_n1"] = capacity.sparkline(line["points"], "count_n1")

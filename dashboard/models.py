@@ -922,6 +922,7 @@ class CapacitySample(models.Model):
     memory_bytes = models.FloatField()
     count = models.IntegerField()
     count_n1 = models.IntegerField(help_text="Keeping every node N+1-safe.")
+    limited_by_n1 = models.JSONField(default=dict, help_text="Per reason, the nodes that refused the next one.")
 
     class Meta:
         ordering = ["cluster", "hour", "size"]

@@ -9,6 +9,7 @@ import pytest
 from conftest import run_rounds
 
 import crs.capacity
+import crs.n1
 import crs.power
 from crs.fits import Limits
 from dashboard.models import AuditEvent, CapacitySample, CapacitySettings, Cluster
@@ -37,19 +38,24 @@ def underused(db):
 
 @pytest.mark.django_db
 def test_the_page_and_the_api_show_the_engines_counts_the_fits_rule_and_a_power_down_suggestion(
-    admin_client, underused
+    admin_client, underused, django_capture_on_commit_callbacks
 ):
+    body = admin_client.get(api(underused)).json()  # before any round: the plain counts, N+1 pending
+    assert body["sizes"][1]["count"] > 0 and body["sizes"][1]["count_n1"] is None
+    assert "counted by the next round" in admin_client.get(page(underused)).content.decode()
+    run_rounds(underused, 1, django_capture_on_commit_callbacks)
     snapshot = underused.latest_snapshot()
     medium = crs.capacity.Size(4, 8 * GIB)
     plain = crs.capacity.capacity(snapshot, medium, Limits())
     safe = crs.capacity.capacity(snapshot, medium, Limits(), n1_safe=True)
     squeeze = crs.power.squeeze(snapshot, medium)
     assert plain.count > safe.count > 0 and len(squeeze.power_off) >= 2  # the cluster is what the test needs
+    assert crs.n1.survives(snapshot, Limits())
 
     body = admin_client.get(api(underused)).json()
     row = next(r for r in body["sizes"] if r["size"] == "medium")
     assert (row["text"], row["count"], row["count_n1"]) == ("4c,8g", plain.count, safe.count)
-    assert row["limited_by_n1"]["n1"] > 0 and body["overcommitted"] == {}
+    assert row["limited_by_n1"]["n1"] > 0 and body["overcommitted"] == {} and body["n1_safe_now"] is True
     power = body["power"]
     assert power["power_off"] == list(squeeze.power_off)
     assert len(power["moves"]) == len(squeeze.moves) > 0
@@ -85,7 +91,9 @@ def test_existing_over_commitment_is_reported(admin_client, collected):
 
 
 @pytest.mark.django_db
-def test_sizes_edited_on_the_page_and_through_the_api_are_stored_audited_and_counted(admin_client, underused):
+def test_sizes_edited_on_the_page_and_through_the_api_are_stored_audited_and_counted(
+    admin_client, underused, django_capture_on_commit_callbacks
+):
     form = {"small": "2c,4g", "medium": "6c,12g", "large": "16c,64g", "idle_watts": "200", "standby": ""}
     answer = admin_client.post(page(underused), form)
     assert answer.status_code == 302
@@ -101,13 +109,18 @@ def test_sizes_edited_on_the_page_and_through_the_api_are_stored_audited_and_cou
     assert answer.json()["medium"]["cores"] == 6.0  # a PATCH keeps the others
 
     body = admin_client.get(api(underused)).json()
-    expected = crs.capacity.capacity(underused.latest_snapshot(), crs.capacity.Size(12, 48 * GIB)).count
+    new_large = crs.capacity.Size(12, 48 * GIB)
+    expected = crs.capacity.capacity(underused.latest_snapshot(), new_large).count
     large = next(r for r in body["sizes"] if r["size"] == "large")
-    assert (large["text"], large["count"]) == ("12c,48g", expected)
+    assert (large["text"], large["count"], large["count_n1"]) == ("12c,48g", expected, None)
     assert body["power"]["standard"] == "6c,12g"  # the medium size is the standard guest
     assert body["power"]["watts_saved"] == 200.0 * len(body["power"]["power_off"])
     html = admin_client.get(page(underused)).content.decode()
     assert 'value="12c,48g"' in html and "<strong>large</strong> 12c,48g" in html
+    run_rounds(underused, 1, django_capture_on_commit_callbacks)  # the next round counts it keeping N+1
+    snapshot = underused.latest_snapshot()
+    large = next(r for r in admin_client.get(api(underused)).json()["sizes"] if r["size"] == "large")
+    assert large["count_n1"] == crs.capacity.capacity(snapshot, new_large, n1_safe=True).count
 
 
 @pytest.mark.django_db
