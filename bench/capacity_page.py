@@ -48,9 +48,7 @@ def main() -> None:
         clusters[spec] = crs.snapshot.parse(synthetic(nodes, guests))
     settings, limits = CapacitySettings(), Limits()
     medium = Size(settings.sizes["medium"]["cores"], settings.sizes["medium"]["memory_bytes"])
-    print(
-        "| cluster | page (s) | one N+1 verdict (s) | ratio | medium keeping N+1, rounds (s) | medium fit | power off |"
-    )
+    print("| cluster | page (s) | one N+1 verdict (s) | ratio | medium, N+1-safe count (s) | medium fit | power off |")
     print("|---|---|---|---|---|---|---|")
     for name, snapshot in clusters.items():
         page = best(lambda snapshot=snapshot: figures(snapshot, settings, limits, {}))
