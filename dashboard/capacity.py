@@ -22,9 +22,9 @@ from django.utils import timezone
 
 from crs.capacity import GIB, Size, capacity, parse_size
 from crs.errors import CrsError
-from crs.fits import Limits
+from crs.fits import Limits, committed
 from crs.model import Snapshot
-from crs.power import squeeze
+from crs.power import room, squeeze
 
 from .ha import Refused
 from .models import DEFAULT_IDLE_WATTS, AuditEvent, CapacitySample, CapacitySettings, Cluster
@@ -206,14 +206,13 @@ def power(snapshot: Snapshot, settings: CapacitySettings, limits: Limits) -> dic
     standard = settings.sizes[STANDARD]
     offline = {n.name for n in snapshot.nodes if not n.online}
     standby = tuple(n for n in settings.standby if n in offline)  # one back online is no longer standby
-    result = squeeze(
-        snapshot,
-        Size(standard["cores"], standard["memory_bytes"]),
-        limits,
-        minimal=MINIMAL,
-        target=TARGET,
-        standby=standby,
-    )
+    size = Size(standard["cores"], standard["memory_bytes"])
+    result = squeeze(snapshot, size, limits, minimal=MINIMAL, target=TARGET, standby=standby)
+    short = [
+        n.name
+        for n in snapshot.nodes
+        if n.usable and room(n, committed(n, (g for g in snapshot.guests if g.node == n.name)), size, limits) < MINIMAL
+    ]
     watts = result.watts_saved({}, settings.idle_watts)
     return {
         "standard_size": STANDARD,
@@ -227,6 +226,7 @@ def power(snapshot: Snapshot, settings: CapacitySettings, limits: Limits) -> dic
         "watts_saved": watts,
         "kwh_per_day": round(watts * 24 / 1000, 2),
         "standby": list(standby),
+        "short": short,  # nodes with room for fewer than `minimal` standard guests
         "note": WAKE_ON_LAN,
     }
 

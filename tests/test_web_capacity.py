@@ -197,3 +197,32 @@ def test_the_trend_is_stored_once_an_hour_not_every_round(admin_client, underuse
     run_rounds(underused, 1, django_capture_on_commit_callbacks)
     latest_small = CapacitySample.objects.filter(cluster=underused, size="small").latest("hour")
     assert latest_small.cores == 2 and CapacitySample.objects.filter(cluster=underused).count() == 6
+
+
+@pytest.mark.django_db
+def test_standby_nodes_are_suggested_to_power_on_when_room_is_short_and_a_failed_node_is_not(admin_client):
+    """node01 has room for no medium guest (hsqueeze's minimal is 2): the standby node02 is to
+    be woken; node03 is offline too but not standby (failed, say): never suggested."""
+    nodes = [
+        {"name": "node01", "cpus": 16, "memory_bytes": 16 * GIB},
+        {"name": "node02", "cpus": 32, "memory_bytes": 64 * GIB, "online": False},
+        {"name": "node03", "cpus": 32, "memory_bytes": 64 * GIB, "online": False},
+    ]
+    guests = [{"sid": f"vm:{100 + i}", "node": "node01", "cores": 2, "memory_bytes": 7 * GIB} for i in range(2)]
+    snapshot = {"format": "crs-snapshot/1", "cluster": "short", "nodes": nodes, "guests": guests}
+    cluster = Cluster.objects.create(name="short", source_kind="snapshot", source_config={"snapshot": snapshot})
+    collect.apply(args=[cluster.pk])
+    power = admin_client.get(api(cluster)).json()["power"]
+    assert (power["power_on"], power["short"]) == ([], ["node01"])  # no standby node named yet
+    assert (
+        "Room is short on node01 (less than 2 standard guests), and no standby node"
+        in admin_client.get(page(cluster)).content.decode()
+    )
+
+    answer = admin_client.patch(api(cluster, "-settings"), {"standby": ["node02"]}, content_type="application/json")
+    assert answer.status_code == 200 and answer.json()["standby"] == ["node02"]
+    power = admin_client.get(api(cluster)).json()["power"]
+    assert (power["power_on"], power["power_off"], power["moves"]) == (["node02"], [], [])
+    html = admin_client.get(page(cluster)).content.decode()
+    assert "Room is short: power on <strong>node02</strong> first." in html
+    assert "wake-on-LAN is out of scope" in html
