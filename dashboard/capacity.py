@@ -3,11 +3,12 @@ hspace, crs.capacity), with and without N+1, and which nodes could sleep or wake
 crs.power).
 
 An admin asks "how many more of these fit?" for a few sizes they know, so each cluster keeps
-three (small, medium, large; editable, checked here for the page, the API and the admin
-alike). The figures are computed on request from the latest snapshot (the engine's count is
-per-node arithmetic, milliseconds at the demo size); the 30-day trend is one figure per size
-an hour, recorded by the rounds (`record_hourly`): every round would store 60 times the rows
-for a curve that changes with the guests, not with the minute.
+three (small, medium, large; editable, checked here for the page and the API alike). The plain
+counts are computed on request from the latest snapshot (per-node arithmetic: milliseconds at
+100 nodes); the N+1-safe counts are the rounds' (`record_hourly`), one figure per size an hour,
+which is also the 30-day trend: each re-checks N+1 at every step of its search (seconds at 100
+nodes), and every round would store 60 times the rows for a curve that changes with the
+guests, not with the minute.
 
 Power is advice only: a plan of migrations and the nodes to power down (the medium size is
 the standard guest, hsqueeze's minimal and target room 2.0 / 2.0), or the standby nodes to
