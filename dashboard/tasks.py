@@ -25,7 +25,7 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, ha, history, live, notify, outcomes, rolling, rounds, whatif, windows
+from . import capacity, expiry, ha, history, live, notify, outcomes, rolling, rounds, whatif, windows
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -116,6 +116,7 @@ def balancing_round(cluster_id: int) -> None:
         transaction.on_commit(lambda: announce(cluster, recorded))
         if verdict := ha.refresh_n1(cluster, snapshot):  # on its own cadence (ha.N1_EVERY)
             live.push(cluster.pk, verdict)
+        capacity.record_hourly(cluster, snapshot)  # the capacity trend: one figure per size an hour
         for pk in recorded.approved:  # robust: with the broker down, later rounds queue them again
             transaction.on_commit(partial(execute.delay, pk), robust=True)
     finally:

@@ -2,7 +2,21 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import audit, guests, ha_api, ha_views, metrics, rolling_api, snapshots, tokens, views, whatif, windows
+from . import (
+    audit,
+    capacity_api,
+    capacity_views,
+    guests,
+    ha_api,
+    ha_views,
+    metrics,
+    rolling_api,
+    snapshots,
+    tokens,
+    views,
+    whatif,
+    windows,
+)
 
 app_patterns = [
     path("", views.home, name="home"),
@@ -42,6 +56,7 @@ app_patterns = [
     path("clusters/<int:pk>/whatif", whatif.page, name="whatif"),
     path("clusters/<int:pk>/rolling/", rolling_api.page, name="rolling"),
     path("clusters/<int:pk>/rolling/<str:what>", rolling_api.act, name="rolling-act"),
+    path("clusters/<int:pk>/capacity/", capacity_views.capacity_page, name="capacity"),
 ]
 
 handler400 = "dashboard.errors.bad_request"
@@ -55,6 +70,7 @@ urlpatterns = [
     path("api/", include("dashboard.api")),
     path("api/v1/", include((ha_api.router.urls, "api-ha"))),
     path("api/v1/", include((rolling_api.router.urls, "api-rolling"))),
+    path("api/v1/", include((capacity_api.router.urls, "api-capacity"))),
     path("metrics", metrics.metrics, name="metrics"),
     # Log in and out, change one's password; no password reset: it needs mail, which the product
     # does not send (an admin sets a new password in /admin/).

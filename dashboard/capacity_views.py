@@ -1,0 +1,103 @@
+"""The capacity page: how many more standard guests fit, with and without N+1, why no more,
+the 30-day trend, and which nodes could sleep or wake (dashboard/capacity.py has the figures
+and the checks, shared with the API)."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
+
+from . import capacity
+from .ha import Refused
+from .ha_views import _listed
+from .models import Cluster
+
+REASONS = {
+    "memory": "memory (RAM less reserve)",
+    "cpu": "CPU (threads × overcommit)",
+    "n1": "N+1 (a node's loss would not be recovered)",
+    "allowed": "not allowed (rules)",
+}
+
+
+def why(limited_by: dict) -> list[str]:
+    """hspace's refusal histogram in words: "CPU (threads × overcommit) on 12 nodes"."""
+    return [f"{REASONS[r]} on {n} node{'s' if n != 1 else ''}" for r, n in limited_by.items() if n]
+
+
+def _typed(cluster: Cluster, post) -> dict:
+    """The form as the API's JSON would say it; every field that cannot be read is refused at once."""
+    data: dict = {"standby": _listed(post.get("standby", ""))}
+    errors: dict[str, list[str]] = {}
+    for name in capacity.SIZE_NAMES:
+        try:
+            data[name] = capacity.parsed_size(name, post.get(name, ""))
+        except Refused as exc:
+            errors |= exc.errors
+    try:
+        data["idle_watts"] = float(post.get("idle_watts", ""))
+    except ValueError:
+        errors["idle_watts"] = [f"idle_watts: watts per idle node, between 0 and {capacity.MAX_WATTS:g}"]
+    if errors:
+        try:
+            capacity.validated(cluster, data)
+        except Refused as exc:
+            errors = exc.errors | errors
+        raise Refused(errors)
+    return data
+
+
+@require_http_methods(["GET", "POST"])
+@permission_required("dashboard.view_cluster", raise_exception=True)
+def capacity_page(request, pk):
+    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
+    errors = None
+    if request.method == "POST":
+        if not request.user.has_perm("dashboard.change_policy"):
+            raise PermissionDenied("your role lacks the permission dashboard.change_policy")
+        try:
+            capacity.save_settings(cluster.pk, _typed(cluster, request.POST), request.user)
+        except Refused as exc:
+            errors = exc.errors
+        else:
+            messages.success(request, "Capacity settings saved.")
+            return redirect("dashboard:capacity", pk)
+    report = capacity.report(cluster)
+    settings = capacity.as_dict(capacity.settings_of(cluster))
+    form = {name: capacity.size_text(settings[name]) for name in capacity.SIZE_NAMES}
+    form |= {"idle_watts": f"{settings['idle_watts']:g}", "standby": " ".join(settings["standby"])}
+    if errors:
+        form |= {name: request.POST.get(name, "") for name in form}
+    if report:
+        for row in report["sizes"]:
+            row["why"], row["why_n1"] = why(row["limited_by"]), why(row["limited_by_n1"] or {})
+        for line in report["trend"]:
+            line["spark"] = capacity.sparkline(line["points"], "count")
+            line["spark_n1"] = capacity.sparkline(line["points"], "count_n1")
+            line["first"] = line["points"][0] if line["points"] else None
+            line["last"] = line["points"][-1] if line["points"] else None
+            line["low"] = min((p["count"] for p in line["points"]), default=None)
+            line["high"] = max((p["count"] for p in line["points"]), default=None)
+    labels = {name: f"{name} size" for name in capacity.SIZE_NAMES} | {
+        "idle_watts": "idle power per node (W)",
+        "standby": "standby nodes",
+    }
+    helps = dict.fromkeys(capacity.SIZE_NAMES, "cores and memory, e.g. 4c,8g (m, g, t)") | {
+        "idle_watts": f"default {settings['idle_watts_default']:g} W",
+        "standby": "powered down on purpose, first to wake first",
+    }
+    fields = [
+        {"name": n, "label": labels[n], "value": v, "help": helps[n], "errors": (errors or {}).get(n, [])}
+        for n, v in form.items()
+    ]
+    context = {
+        "cluster": cluster,
+        "report": report,
+        "fields": fields,
+        "reserve_gib": report["memory_reserve_bytes"] / capacity.GIB if report else 0,
+        "can_edit": request.user.has_perm("dashboard.change_policy"),
+        "spark": {"width": capacity.SPARK_WIDTH, "height": capacity.SPARK_HEIGHT},
+        "idle_watts_default": settings["idle_watts_default"],
+    }
+    return render(request, "dashboard/capacity.html", context, status=400 if errors else 200)
