@@ -68,6 +68,7 @@ def _relief(snapshot: Snapshot, guards: Guards, current: float) -> tuple[Decisio
     reasons: list[str] = []
     moved: set[str] = set()
     now, before = snapshot, current
+    net = [0]  # the guests the plan's first k steps bring under the limits (pressure.net_relief)
     while len(steps) < settings.moves_per_round:
         found = pressure.relief(now, limits, resting=guards.resting | moved, barred=guards.barred)
         if found is None:
@@ -82,8 +83,11 @@ def _relief(snapshot: Snapshot, guards: Guards, current: float) -> tuple[Decisio
         reasons.append(found.reason)
         moved.add(g.sid)
         now, before = pressure.settled(now, found), after
-    if not steps:
+        net.append(pressure.net_relief(snapshot, now, [s.move.source for s in steps], limits))
+    kept = max(range(len(net)), key=lambda k: (net[k], -k))  # the fewest steps with the most relief
+    if not kept:
         return None
+    steps, reasons = steps[:kept], reasons[:kept]
     # Percent, as every figure the page shows (the reason is shown as it is).
     weights = ", ".join(f"{c} {w:.0%}" for c, w in zip(pressure.CRITERIA, pressure.WEIGHTS.weights))
     reason = " ".join(reasons) + (

@@ -239,6 +239,22 @@ def relief(
     return None
 
 
+def net_relief(before: Snapshot, after: Snapshot, sources: list[str], limits: Limits) -> int:
+    """The guests a pressure plan brings under the limits (`after` is the snapshot `settled`
+    expects it to leave), not counting a moved guest whose source node still stalls as a
+    whole: moving a guest out of a node short of CPU relieves that guest but leaves the
+    others stalling, and in the replay such moves made most of `both`'s extra migrations
+    while the peak ended on its own (bench/README.md). A plan with no net relief is not made."""
+    still = sum(1 for node in sources if _stalls_whole(after, node, limits))
+    return len(hurting(before, limits)) - len(hurting(after, limits)) - still
+
+
+def _stalls_whole(snapshot: Snapshot, node: str, limits: Limits) -> bool:
+    """True when `node` itself reports CPU pressure beyond the limit (short of CPU as a whole)."""
+    p = snapshot.node(node).pressure
+    return p is not None and p.cpu_some > limits.cpu
+
+
 def settled(snapshot: Snapshot, move: Relief) -> Snapshot:
     """The snapshot after `move`, with the pressure it is expected to leave: usage shifts with
     the guest, the source's guests stall in proportion to the contention left (unchanged where
