@@ -239,14 +239,23 @@ def relief(
     return None
 
 
-def net_relief(before: Snapshot, after: Snapshot, sources: list[str], limits: Limits) -> int:
+def net_relief(
+    before: Snapshot, after: Snapshot, sources: list[str], limits: Limits, lasting: frozenset[str] = frozenset()
+) -> int:
     """The guests a pressure plan brings under the limits (`after` is the snapshot `settled`
     expects it to leave), not counting a moved guest whose source node still stalls as a
-    whole: moving a guest out of a node short of CPU relieves that guest but leaves the
-    others stalling, and in the replay such moves made most of `both`'s extra migrations
-    while the peak ended on its own (bench/README.md). A plan with no net relief is not made."""
-    still = sum(1 for node in sources if _stalls_whole(after, node, limits))
+    whole, unless that node's stall is `lasting` (seen at the round before too). Moving a
+    guest out of a node short of CPU relieves that guest but leaves the others stalling;
+    in the replay such moves at a new stall made most of `both`'s extra migrations while the
+    peak ended on its own (bench/README.md). A lasting stall is relieved a few moves a round.
+    A plan with no net relief is not made."""
+    still = sum(1 for node in sources if node not in lasting and _stalls_whole(after, node, limits))
     return len(hurting(before, limits)) - len(hurting(after, limits)) - still
+
+
+def stalled_nodes(snapshot: Snapshot, limits: Limits) -> tuple[str, ...]:
+    """The nodes short of CPU as a whole (their own CPU pressure beyond the limit)."""
+    return tuple(n.name for n in snapshot.nodes if _stalls_whole(snapshot, n.name, limits))
 
 
 def _stalls_whole(snapshot: Snapshot, node: str, limits: Limits) -> bool:

@@ -31,3 +31,10 @@ def test_the_moves_that_end_the_stall_are_made_and_no_more():
     result = run_round(saturated(5), RoundState())
     assert result.decision == "migrate"
     assert [(s.move.source, s.move.target) for s in result.plan] == [("a", "b"), ("a", "b")]  # 8 − 4 = 4 threads
+
+
+def test_a_stall_seen_at_the_round_before_is_relieved_a_move_at_a_time():
+    """A lasting stall is no peak: a round that can end it only over several rounds starts."""
+    result = run_round(saturated(1), RoundState(stalled_nodes=("a",)))
+    assert result.decision == "migrate" and result.move.source == "a"
+    assert result.state.stalled_nodes == ("a",)  # the next round sees it lasting too
