@@ -77,6 +77,7 @@ def _relief(
     moved: set[str] = set()
     now, before = snapshot, current
     net = [0]  # the guests the plan's first k steps bring under the limits (pressure.net_relief)
+    hurt = len(pressure.hurting(snapshot, limits))
     while len(steps) < settings.moves_per_round:
         found = pressure.relief(now, limits, resting=guards.resting | moved, barred=guards.barred)
         if found is None:
@@ -91,7 +92,7 @@ def _relief(
         reasons.append(found.reason)
         moved.add(g.sid)
         now, before = pressure.settled(now, found), after
-        net.append(pressure.net_relief(snapshot, now, [s.move.source for s in steps], limits, lasting))
+        net.append(pressure.net_relief(hurt, now, [s.move.source for s in steps], limits, lasting))
     kept = max(range(len(net)), key=lambda k: (net[k], -k))  # the fewest steps with the most relief
     if not kept:
         return None

@@ -240,17 +240,17 @@ def relief(
 
 
 def net_relief(
-    before: Snapshot, after: Snapshot, sources: list[str], limits: Limits, lasting: frozenset[str] = frozenset()
+    hurting_before: int, after: Snapshot, sources: list[str], limits: Limits, lasting: frozenset[str] = frozenset()
 ) -> int:
-    """The guests a pressure plan brings under the limits (`after` is the snapshot `settled`
-    expects it to leave), not counting a moved guest whose source node still stalls as a
+    """The guests a pressure plan brings under the limits, of `hurting_before` (`after` is the
+    snapshot `settled` expects it to leave), not counting a moved guest whose source node still stalls as a
     whole, unless that node's stall is `lasting` (seen at the round before too). Moving a
     guest out of a node short of CPU relieves that guest but leaves the others stalling;
     in the replay such moves at a new stall made most of `both`'s extra migrations while the
     peak ended on its own (bench/README.md). A lasting stall is relieved a few moves a round.
     A plan with no net relief is not made."""
     still = sum(1 for node in sources if node not in lasting and _stalls_whole(after, node, limits))
-    return len(hurting(before, limits)) - len(hurting(after, limits)) - still
+    return hurting_before - len(hurting(after, limits)) - still
 
 
 def stalled_nodes(snapshot: Snapshot, limits: Limits) -> tuple[str, ...]:
