@@ -39,7 +39,9 @@ def run_round(
     current = imbalance(list(loads.values()), settings.imbalance_scale)
     if settings.objective != "even":
         wait, state = gating.gate(snapshot, state)  # every round: a state change restarts the quiet minute
-        relieving = None if wait or snapshot.in_motion else _relief(snapshot, guards, current)
+        lasting = frozenset(state.stalled_nodes)
+        state = replace(state, stalled_nodes=pressure.stalled_nodes(snapshot, _limits(settings)))
+        relieving = None if wait or snapshot.in_motion else _relief(snapshot, guards, current, lasting)
         if not snapshot.in_motion and (relieving is not None or settings.objective == "pressure"):
             decision, reason, steps = relieving or _no_relief(snapshot, wait)
             return _result(settings, loads, current, decision, reason, state, state.hold_count, len(steps), steps)
@@ -53,7 +55,13 @@ def run_round(
     return _result(settings, loads, current, decision, reason, replace(state, hold_count=0), served, candidates, steps)
 
 
-def _relief(snapshot: Snapshot, guards: Guards, current: float) -> tuple[Decision, str, tuple[Step, ...]] | None:
+def _limits(settings: Settings) -> pressure.Limits:
+    return pressure.Limits(containers=settings.containers == "restart")
+
+
+def _relief(
+    snapshot: Snapshot, guards: Guards, current: float, lasting: frozenset[str] = frozenset()
+) -> tuple[Decision, str, tuple[Step, ...]] | None:
     """Objective pressure or both: the guests that hurt most and have somewhere to go, moved
     first whatever the imbalance (DRS 2.0's order: relieve contention, then even out); the
     guards apply as to any move. The seed moves one guest per check; the product plans up to
@@ -63,11 +71,13 @@ def _relief(snapshot: Snapshot, guards: Guards, current: float) -> tuple[Decisio
     if not pressure.has_data(snapshot):
         return None
     settings = snapshot.settings
-    limits = pressure.Limits(containers=settings.containers == "restart")
+    limits = _limits(settings)
     steps: list[Step] = []
     reasons: list[str] = []
     moved: set[str] = set()
     now, before = snapshot, current
+    net = [0]  # the guests the plan's first k steps bring under the limits (pressure.net_relief)
+    hurt = len(pressure.hurting(snapshot, limits))
     while len(steps) < settings.moves_per_round:
         found = pressure.relief(now, limits, resting=guards.resting | moved, barred=guards.barred)
         if found is None:
@@ -82,8 +92,11 @@ def _relief(snapshot: Snapshot, guards: Guards, current: float) -> tuple[Decisio
         reasons.append(found.reason)
         moved.add(g.sid)
         now, before = pressure.settled(now, found), after
-    if not steps:
+        net.append(pressure.net_relief(hurt, now, [s.move.source for s in steps], limits, lasting))
+    kept = max(range(len(net)), key=lambda k: (net[k], -k))  # the fewest steps with the most relief
+    if not kept:
         return None
+    steps, reasons = steps[:kept], reasons[:kept]
     # Percent, as every figure the page shows (the reason is shown as it is).
     weights = ", ".join(f"{c} {w:.0%}" for c, w in zip(pressure.CRITERIA, pressure.WEIGHTS.weights))
     reason = " ".join(reasons) + (

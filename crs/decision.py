@@ -34,6 +34,9 @@ class RoundState:
     checked_s: float | None = None
     changed_s: float | None = None
     digest: str = ""
+    # Nodes short of CPU as a whole at the last round (crs.pressure.stalled_nodes): a stall seen
+    # twice is relieved step by step; a new one only by moves that end it (it may be a peak).
+    stalled_nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

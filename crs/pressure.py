@@ -239,6 +239,31 @@ def relief(
     return None
 
 
+def net_relief(
+    hurting_before: int, after: Snapshot, sources: list[str], limits: Limits, lasting: frozenset[str] = frozenset()
+) -> int:
+    """The guests a pressure plan brings under the limits, of `hurting_before` (`after` is the
+    snapshot `settled` expects it to leave), not counting a moved guest whose source node still stalls as a
+    whole, unless that node's stall is `lasting` (seen at the round before too). Moving a
+    guest out of a node short of CPU relieves that guest but leaves the others stalling;
+    in the replay such moves at a new stall made most of `both`'s extra migrations while the
+    peak ended on its own (bench/README.md). A lasting stall is relieved a few moves a round.
+    A plan with no net relief is not made."""
+    still = sum(1 for node in sources if node not in lasting and _stalls_whole(after, node, limits))
+    return hurting_before - len(hurting(after, limits)) - still
+
+
+def stalled_nodes(snapshot: Snapshot, limits: Limits) -> tuple[str, ...]:
+    """The nodes short of CPU as a whole (their own CPU pressure beyond the limit)."""
+    return tuple(n.name for n in snapshot.nodes if _stalls_whole(snapshot, n.name, limits))
+
+
+def _stalls_whole(snapshot: Snapshot, node: str, limits: Limits) -> bool:
+    """True when `node` itself reports CPU pressure beyond the limit (short of CPU as a whole)."""
+    p = snapshot.node(node).pressure
+    return p is not None and p.cpu_some > limits.cpu
+
+
 def settled(snapshot: Snapshot, move: Relief) -> Snapshot:
     """The snapshot after `move`, with the pressure it is expected to leave: usage shifts with
     the guest, the source's guests stall in proportion to the contention left (unchanged where

@@ -99,7 +99,12 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
         Cluster.objects.filter(pk=cluster.pk).update(
             hold_count=s.hold_count,
             last_round_at=now,
-            pressure_gate={"checked_s": s.checked_s, "changed_s": s.changed_s, "digest": s.digest},
+            pressure_gate={
+                "checked_s": s.checked_s,
+                "changed_s": s.changed_s,
+                "digest": s.digest,
+                "stalled_nodes": list(s.stalled_nodes),
+            },
         )
     return Recorded(round_, changed + [pk for pk in approved if pk not in changed], approved)
 
