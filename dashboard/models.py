@@ -56,7 +56,10 @@ def whole_number_validators(field: str, low: int, high: int, unit: str) -> list:
 
 
 class ClusterManager(models.Manager):
-    ROUND_LEASE = timedelta(seconds=120)
+    # Longer than the longest round seen (1000 nodes × 20 000 guests with the minute's N+1 and the
+    # hour's capacity counts: about 15 s on a loaded machine); short enough that a worker killed
+    # mid-round stops its cluster's rounds for a minute at most.
+    ROUND_LEASE = timedelta(seconds=60)
 
     def claim_round(self, pk: int) -> bool:
         """True if this caller may run the cluster's round now; two rounds never overlap.

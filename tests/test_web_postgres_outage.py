@@ -94,8 +94,8 @@ def test_a_migration_running_across_a_postgres_outage_settles_within_60_s(redis_
         wait_for(started.exists, 90, "the stack starts the approved migration at the adapter")
 
         # A round in flight when the database went away keeps its lease (its release could not
-        # be written): rounds stay blocked up to ROUND_LEASE, longer than the settle target.
-        # The follower must not depend on them (seen in CI: not settled 90 s after the return).
+        # be written): rounds stay blocked up to ROUND_LEASE. The follower must not depend on them
+        # (seen in CI with a 120 s lease: not settled 90 s after the return).
         Cluster.objects.filter(pk=cluster.pk).update(round_lease_until=timezone.now() + Cluster.objects.ROUND_LEASE)
         proxy.close()
         outage = time.monotonic()

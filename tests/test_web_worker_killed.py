@@ -62,7 +62,7 @@ def finished_by_a_new_worker(migration_id: int, database_url: str, redis_url: st
 def test_worker_killed_during_execute_leaves_a_migration_that_is_resumed_once(suggested, redis_server):
     service_or_skip("CRS_TEST_DATABASE_URL")
     database_url = shared_database_url()
-    sender = Celery(broker=redis_server.url)
+    sender = Celery(broker=redis_server.url, set_as_current=False)
     Migration.objects.transition(suggested.pk, "suggested", "approved", None)
     first = worker(database_url, redis_server.url, "first")
     try:
@@ -102,7 +102,7 @@ def test_worker_killed_while_following_a_migration_leaves_it_followed_to_its_end
     Migration.objects.transition(suggested.pk, "suggested", "approved", None)
     first = worker(database_url, redis_server.url, "first")
     try:
-        Celery(broker=redis_server.url).send_task("dashboard.tasks.execute", args=[suggested.pk])
+        Celery(broker=redis_server.url, set_as_current=False).send_task("dashboard.tasks.execute", args=[suggested.pk])
 
         def followed():
             """the worker started the migration and polled its progress at least once"""
