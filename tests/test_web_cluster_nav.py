@@ -1,0 +1,20 @@
+"""Every page of a cluster links to all the others the same way, the page shown marked current."""
+
+import re
+
+import pytest
+from django.urls import reverse
+
+PAGES = {"guests": "guests", "rules": "HA rules", "rolling": "rolling maintenance", "capacity": "capacity and power"}
+
+
+@pytest.mark.django_db
+def test_each_cluster_page_links_to_every_other_and_marks_itself(admin_client, collected):
+    for shown in PAGES:
+        html = admin_client.get(reverse(f"dashboard:{shown}", args=[collected.pk])).content.decode()
+        nav = re.search(r'<nav aria-label="cluster pages">(.*?)</nav>', html, re.S).group(1)
+        links = dict(re.findall(r'<a href="([^"]+)"[^>]*>([^<]+)</a>', nav))
+        assert links[reverse("dashboard:cluster", args=[collected.pk])] == collected.name
+        for name, label in PAGES.items():
+            assert links[reverse(f"dashboard:{name}", args=[collected.pk])] == label, (shown, name)
+        assert re.findall(r'aria-current="page">([^<]+)</a>', nav) == [PAGES[shown]], shown
