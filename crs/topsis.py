@@ -44,8 +44,9 @@ def _columns(chunks: Iterable[np.ndarray], raw_weights: tuple[float, ...]) -> _C
             continue
         seen = True
         for j in range(width):
-            column = chunk[:, j]
-            squares[j] = np.cumsum(np.concatenate(([squares[j]], column * column)))[-1]
+            column = chunk[:, j] * chunk[:, j]
+            column[0] += squares[j]  # the fold so far, then this chunk's squares: one fold in order
+            squares[j] = np.cumsum(column, out=column)[-1]
         low, high = np.minimum(low, chunk.min(axis=0)), np.maximum(high, chunk.max(axis=0))
     if not seen:
         return None
@@ -59,12 +60,14 @@ def _columns(chunks: Iterable[np.ndarray], raw_weights: tuple[float, ...]) -> _C
 def _closeness(chunk: np.ndarray, columns: _Columns, weights: np.ndarray) -> np.ndarray:
     d_best = np.zeros(chunk.shape[0])
     d_worst = np.zeros(chunk.shape[0])
+    scratch = np.empty(chunk.shape[0])  # in place: the same operations without a new array each
     for j, weight in enumerate(weights):
         column = chunk[:, j] / columns.norm[j] if columns.norm[j] != 0.0 else chunk[:, j]
-        to_best = (column - columns.best[j]) * weight
-        to_worst = (column - columns.worst[j]) * weight
-        d_best += to_best * to_best
-        d_worst += to_worst * to_worst
+        for ideal, distance in ((columns.best[j], d_best), (columns.worst[j], d_worst)):
+            np.subtract(column, ideal, out=scratch)
+            scratch *= weight
+            scratch *= scratch
+            distance += scratch
     d_best, d_worst = np.sqrt(d_best), np.sqrt(d_worst)
     denominator = d_worst + d_best
     with np.errstate(divide="ignore", invalid="ignore"):
