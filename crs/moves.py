@@ -24,6 +24,7 @@ from .usage import NodeStats, load
 
 CHUNK_CELLS = 1 << 20  # bundles × nodes evaluated at once (about 8 MB per float array)
 FLOOR_ROUNDING = 1e-9  # relative room for rounding in a move floor, far above float noise (~1e-15)
+CEILING_ROUNDING = 1e-9  # room for rounding in a TOPSIS closeness ceiling (closeness lies in [0, 1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,27 +260,81 @@ def _exact_in_chunks(cluster: Cluster, rows: np.ndarray, cols: np.ndarray) -> np
 def best_topsis(cluster: Cluster) -> Scored | None:
     """The move whose resulting cluster is closest to the ideal on Proxmox's four placement
     criteria (weights 1/2/5/10); ties keep candidate order. Reports its exact imbalance."""
-    exact = cluster.candidate_count() * len(cluster.names) <= EXACT_TOPSIS_CELLS
-    pick = topsis.best(lambda: _topsis_criteria(cluster, exact), WEIGHTS)
+    if cluster.candidate_count() * len(cluster.names) > EXACT_TOPSIS_CELLS:
+        found = _best_topsis_grid(cluster)
+        return None if found is None else scored(cluster, *found)
+    pick = topsis.best(lambda: (criteria for _, _, criteria in _topsis_criteria(cluster, True)), WEIGHTS)
     if pick is None:
         return None
     for part, constrained in cluster.chunks():
         r, c = np.nonzero(cluster.mask(part, constrained))
         if pick < r.size:
-            row, col = part[r[pick : pick + 1]], c[pick : pick + 1]
-            after = exact_imbalances(cluster.exact_loads(row, col), cluster.scale)
-            return Scored(cluster.bundles[row[0]], cluster.names[col[0]], truncated(float(after[0])))
+            return scored(cluster, int(part[r[pick]]), int(c[pick]))
         pick -= r.size
     raise AssertionError("topsis picked a candidate beyond the candidate list")
 
 
-def _topsis_criteria(cluster: Cluster, exact: bool) -> Iterator[np.ndarray]:
-    """K × 4 criteria of the candidates chunk by chunk, in candidate order (row-major over
-    each chunk's allowed cells). Past EXACT_TOPSIS_CELLS the O(1) criteria are computed on
+def _best_topsis_grid(cluster: Cluster) -> tuple[int, int] | None:
+    """`topsis.best` over the grid criteria, with a second pass that skips the bundles that
+    cannot win: all four criteria are minimized, so closeness at floors under a bundle's
+    criteria (`_criteria_floors`) is a ceiling over its every move. Bundles are scored in
+    falling ceiling order until the next ceiling is below the best closeness found; among
+    equal best closeness the first candidate wins (the lowest bundle row, then target), as in
+    the full scan."""
+    ideals = topsis.ideals((criteria for _, _, criteria in _topsis_criteria(cluster, False)), WEIGHTS)
+    if ideals is None:
+        return None
+    weights = topsis.normalized_weights(WEIGHTS)
+    ceilings = topsis.closeness(np.maximum(_criteria_floors(cluster), ideals.low), ideals, weights)
+    order = np.argsort(-ceilings, kind="stable")
+    best, found = -np.inf, (len(cluster.bundles), 0)
+    for part, mask, criteria in _topsis_criteria(cluster, False, order):
+        if ceilings[part[0]] + CEILING_ROUNDING < best:
+            break
+        if criteria.shape[0] == 0:
+            continue
+        score = topsis.closeness(criteria, ideals, weights)
+        top = float(score.max())
+        if top < best:
+            continue
+        r, c = np.nonzero(mask)
+        ties = np.flatnonzero(score == top)
+        first = min(zip(part[r[ties]].tolist(), c[ties].tolist()))
+        best, found = top, first if top > best else min(found, first)
+    return found
+
+
+def _criteria_floors(cluster: Cluster) -> np.ndarray:
+    """Per bundle row, floors under the four criteria of its every move (bundles × 4). The
+    sum of squares is at least the general form's with the target unchanged, as a target only
+    gains (demand is never negative; the margin covers rounding); the highest utilisation is
+    at least the source's and that of the nodes outside the top two the move leaves alone
+    (a top node as target keeps at least its own value)."""
+    src, src_cpu, src_mem = cluster.moved_source(slice(None))
+    out = np.empty((src.size, 4))
+    for k, used, capacity, src_used in (
+        (0, cluster.cpu, cluster.maxcpu, src_cpu),
+        (2, cluster.mem, cluster.maxmem, src_mem),
+    ):
+        base = used / capacity
+        src_util = src_used / capacity[src]
+        total = float(np.dot(base, base))
+        squares = total - base[src] ** 2 + src_util**2 - FLOOR_ROUNDING * (total + 1.0)
+        out[:, k] = 1.0 + np.sqrt(np.maximum(squares, 0.0) / base.size)
+        out[:, k + 1] = 1.0 + np.maximum(_untouched_highest(_top_three(base), src), src_util)
+    return out
+
+
+def _topsis_criteria(
+    cluster: Cluster, exact: bool, order: np.ndarray | None = None
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(bundle rows, allowed cells, K × 4 criteria of the candidates) chunk by chunk, in
+    candidate order (row-major over each chunk's allowed cells; `order` as in `chunks`).
+    Past EXACT_TOPSIS_CELLS the O(1) criteria are computed on
     the chunk's bundles × nodes grid by broadcasting (each cell the same operations as for a
     single candidate, so the same bits) and the allowed cells taken out, instead of on
     per-candidate index arrays gathered 20 M long."""
-    for part, constrained in cluster.chunks():
+    for part, constrained in cluster.chunks(order):
         mask = cluster.mask(part, constrained)
         criteria = np.empty((int(mask.sum()), 4), order="F")  # column-major: TOPSIS works per criterion
         if exact:
@@ -303,7 +358,7 @@ def _topsis_criteria(cluster: Cluster, exact: bool) -> Iterator[np.ndarray]:
             else:
                 average, highest = grid_criteria(used / capacity, src[:, 0], src_util[:, 0], tgt_util)
                 criteria[:, k], criteria[:, k + 1] = average[mask], highest[mask]
-        yield criteria
+        yield part, mask, criteria
 
 
 def grid_criteria(
@@ -325,23 +380,31 @@ def grid_criteria(
     squares /= base.size
     np.sqrt(squares, out=squares)
     squares += 1.0
-    top = np.argpartition(base, -3)[-3:] if base.size > 3 else np.arange(base.size)
-    top = top[np.argsort(base[top])[::-1]]  # the three highest, highest first
-    values = np.concatenate([base[top], np.zeros(3 - top.size)])
-    top = np.concatenate([top, np.full(3 - top.size, -1)])
-
-    def others(first_out: np.ndarray, second_out: np.ndarray) -> np.ndarray:
-        """The highest utilisation of the nodes a move leaves alone."""
-        kept: np.ndarray = np.where(first_out, np.where(second_out, values[2], values[1]), values[0])
-        return kept
-
-    row_high = np.maximum(others(src == top[0], src == top[1]), src_util)  # targets outside the top two
-    high = np.maximum(row_high[:, None], tgt_util)
-    for col in {int(c) for c in top[:2] if c >= 0}:  # a target among the top two frees its own value
-        kept = others((src == top[0]) | (col == top[0]), (src == top[1]) | (col == top[1]))
-        high[:, col] = np.maximum(np.maximum(kept, src_util), tgt_util[:, col])
+    top = _top_three(base)
+    high = np.maximum(np.maximum(_untouched_highest(top, src), src_util)[:, None], tgt_util)
+    for col in {int(c) for c in top[0][:2] if c >= 0}:  # a target among the top two frees its own value
+        high[:, col] = np.maximum(np.maximum(_untouched_highest(top, src, col), src_util), tgt_util[:, col])
     high += 1.0
     return squares, high
+
+
+def _top_three(base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(nodes, utilisations) of the three highest, highest first, as in
+    `placement.criteria_incremental` (padded with node -1 at 0 on fewer nodes)."""
+    top = np.argpartition(base, -3)[-3:] if base.size > 3 else np.arange(base.size)
+    top = top[np.argsort(base[top])[::-1]]
+    values = np.concatenate([base[top], np.zeros(3 - top.size)])
+    return np.concatenate([top, np.full(3 - top.size, -1)]), values
+
+
+def _untouched_highest(top_three: tuple[np.ndarray, np.ndarray], src: np.ndarray, tgt: int = -1) -> np.ndarray:
+    """Per move off node src[r] to node `tgt` (by default any node outside the top two), the
+    highest utilisation of the nodes the move leaves alone."""
+    top, values = top_three
+    first_out = (src == top[0]) | (tgt == top[0])
+    second_out = (src == top[1]) | (tgt == top[1])
+    kept: np.ndarray = np.where(first_out, np.where(second_out, values[2], values[1]), values[0])
+    return kept
 
 
 def _folded_criteria(

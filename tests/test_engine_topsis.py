@@ -102,3 +102,28 @@ def test_grid_criteria_equal_the_general_form_bit_for_bit_on_every_move(nodes):
         moves = src[:, None] != tgt
         assert np.array_equal(average[moves], want_average[moves])
         assert np.array_equal(high[moves], want_high[moves])
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("mode", ["dynamic", "static"])
+def test_skipping_bundles_that_cannot_win_picks_what_the_full_scan_picks(monkeypatch, seed, mode):
+    """Large TOPSIS rounds score only the bundles whose closeness ceiling reaches the best
+    found; with no ceiling (every bundle scored) the pick is the same move, first of equals
+    included (the synthetic guests come in four sizes, so equal candidates abound)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from make_snapshot import synthetic
+
+    from crs import moves
+    from crs.balancer import plan
+    from crs.snapshot import parse
+
+    snap = parse(synthetic(8 + 7 * seed, 60 + 40 * seed, mode, "topsis", seed=seed))
+    monkeypatch.setattr(moves, "EXACT_TOPSIS_CELLS", 0)  # the grid path, where bundles are skipped
+    monkeypatch.setattr(moves, "CHUNK_CELLS", 64)  # many small chunks, so whole chunks are skipped
+    pruned = plan(snap).move
+    monkeypatch.setattr(moves, "_criteria_floors", lambda cluster: np.zeros((len(cluster.bundles), 4)))
+    assert pruned is not None
+    assert plan(snap).move == pruned
