@@ -19,7 +19,7 @@ import numpy as np
 from . import topsis
 from .bundles import Bundle
 from .imbalance import MoveEvaluator, truncated
-from .placement import EXACT_TOPSIS_CELLS, WEIGHTS, criteria_after
+from .placement import EXACT_TOPSIS_CELLS, WEIGHTS, criteria_after, top_three
 from .usage import NodeStats, load
 
 CHUNK_CELLS = 1 << 20  # bundles × nodes evaluated at once (about 8 MB per float array)
@@ -321,7 +321,7 @@ def _criteria_floors(cluster: Cluster) -> np.ndarray:
         total = float(np.dot(base, base))
         squares = total - base[src] ** 2 + src_util**2 - FLOOR_ROUNDING * (total + 1.0)
         out[:, k] = 1.0 + np.sqrt(np.maximum(squares, 0.0) / base.size)
-        out[:, k + 1] = 1.0 + np.maximum(_untouched_highest(_top_three(base), src), src_util)
+        out[:, k + 1] = 1.0 + np.maximum(_untouched_highest(top_three(base), src), src_util)
     return out
 
 
@@ -380,7 +380,7 @@ def grid_criteria(
     squares /= base.size
     np.sqrt(squares, out=squares)
     squares += 1.0
-    top = _top_three(base)
+    top = top_three(base)
     high = np.maximum(np.maximum(_untouched_highest(top, src), src_util)[:, None], tgt_util)
     for col in {int(c) for c in top[0][:2] if c >= 0}:  # a target among the top two frees its own value
         high[:, col] = np.maximum(np.maximum(_untouched_highest(top, src, col), src_util), tgt_util[:, col])
@@ -388,18 +388,10 @@ def grid_criteria(
     return squares, high
 
 
-def _top_three(base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(nodes, utilisations) of the three highest, highest first, as in
-    `placement.criteria_incremental` (padded with node -1 at 0 on fewer nodes)."""
-    top = np.argpartition(base, -3)[-3:] if base.size > 3 else np.arange(base.size)
-    top = top[np.argsort(base[top])[::-1]]
-    values = np.concatenate([base[top], np.zeros(3 - top.size)])
-    return np.concatenate([top, np.full(3 - top.size, -1)]), values
-
-
 def _untouched_highest(top_three: tuple[np.ndarray, np.ndarray], src: np.ndarray, tgt: int = -1) -> np.ndarray:
-    """Per move off node src[r] to node `tgt` (by default any node outside the top two), the
-    highest utilisation of the nodes the move leaves alone."""
+    """Per move off node src[r] to node `tgt` (by default any node outside the top two; with
+    fewer than two nodes there is no move), the highest utilisation of the nodes the move
+    leaves alone."""
     top, values = top_three
     first_out = (src == top[0]) | (tgt == top[0])
     second_out = (src == top[1]) | (tgt == top[1])
