@@ -19,11 +19,12 @@ import numpy as np
 from . import topsis
 from .bundles import Bundle
 from .imbalance import MoveEvaluator, truncated
-from .placement import EXACT_TOPSIS_CELLS, WEIGHTS, criteria_after, criteria_incremental
+from .placement import EXACT_TOPSIS_CELLS, WEIGHTS, criteria_after, top_three
 from .usage import NodeStats, load
 
 CHUNK_CELLS = 1 << 20  # bundles × nodes evaluated at once (about 8 MB per float array)
 FLOOR_ROUNDING = 1e-9  # relative room for rounding in a move floor, far above float noise (~1e-15)
+CEILING_ROUNDING = 1e-9  # room for rounding in a TOPSIS closeness ceiling (closeness lies in [0, 1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,27 +260,81 @@ def _exact_in_chunks(cluster: Cluster, rows: np.ndarray, cols: np.ndarray) -> np
 def best_topsis(cluster: Cluster) -> Scored | None:
     """The move whose resulting cluster is closest to the ideal on Proxmox's four placement
     criteria (weights 1/2/5/10); ties keep candidate order. Reports its exact imbalance."""
-    exact = cluster.candidate_count() * len(cluster.names) <= EXACT_TOPSIS_CELLS
-    pick = topsis.best(lambda: _topsis_criteria(cluster, exact), WEIGHTS)
+    if cluster.candidate_count() * len(cluster.names) > EXACT_TOPSIS_CELLS:
+        found = _best_topsis_grid(cluster)
+        return None if found is None else scored(cluster, *found)
+    pick = topsis.best(lambda: (criteria for _, _, criteria in _topsis_criteria(cluster, True)), WEIGHTS)
     if pick is None:
         return None
     for part, constrained in cluster.chunks():
         r, c = np.nonzero(cluster.mask(part, constrained))
         if pick < r.size:
-            row, col = part[r[pick : pick + 1]], c[pick : pick + 1]
-            after = exact_imbalances(cluster.exact_loads(row, col), cluster.scale)
-            return Scored(cluster.bundles[row[0]], cluster.names[col[0]], truncated(float(after[0])))
+            return scored(cluster, int(part[r[pick]]), int(c[pick]))
         pick -= r.size
     raise AssertionError("topsis picked a candidate beyond the candidate list")
 
 
-def _topsis_criteria(cluster: Cluster, exact: bool) -> Iterator[np.ndarray]:
-    """K × 4 criteria of the candidates chunk by chunk, in candidate order (row-major over
-    each chunk's allowed cells). Past EXACT_TOPSIS_CELLS the O(1) criteria are computed on
+def _best_topsis_grid(cluster: Cluster) -> tuple[int, int] | None:
+    """`topsis.best` over the grid criteria, with a second pass that skips the bundles that
+    cannot win: all four criteria are minimized, so closeness at floors under a bundle's
+    criteria (`_criteria_floors`) is a ceiling over its every move. Bundles are scored in
+    falling ceiling order until the next ceiling is below the best closeness found; among
+    equal best closeness the first candidate wins (the lowest bundle row, then target), as in
+    the full scan."""
+    ideals = topsis.ideals((criteria for _, _, criteria in _topsis_criteria(cluster, False)), WEIGHTS)
+    if ideals is None:
+        return None
+    weights = topsis.normalized_weights(WEIGHTS)
+    ceilings = topsis.closeness(np.maximum(_criteria_floors(cluster), ideals.low), ideals, weights)
+    order = np.argsort(-ceilings, kind="stable")
+    best, found = -np.inf, (len(cluster.bundles), 0)
+    for part, mask, criteria in _topsis_criteria(cluster, False, order):
+        if ceilings[part[0]] + CEILING_ROUNDING < best:
+            break
+        if criteria.shape[0] == 0:
+            continue
+        score = topsis.closeness(criteria, ideals, weights)
+        top = float(score.max())
+        if top < best:
+            continue
+        r, c = np.nonzero(mask)
+        ties = np.flatnonzero(score == top)
+        first = min(zip(part[r[ties]].tolist(), c[ties].tolist()))
+        best, found = top, first if top > best else min(found, first)
+    return found
+
+
+def _criteria_floors(cluster: Cluster) -> np.ndarray:
+    """Per bundle row, floors under the four criteria of its every move (bundles × 4). The
+    sum of squares is at least the general form's with the target unchanged, as a target only
+    gains (demand is never negative; the margin covers rounding); the highest utilisation is
+    at least the source's and that of the nodes outside the top two the move leaves alone
+    (a top node as target keeps at least its own value)."""
+    src, src_cpu, src_mem = cluster.moved_source(slice(None))
+    out = np.empty((src.size, 4))
+    for k, used, capacity, src_used in (
+        (0, cluster.cpu, cluster.maxcpu, src_cpu),
+        (2, cluster.mem, cluster.maxmem, src_mem),
+    ):
+        base = used / capacity
+        src_util = src_used / capacity[src]
+        total = float(np.dot(base, base))
+        squares = total - base[src] ** 2 + src_util**2 - FLOOR_ROUNDING * (total + 1.0)
+        out[:, k] = 1.0 + np.sqrt(np.maximum(squares, 0.0) / base.size)
+        out[:, k + 1] = 1.0 + np.maximum(_untouched_highest(top_three(base), src), src_util)
+    return out
+
+
+def _topsis_criteria(
+    cluster: Cluster, exact: bool, order: np.ndarray | None = None
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(bundle rows, allowed cells, K × 4 criteria of the candidates) chunk by chunk, in
+    candidate order (row-major over each chunk's allowed cells; `order` as in `chunks`).
+    Past EXACT_TOPSIS_CELLS the O(1) criteria are computed on
     the chunk's bundles × nodes grid by broadcasting (each cell the same operations as for a
     single candidate, so the same bits) and the allowed cells taken out, instead of on
     per-candidate index arrays gathered 20 M long."""
-    for part, constrained in cluster.chunks():
+    for part, constrained in cluster.chunks(order):
         mask = cluster.mask(part, constrained)
         criteria = np.empty((int(mask.sum()), 4), order="F")  # column-major: TOPSIS works per criterion
         if exact:
@@ -292,15 +347,56 @@ def _topsis_criteria(cluster: Cluster, exact: bool) -> Iterator[np.ndarray]:
             src, src_cpu, src_mem = src[:, None], src_cpu[:, None], src_mem[:, None]
             moving_cpu, moving_mem = cluster.bcpu[part][:, None], cluster.bmem[part][:, None]
             tgt = np.arange(len(cluster.names))[None, :]
-        fold = _folded_criteria if exact else criteria_incremental
         for k, used, capacity, src_used, moving in (
             (0, cluster.cpu, cluster.maxcpu, src_cpu, moving_cpu),
             (2, cluster.mem, cluster.maxmem, src_mem, moving_mem),
         ):
             tgt_util = (used[tgt] + moving) / capacity[tgt]
-            average, highest = fold(used / capacity, src, src_used / capacity[src], tgt, tgt_util)
-            criteria[:, k], criteria[:, k + 1] = (average, highest) if exact else (average[mask], highest[mask])
-        yield criteria
+            src_util = src_used / capacity[src]
+            if exact:
+                criteria[:, k], criteria[:, k + 1] = _folded_criteria(used / capacity, src, src_util, tgt, tgt_util)
+            else:
+                average, highest = grid_criteria(used / capacity, src[:, 0], src_util[:, 0], tgt_util)
+                criteria[:, k], criteria[:, k + 1] = average[mask], highest[mask]
+        yield part, mask, criteria
+
+
+def grid_criteria(
+    base: np.ndarray, src: np.ndarray, src_util: np.ndarray, tgt_util: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """`placement.criteria_incremental` on a bundles × nodes grid of moves (row r leaves node
+    src[r], now at src_util[r]; column t is the target, at tgt_util[r, t]), with the same bits
+    at every cell where the target is not the source (the cells a move can take). The general
+    form spends ~25 full-grid operations per resource on the source-equals-target case and on
+    the top-three test per cell; here the terms that depend on the row alone or on the column
+    alone are computed once per row or column, leaving a handful of grid operations, which is
+    half of TOPSIS's time at 1000 nodes × 20 000 guests. The sum of squares keeps the general
+    form's order, ((Σ − src²) − tgt²) + src_util² + tgt_util²; a maximum is exact in any order.
+    The cell of a row's own node holds no meaningful value (callers mask it out)."""
+    squares = (float(np.dot(base, base)) - base[src] ** 2)[:, None] - base**2
+    squares += (src_util**2)[:, None]
+    squares += tgt_util**2
+    np.maximum(squares, 0.0, out=squares)
+    squares /= base.size
+    np.sqrt(squares, out=squares)
+    squares += 1.0
+    top = top_three(base)
+    high = np.maximum(np.maximum(_untouched_highest(top, src), src_util)[:, None], tgt_util)
+    for col in {int(c) for c in top[0][:2] if c >= 0}:  # a target among the top two frees its own value
+        high[:, col] = np.maximum(np.maximum(_untouched_highest(top, src, col), src_util), tgt_util[:, col])
+    high += 1.0
+    return squares, high
+
+
+def _untouched_highest(top_three: tuple[np.ndarray, np.ndarray], src: np.ndarray, tgt: int = -1) -> np.ndarray:
+    """Per move off node src[r] to node `tgt` (by default any node outside the top two; with
+    fewer than two nodes there is no move), the highest utilisation of the nodes the move
+    leaves alone."""
+    top, values = top_three
+    first_out = (src == top[0]) | (tgt == top[0])
+    second_out = (src == top[1]) | (tgt == top[1])
+    kept: np.ndarray = np.where(first_out, np.where(second_out, values[2], values[1]), values[0])
+    return kept
 
 
 def _folded_criteria(

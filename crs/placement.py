@@ -73,15 +73,21 @@ def criteria_incremental(
         + np.where(one, 0.0, src_util**2)
         + tgt_util**2
     )
-    top = np.argpartition(base, -3)[-3:] if base.size > 3 else np.arange(base.size)
-    top = top[np.argsort(base[top])[::-1]]  # the three highest, highest first
-    values = np.concatenate([base[top], np.zeros(3 - top.size)])
-    top = np.concatenate([top, np.full(3 - top.size, -1)])
+    top, values = top_three(base)
     first_out = (src == top[0]) | (tgt == top[0])
     second_out = (src == top[1]) | (tgt == top[1])
     others = np.where(first_out, np.where(second_out, values[2], values[1]), values[0])  # max of the untouched
     high = np.maximum(np.maximum(others, src_util), tgt_util)
     return 1.0 + np.sqrt(np.maximum(squares, 0.0) / base.size), 1.0 + high
+
+
+def top_three(base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(nodes, utilisations) of the three highest, highest first; on fewer nodes padded with
+    node -1 at 0, which no move touches. A move's highest untouched node is among them."""
+    top = np.argpartition(base, -3)[-3:] if base.size > 3 else np.arange(base.size)
+    top = top[np.argsort(base[top])[::-1]]
+    values = np.concatenate([base[top], np.zeros(3 - top.size)])
+    return np.concatenate([top, np.full(3 - top.size, -1)]), values
 
 
 @dataclass(slots=True)

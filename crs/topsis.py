@@ -20,13 +20,14 @@ from .errors import CrsError
 
 
 @dataclass(frozen=True, slots=True)
-class _Columns:
+class Ideals:
     norm: np.ndarray  # per criterion: L2 norm over all alternatives (0 = leave column as is)
     best: np.ndarray  # normalized ideal value per criterion
     worst: np.ndarray
+    low: np.ndarray  # lowest raw value per criterion (a floor under any alternative's)
 
 
-def _normalized_weights(raw_weights: tuple[float, ...]) -> np.ndarray:
+def normalized_weights(raw_weights: tuple[float, ...]) -> np.ndarray:
     total = 0.0
     for w in raw_weights:
         total += abs(w)
@@ -35,7 +36,7 @@ def _normalized_weights(raw_weights: tuple[float, ...]) -> np.ndarray:
     return np.array([abs(w) / total for w in raw_weights])
 
 
-def _columns(chunks: Iterable[np.ndarray], raw_weights: tuple[float, ...]) -> _Columns | None:
+def ideals(chunks: Iterable[np.ndarray], raw_weights: tuple[float, ...]) -> Ideals | None:
     """One pass over all alternatives: column norms (folded in order) and ideal values."""
     width = len(raw_weights)
     squares, low, high, seen = np.zeros(width), np.full(width, np.inf), np.full(width, -np.inf), False
@@ -44,27 +45,35 @@ def _columns(chunks: Iterable[np.ndarray], raw_weights: tuple[float, ...]) -> _C
             continue
         seen = True
         for j in range(width):
-            column = chunk[:, j]
-            squares[j] = np.cumsum(np.concatenate(([squares[j]], column * column)))[-1]
+            column = chunk[:, j] * chunk[:, j]
+            column[0] += squares[j]  # the fold so far, then this chunk's squares: one fold in order
+            squares[j] = np.cumsum(column, out=column)[-1]
         low, high = np.minimum(low, chunk.min(axis=0)), np.maximum(high, chunk.max(axis=0))
     if not seen:
         return None
     norm = np.sqrt(squares)
     scale = np.where(norm != 0.0, norm, 1.0)
+    raw_low = low
     low, high = low / scale, high / scale  # dividing by a positive norm keeps the order
     minimize = np.array([w < 0 for w in raw_weights])
-    return _Columns(norm, np.where(minimize, low, high), np.where(minimize, high, low))
+    return Ideals(norm, np.where(minimize, low, high), np.where(minimize, high, low), raw_low)
 
 
-def _closeness(chunk: np.ndarray, columns: _Columns, weights: np.ndarray) -> np.ndarray:
+def closeness(chunk: np.ndarray, columns: Ideals, weights: np.ndarray) -> np.ndarray:
+    """Closeness of each row against the ideals of all alternatives (`weights` normalized).
+    Where a criterion is minimized, a smaller value between the ideals never lowers it: each
+    step is a rounded monotone operation, so a caller may bound a row's closeness from floors
+    under its criteria."""
     d_best = np.zeros(chunk.shape[0])
     d_worst = np.zeros(chunk.shape[0])
+    scratch = np.empty(chunk.shape[0])  # in place: the same operations without a new array each
     for j, weight in enumerate(weights):
         column = chunk[:, j] / columns.norm[j] if columns.norm[j] != 0.0 else chunk[:, j]
-        to_best = (column - columns.best[j]) * weight
-        to_worst = (column - columns.worst[j]) * weight
-        d_best += to_best * to_best
-        d_worst += to_worst * to_worst
+        for ideal, distance in ((columns.best[j], d_best), (columns.worst[j], d_worst)):
+            np.subtract(column, ideal, out=scratch)
+            scratch *= weight
+            scratch *= scratch
+            distance += scratch
     d_best, d_worst = np.sqrt(d_best), np.sqrt(d_worst)
     denominator = d_worst + d_best
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -77,10 +86,10 @@ def _closeness(chunk: np.ndarray, columns: _Columns, weights: np.ndarray) -> np.
 def scores(matrix: np.ndarray, raw_weights: tuple[float, ...]) -> np.ndarray:
     """Closeness S_i in [0, 1] of each row (alternative); higher is better. A negative raw
     weight means the criterion is minimized. One alternative alone scores 0."""
-    weights = _normalized_weights(raw_weights)
+    weights = normalized_weights(raw_weights)
     matrix = np.asarray(matrix, dtype=float)
-    columns = _columns([matrix], raw_weights)
-    return np.zeros(0) if columns is None else _closeness(matrix, columns, weights)
+    columns = ideals([matrix], raw_weights)
+    return np.zeros(0) if columns is None else closeness(matrix, columns, weights)
 
 
 def rank(matrix: np.ndarray, raw_weights: tuple[float, ...]) -> np.ndarray:
@@ -91,14 +100,14 @@ def rank(matrix: np.ndarray, raw_weights: tuple[float, ...]) -> np.ndarray:
 def best(chunks: Callable[[], Iterable[np.ndarray]], raw_weights: tuple[float, ...]) -> int | None:
     """Index of the best alternative over all chunks (the first of equals), in two passes
     so that memory holds one chunk at a time; `chunks()` must yield the same rows twice."""
-    weights = _normalized_weights(raw_weights)
-    columns = _columns(chunks(), raw_weights)
+    weights = normalized_weights(raw_weights)
+    columns = ideals(chunks(), raw_weights)
     if columns is None:
         return None
     best_index, best_score, offset = None, -np.inf, 0
     for chunk in chunks():
         if chunk.shape[0]:
-            s = _closeness(chunk, columns, weights)
+            s = closeness(chunk, columns, weights)
             i = int(np.argmax(s))  # first maximum: stable
             if s[i] > best_score:
                 best_index, best_score = offset + i, float(s[i])
@@ -113,7 +122,7 @@ def scores_columns(columns: Sequence[np.ndarray], raw_weights: tuple[float, ...]
     `scores` does, in the same order: summing down the first axis of a C-ordered matrix with
     two or more columns is NumPy's element-wise left fold, like `cumsum` (tests check it
     against `scores` bit for bit; a lone column would be summed pairwise)."""
-    weights = _normalized_weights(raw_weights)
+    weights = normalized_weights(raw_weights)
     d_best = np.zeros(columns[0].shape)
     d_worst = np.zeros(columns[0].shape)
     scratch = np.empty(columns[0].shape)

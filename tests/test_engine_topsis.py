@@ -79,3 +79,51 @@ def test_topsis_at_scale_picks_the_same_move_as_the_exact_fold(monkeypatch):
     monkeypatch.setattr(moves, "EXACT_TOPSIS_CELLS", 0)  # force the O(1) criteria
     monkeypatch.setattr(moves, "CHUNK_CELLS", 1000)  # and many small chunks
     assert plan(snap).move == exact
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 4, 9, 40])
+def test_grid_criteria_equal_the_general_form_bit_for_bit_on_every_move(nodes):
+    """The bundles × nodes shortcut of large TOPSIS rounds gives every move (target not the
+    source) exactly the bits of `criteria_incremental`, so the picked move cannot change;
+    ties between nodes at the top of the utilisation included."""
+    from crs.moves import grid_criteria
+    from crs.placement import criteria_incremental
+
+    rng = np.random.default_rng(nodes)
+    for _ in range(20):
+        base = rng.choice([0.1, 0.5, 0.9], nodes) if rng.random() < 0.3 else rng.random(nodes) * 1.5
+        rows = 50
+        src = rng.integers(0, nodes, rows)
+        src_util = base[src] * rng.random(rows)
+        tgt_util = base[None, :] + rng.random((rows, nodes)) * 0.3
+        average, high = grid_criteria(base, src, src_util, tgt_util)
+        tgt = np.arange(nodes)[None, :]
+        want_average, want_high = criteria_incremental(base, src[:, None], src_util[:, None], tgt, tgt_util)
+        moves = src[:, None] != tgt
+        assert np.array_equal(average[moves], want_average[moves])
+        assert np.array_equal(high[moves], want_high[moves])
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("mode", ["dynamic", "static"])
+def test_skipping_bundles_that_cannot_win_picks_what_the_full_scan_picks(monkeypatch, seed, mode):
+    """Large TOPSIS rounds score only the bundles whose closeness ceiling reaches the best
+    found; with no ceiling (every bundle scored) the pick is the same move, first of equals
+    included (the synthetic guests come in four sizes, so equal candidates abound)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from make_snapshot import synthetic
+
+    from crs import moves
+    from crs.balancer import plan
+    from crs.snapshot import parse
+
+    snap = parse(synthetic(8 + 7 * seed, 60 + 40 * seed, mode, "topsis", seed=seed))
+    monkeypatch.setattr(moves, "EXACT_TOPSIS_CELLS", 0)  # the grid path, where bundles are skipped
+    monkeypatch.setattr(moves, "CHUNK_CELLS", 64)  # many small chunks, so whole chunks are skipped
+    pruned = plan(snap).move
+    monkeypatch.setattr(moves, "_criteria_floors", lambda cluster: np.zeros((len(cluster.bundles), 4)))
+    assert pruned is not None
+    assert plan(snap).move == pruned
