@@ -64,10 +64,10 @@ class Power:
                 world.maintenance(name, False, now)
         if self.draining:
             return []
-        asleep = set(self.asleep)
+        asleep = set(self.asleep)  # the world holds them in maintenance; hsqueeze sees them as standby
         view = replace(
             snap,
-            nodes=tuple(replace(n, online=False, maintenance=False) if n.name in asleep else n for n in snap.nodes),
+            nodes=tuple(replace(n, standby=True, maintenance=False) if n.name in asleep else n for n in snap.nodes),
         )
         plan = squeeze(
             view, self.size, self.limits, minimal=self.minimal, target=self.target, standby=tuple(self.asleep)
