@@ -16,7 +16,9 @@ from typing import Any, cast
 from . import balancer, capacity, export, n1, options, placement, replay, snapshot
 from .decision import RoundResult
 from .errors import CrsError
+from .fits import Limits
 from .model import METHODS, MODES, OBJECTIVES, SCALES, Settings, Snapshot
+from .replay_power import Power
 from .sources import trace
 from .sources.config import ConfigError
 from .sources.simulator import Simulator, parse_config
@@ -149,6 +151,9 @@ same on every run), and a PlanetLab VM also that VM's memory usage over the day.
 crs/data/traces/README.md."""
 
 
+POWER_SIZE = "4c,8g"
+
+
 def _replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", help="bitbrains (default), planetlab, google, or a trace directory")
     parser.add_argument("--nodes", type=int, default=12, help="number of simulated nodes (default 12)")
@@ -205,6 +210,25 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-rate", type=float, default=0.0, help="share of migrations that fail (default 0)")
     parser.add_argument("--html", metavar="PATH", help="also write a self-contained Plotly report")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument(
+        "--power",
+        action="store_true",
+        help="apply hsqueeze's suggestion every round (minimal and target room 2.0 / 2.0 standard guests): "
+        "empty nodes and power them down, wake them when room runs short; reports node-hours powered down, "
+        "power migrations apart from balancing ones, and wake-ups",
+    )
+    parser.add_argument(
+        "--power-size",
+        type=capacity.parse_size,
+        default=capacity.parse_size(POWER_SIZE),
+        help=f"hsqueeze's standard guest, room is counted in these (default {POWER_SIZE}, the dashboard's medium)",
+    )
+    parser.add_argument(
+        "--cpu-overcommit",
+        type=options.number(0, strict=True),
+        help="configured cores per CPU thread a node may take, Ganeti's vcpu_ratio "
+        f"(default {Limits().cpu_overcommit:g}): what balancing moves and --power's room are checked against",
+    )
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -217,7 +241,9 @@ def _replay(args: argparse.Namespace) -> int:
     rounds = args.rounds if args.rounds is not None else _rounds_for(args, samples)
     if rounds < 1:
         raise ConfigError(f"--rounds/--hours: {rounds} rounds; must be at least 1")
-    result = replay.replay(config, settings, rounds, cooldown_s=args.cooldown * 60.0)
+    limits = Limits(settings.memory_reserve_bytes, settings.cpu_overcommit)
+    power = Power(args.power_size, limits) if args.power else None
+    result = replay.replay(config, settings, rounds, cooldown_s=args.cooldown * 60.0, power=power)
     out = replay.summary(result) | {"runtime_s": time.perf_counter() - began}
     if args.html:
         from .replay_report import write_html  # Plotly loads only for the report
@@ -234,6 +260,7 @@ def _replay(args: argparse.Namespace) -> int:
 def _replay_settings(args: argparse.Namespace) -> Settings:
     """The flags given, over the preset's values; the contract's checks name a bad field and its range."""
     names = ["mode", "preset", "objective", "method", "imbalance_scale", "threshold", "hold_duration", "margin"]
+    names += ["cpu_overcommit"]
     names += list(PLAN_SETTINGS)
     given = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
     return snapshot.parse_settings(given, "settings")
@@ -287,4 +314,11 @@ def _replay_table(result: replay.Replay, out: dict[str, Any], trace_name: str) -
         "guest-minutes under pressure (CPU or memory stall above the limit): "
         f"{out['guest_minutes_under_pressure']:.0f}",
     ]
+    if p := out.get("power"):
+        lines.append(
+            f"power (minimal {p['minimal']:g}, target {p['target']:g}): {p['node_hours_powered_down']:.1f} node-hours "
+            f"powered down (at most {p['most_nodes_asleep']} nodes at once), {p['power_downs']} power-downs, "
+            f"{p['wakeups']} wake-ups; {p['power_migrations']} power migrations ({p['power_gib_moved']:.0f} GiB), "
+            f"{p['balancing_migrations']} balancing migrations"
+        )
     return "\n".join(lines)

@@ -126,11 +126,13 @@ class Node:
     ksm_bytes: float = 0.0  # memory KSM shares between guests (the memory rule's 80 % case)
     pressure: Pressure | None = None  # None: the source reports none (Proxmox VE 8)
     traits: frozenset[str] = frozenset()  # what the node offers (gpu, local-nvme): guests' `requires`
+    standby: bool = False  # powered down on purpose (crs.power): not failed, only asleep
 
     @property
     def usable(self) -> bool:
-        """Only online nodes outside maintenance carry load and receive guests."""
-        return self.online and not self.maintenance
+        """Only online nodes outside maintenance and standby carry load and receive guests: a
+        standby node is no placement or recovery target and is left out of the imbalance."""
+        return self.online and not self.maintenance and not self.standby
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from .balancer import run_round
 from .decision import Move, RoundResult, RoundState
 from .guards import PastMove, guards_from
 from .model import Settings, Snapshot
+from .replay_power import Power, Switchable
 from .sources.base import TaskStatus
 from .sources.simulator import Simulator, parse_config
 from .sources.trace import SAMPLE_SECONDS
@@ -44,6 +45,7 @@ class Migration:
     reason: str = ""
     ended_s: float = 0.0  # trace seconds, once it ended
     memory_bytes: float = 0.0  # configured memory: what the migration copies
+    cause: str = "balance"  # or "power": emptying a node to power it down (crs.replay_power)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,8 @@ class Replay:
     node_loads: tuple[dict[str, float], ...]
     migrations: tuple[Migration, ...]
     under_pressure: tuple[int, ...] = ()  # per round: guests stalled beyond the pressure limit (crs.happiness)
+    powered_down: tuple[int, ...] = ()  # per round with --power: nodes asleep; empty without power
+    power: Power | None = None  # the power policy's final state (its wake-up count), when replayed with it
 
 
 class World(Protocol):
@@ -69,14 +73,21 @@ class World(Protocol):
     def task_status(self, task_id: str, now: float) -> TaskStatus: ...
 
 
-def replay(source_config: dict[str, Any], settings: Settings, rounds: int, cooldown_s: float = 0.0) -> Replay:
+def replay(
+    source_config: dict[str, Any],
+    settings: Settings,
+    rounds: int,
+    cooldown_s: float = 0.0,
+    power: Power | None = None,
+) -> Replay:
     """Run `rounds` balancing rounds on a fresh simulator built from `source_config`; a guest
-    rests `cooldown_s` of trace time after its migration ended, as in the product."""
+    rests `cooldown_s` of trace time after its migration ended, as in the product; with
+    `power`, hsqueeze's suggestion is applied at every round too."""
     cluster = Simulator(parse_config(source_config | {"usage_period": settings.usage_period}))
     interval = cluster.config.round_interval_s
     trace_per_caller_s = SAMPLE_SECONDS / cluster.config.seconds_per_sample
     clock = [(START + r * interval, r * interval * trace_per_caller_s) for r in range(rounds)]
-    return run(cluster, clock, settings, cooldown_s)
+    return run(cluster, clock, settings, cooldown_s, power=power)
 
 
 def run(
@@ -85,14 +96,18 @@ def run(
     settings: Settings,
     cooldown_s: float = 0.0,
     progress: Callable[[int], None] | None = None,
+    power: Power | None = None,
 ) -> Replay:
     """One round per (now, seconds since the start) of `clock` on `world`, every planned move
-    approved at once; `progress` hears the number of rounds done after each."""
+    approved at once; `progress` hears the number of rounds done after each. With `power`
+    (a world that can put nodes in maintenance), its step runs before each balancing round,
+    which then sees the nodes it put to sleep or is emptying as in maintenance."""
     state = RoundState()
     running: dict[str, Migration] = {}
     series: list[tuple[float, float, str, dict[str, float]]] = []
     migrations: list[Migration] = []
     stalled: list[int] = []
+    asleep: list[int] = []
     for done, (now, trace_now) in enumerate(clock, 1):
         snap = world.collect(now)
         for task_id in list(running):
@@ -101,6 +116,16 @@ def run(
                 migrations.append(
                     replace(running.pop(task_id), outcome=status.state, reason=status.reason, ended_s=trace_now)
                 )
+        if power is not None:
+            started = power.step(cast(Switchable, world), snap, now)
+            for sid, target in started:
+                guest = snap.guest(sid)
+                task_id = world.migrate(sid, target, now)
+                running[task_id] = Migration(
+                    sid, guest.node, target, trace_now, memory_bytes=guest.memory_bytes, cause="power"
+                )
+            snap = world.collect(now)  # the nodes power took out of service are in maintenance now
+            asleep.append(len(power.asleep))
         history = (PastMove((m.sid,), m.source, m.target, m.outcome, m.ended_s) for m in migrations)
         result = run_round(snap.with_settings(settings), state, guards=guards_from(history, trace_now, cooldown_s, 0.0))
         state = result.state
@@ -117,7 +142,15 @@ def run(
     migrations.sort(key=lambda m: (m.started_s, m.sid))
     trace_s, values, decisions, loads = zip(*series) if series else ((), (), (), ())
     return Replay(
-        settings, tuple(trace_s), tuple(values), tuple(decisions), tuple(loads), tuple(migrations), tuple(stalled)
+        settings,
+        tuple(trace_s),
+        tuple(values),
+        tuple(decisions),
+        tuple(loads),
+        tuple(migrations),
+        tuple(stalled),
+        tuple(asleep),
+        power,
     )
 
 
@@ -210,6 +243,24 @@ def summary(result: Replay) -> dict[str, Any]:
         "most_moves_of_one_guest": {"guest": busiest[0], "moves": busiest[1]},
         # a guest counts for a round's trace time while its CPU or memory pressure is above the limit
         "guest_minutes_under_pressure": sum(result.under_pressure) * _round_s(result) / 60,
+    } | ({"power": power_summary(result)} if result.power is not None else {})
+
+
+def power_summary(result: Replay) -> dict[str, Any]:
+    """What sleeping cost and saved: node-hours powered down, and the migrations power caused
+    apart from balancing's (`migrations` above counts both)."""
+    assert result.power is not None
+    caused = [m for m in result.migrations if m.cause == "power"]
+    return {
+        "minimal": result.power.minimal,
+        "target": result.power.target,
+        "node_hours_powered_down": sum(result.powered_down) * _round_s(result) / 3600,
+        "most_nodes_asleep": max(result.powered_down, default=0),
+        "power_downs": result.power.power_downs,
+        "wakeups": result.power.wakeups,
+        "power_migrations": len(caused),
+        "balancing_migrations": len(result.migrations) - len(caused),
+        "power_gib_moved": sum(m.memory_bytes for m in caused) / GIB,
     }
 
 

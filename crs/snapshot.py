@@ -154,6 +154,7 @@ def _parse_node(raw: Any, path: str) -> Node:
         ksm_bytes=_f.number(raw, "ksm_bytes", path, 0.0, low=0.0, high=MAX_BYTES),
         pressure=_parse_pressure(raw.get("pressure"), f"{path}.pressure"),
         traits=frozenset(_names(raw.get("traits", []), f"{path}.traits")),
+        standby=_f.boolean(raw, "standby", path, False),
     )
 
 
@@ -367,6 +368,7 @@ def to_dict(snapshot: Snapshot) -> dict[str, Any]:
 _OPTIONAL_KEYS = frozenset(
     {
         "ksm_bytes",
+        "standby",
         "pressure",
         "traits",
         "uptime_s",

@@ -69,3 +69,40 @@ def test_required_and_forbidden_traits():
 def test_bad_values_are_refused_naming_the_key(change, message):
     with pytest.raises(SnapshotError, match=message):
         snapshot(**change)
+
+
+def test_a_standby_node_takes_no_guest_no_recovery_and_no_part_in_the_imbalance():
+    from crs.balancer import run_round
+    from crs.decision import RoundState
+    from crs.n1 import n1
+    from crs.placement import select_node
+
+    def cluster(standby):
+        nodes = [
+            {"name": "a", "cpus": 8, "memory_bytes": 2**34, "cpu_usage": 6.0},
+            {"name": "b", "cpus": 8, "memory_bytes": 2**34, "cpu_usage": 6.0},
+            {"name": "c", "cpus": 8, "memory_bytes": 2**34} | ({"standby": True} if standby else {}),
+        ]
+        guests = [
+            {"sid": "vm:1", "node": "a", "cores": 1, "cpu_usage": 6.0},
+            {"sid": "vm:2", "node": "b", "cores": 1, "cpu_usage": 6.0},
+            {"sid": "vm:3", "node": "a", "state": "stopped", "cores": 1},
+        ]
+        return parse({"format": "crs-snapshot/1", "settings": {"mode": "dynamic"}, "nodes": nodes, "guests": guests})
+
+    awake, asleep = cluster(False), cluster(True)
+    assert asleep.node("c").standby and not asleep.node("c").usable
+    assert to_dict(asleep)["nodes"][2]["standby"] is True and "standby" not in to_dict(awake)["nodes"][2]
+    assert parse(to_dict(asleep)) == asleep
+    # placement: the idle node c wins when awake, is never chosen asleep
+    assert select_node(awake, "vm:3") == "c"
+    assert select_node(asleep, "vm:3") != "c"
+    # imbalance: a and b equally loaded; an idle awake c makes it uneven, an asleep c does not count
+    assert run_round(asleep, RoundState()).imbalance == 0.0 < run_round(awake, RoundState()).imbalance
+
+    # recovery: if a fails, its HA guest may go to c only while c is awake
+    def targets(snap):
+        return {r.target for loss in n1(snap).losses if loss.node == "a" for r in loss.recoveries}
+
+    assert "c" in targets(awake) and "c" not in targets(asleep)
+    assert [loss.node for loss in n1(asleep).losses] == ["a", "b"]  # an asleep node is no loss to survive
