@@ -9,6 +9,7 @@ import pytest
 from celery import Celery
 from conftest import ARTIFACTS, SINGLE_WORKER, service_or_skip, set_policy, shared_database_url, start
 from django.db.models import F
+from django.urls import reverse
 
 import crs.rolling
 from dashboard import rolling
@@ -249,3 +250,11 @@ def test_two_workers_advancing_at_once_take_each_step_once(admin, collected):
     assert steps(collected) == {"node06": "draining"}
     assert AuditEvent.objects.filter(action="rolling-step").count() == 1
     assert AuditEvent.objects.filter(action="maintenance-entered").count() == 1
+
+
+@pytest.mark.django_db
+def test_before_the_first_collect_the_page_says_why_there_is_no_node_to_choose(admin_client):
+    cluster = Cluster.objects.create(name="new", source_kind="simulator")
+    html = admin_client.get(reverse("dashboard:rolling", args=[cluster.pk])).content.decode()
+    assert 'id="rolling-no-nodes"' in html and "has not been collected" in html
+    assert 'name="nodes"' not in html
