@@ -104,7 +104,8 @@ def test_downsampling_runs_on_sqlite_as_the_embedded_mode_does(tmp_path):
         " threshold=0.3, decision='holding', hold_count=0, explanation={}, node_usage={}) for m in range(36 * 60));"
         "history.downsample(now);"
         "old = Round.objects.filter(at__lt=now - timedelta(hours=25));"
-        "print(sorted(set(old.values_list('span', flat=True))), round(sum(r.imbalance for r in old) / old.count(), 3),"
+        "print(sorted(set(old.values_list('span', flat=True))),"
+        " round(sum(r.imbalance * r.samples for r in old) / sum(r.samples for r in old), 3),"
         " Round.objects.filter(at__gte=now - timedelta(hours=23)).count(),"
         " sum(Round.objects.values_list('samples', flat=True)))"
     )
