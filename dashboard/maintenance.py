@@ -164,7 +164,9 @@ def proxmox_moves(cluster: Cluster, snapshot: crs.model.Snapshot) -> frozenset[s
     return frozenset(g.sid for g in snapshot.guests if g.proxmox_ha)
 
 
-def _checked(cluster: Cluster, node: str) -> crs.model.Snapshot:
+def changeable_snapshot(cluster: Cluster) -> crs.model.Snapshot:
+    """The snapshot a maintenance (single or rolling) starts from; refused on a read-only or
+    archived cluster, or before its first collection."""
     if cluster.read_only:
         raise Refused(f"cluster {cluster.name} is a read-only what-if cluster: no node goes into maintenance there")
     if cluster.archived:
@@ -172,6 +174,11 @@ def _checked(cluster: Cluster, node: str) -> crs.model.Snapshot:
     snapshot = cluster.latest_snapshot()
     if snapshot is None:
         raise Refused("this cluster has no snapshot yet (its first collection has not run)")
+    return snapshot
+
+
+def _checked(cluster: Cluster, node: str) -> crs.model.Snapshot:
+    snapshot = changeable_snapshot(cluster)
     names = [n.name for n in snapshot.nodes]
     if node not in names:
         raise ValueError(f"node must be one of {', '.join(names)}, not {node!r}")

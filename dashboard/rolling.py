@@ -64,13 +64,7 @@ def latest(cluster: Cluster) -> RollingMaintenance | None:
 def start(cluster: Cluster, nodes: list[str] | None, group_size: int, at_once: bool, actor) -> RollingMaintenance:
     """Queue the nodes (default: every usable node) in the engine's order and groups. Refused
     (409) while another is under way, on a read-only or archived cluster, or with no snapshot."""
-    if cluster.read_only:
-        raise Refused(f"cluster {cluster.name} is a read-only what-if cluster: no node goes into maintenance there")
-    if cluster.archived:
-        raise Refused(f"cluster {cluster.name} is archived: it runs no rounds and no migrations")
-    snapshot = cluster.latest_snapshot()
-    if snapshot is None:
-        raise Refused("this cluster has no snapshot yet (its first collection has not run)")
+    snapshot = maintenance.changeable_snapshot(cluster)
     names = [n.name for n in snapshot.nodes]
     if nodes is not None:
         unknown = [n for n in nodes if n not in names]
