@@ -7,7 +7,7 @@ Screenshots are kept in tests/artifacts/ (capacity-*.png)."""
 import json
 
 import pytest
-from test_e2e_dashboard import ARTIFACTS, browser, embedded  # noqa: F401  (a fixture)
+from test_e2e_dashboard import ARTIFACTS, browser, embedded, wait_for_first_round  # noqa: F401  (a fixture)
 from test_e2e_page import VIEWPORTS, open_page, overflow, serious_violations
 
 pytestmark = pytest.mark.e2e
@@ -22,6 +22,7 @@ def server():
 
 def test_capacity_page_shows_the_apis_figures_and_fits_desktop_and_phone(browser, server):  # noqa: F811
     page = open_page(browser, server)
+    wait_for_first_round(page)
     page.click("#capacity-link")
     page.wait_for_selector("#capacity tbody tr")
     for _ in range(30):  # the rounds record the trend's first figure within seconds of the start

@@ -103,6 +103,12 @@ def wait_until(page, expression: str, timeout: float = WAIT_MS):
     return value
 
 
+def wait_for_first_round(page, timeout: float = 4 * WAIT_MS):
+    """The first round's time on the cluster page: the pages beside it (rolling maintenance, capacity)
+    read the collected snapshot, which a busy machine may take a few minutes to give."""
+    wait_until(page, "document.getElementById('last-round')?.dateTime", timeout)
+
+
 # Rounds on the trend: the SVG's first view (data-points), or Plotly's trace once it took over.
 CHART_POINTS = (
     "(c => c.data ? c.data[0].x.length : +(c.querySelector('svg')?.dataset.points || 0))"

@@ -2,7 +2,7 @@
 first node drains, resumes it, says the node is back and sees it done (runembedded, the demo cluster)."""
 
 import pytest
-from test_e2e_dashboard import ARTIFACTS, browser, embedded, page, wait_until  # noqa: F401 (fixtures)
+from test_e2e_dashboard import ARTIFACTS, browser, embedded, page, wait_for_first_round, wait_until  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.e2e
 
@@ -19,8 +19,7 @@ def step(node: str) -> str:
 
 
 def test_start_pause_resume_and_node_is_back(page):  # noqa: F811
-    # the nodes to choose come from the collected snapshot: wait for the first round (slow on a busy machine)
-    wait_until(page, "document.getElementById('last-round')?.textContent !== 'never'")
+    wait_for_first_round(page)
     page.click("#rolling-link")
     page.wait_for_selector("#rolling-start-form")
     assert "No rolling maintenance yet" in page.inner_text("#rolling")
