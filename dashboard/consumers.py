@@ -59,8 +59,9 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
 
     async def layer_lost(self, event: dict) -> None:
         """The layer's Redis subscription broke (dashboard/layers.py): events may have been
-        lost, so close; the page says live updates paused, reconnects and refetches."""
-        await self.close(code=1011)
+        lost, so close; the page says live updates paused, reconnects and refetches. 4011, as
+        1011 ("internal error") is the server's own: the application may not send it."""
+        await self.close(code=4011)
 
 
 def session_user(key: str | None) -> str | None:

@@ -298,6 +298,18 @@ LOGOUT_REDIRECT_URL = "login"
 
 # Longer than channels-redis's blocking read (5 s) so that an idle read never times out.
 REDIS_SOCKET_TIMEOUT = 30
+
+
+def channel_prefix(url: str) -> str:
+    """The live pages' pub/sub channel names carry the Redis database number: pub/sub is
+    server-wide, not per database, so two installations on one Redis server with their own
+    database numbers (as Celery's queues are kept apart) showed each other's rounds, and one's
+    burst overran the other's subscription buffer until Redis dropped it."""
+    from redis.connection import parse_url
+
+    return f"crs{parse_url(url).get('db', 0)}"
+
+
 if REDIS_URL:
     CHANNEL_LAYERS = {
         # redis-py's async pool refuses (not queues) past max_connections, 100 by default; every
@@ -317,7 +329,8 @@ if REDIS_URL:
                         "socket_timeout": REDIS_SOCKET_TIMEOUT,
                         "socket_keepalive": True,
                     }
-                ]
+                ],
+                "prefix": channel_prefix(REDIS_URL),
             },
         }
     }

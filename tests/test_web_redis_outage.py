@@ -147,7 +147,7 @@ def test_around_a_redis_restart_no_websocket_handshake_is_a_500(stack, redis_ser
         finally:
             client.close()
 
-    assert asyncio.run(asyncio.wait_for(closed_when_redis_stops(), timeout=30)) == "closed by the server with code 1011"
+    assert asyncio.run(asyncio.wait_for(closed_when_redis_stops(), timeout=30)) == "closed by the server with code 4011"
     away = asyncio.run(handshakes(12))
     redis_server.start()
     back = asyncio.run(handshakes(24))  # the first right after the restart, as pages reconnect
