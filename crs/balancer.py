@@ -59,8 +59,9 @@ def evenness_target(settings: Settings) -> float:
     """Where a round's evenness plan stops: the target, or for objective `both` halfway from
     the target to the threshold. There pressure moves relieve the stalls, and an evenness
     plan's last steps gain least (on the Bitbrains 6-node day 0.2081 → 0.2078 → 0.2077) but
-    cost full migrations: stopping halfway made 19 migrations a day instead of 24 with the
-    same cut in stalls (bench/README.md). A threshold under the target leaves the target."""
+    cost full migrations: stopping halfway made 16 migrations a day instead of 24, with
+    nearly the same cut in stalls (bench/README.md, "Objective both: evenness plans stop
+    halfway"). A threshold under the target leaves the target."""
     if settings.objective != "both":
         return settings.target
     return max(settings.target, (settings.target + settings.threshold) / 2)
