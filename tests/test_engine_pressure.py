@@ -164,3 +164,28 @@ def test_objective_both_falls_back_to_evenness_when_nothing_hurts():
     )
     result = run_round(quiet, RoundState())
     assert result.decision == "migrate" and result.move.objective == "even"
+
+
+def test_objective_both_stops_its_evenness_plan_halfway_to_the_target():
+    """24 equal guests crowd one of four equal nodes; nothing stalls. `even` plans down to the
+    target 20 % (15 moves, the last from 22.6 % to 16.7 %); `both` stops at the first step under
+    25 %, halfway from the target to the threshold 30 %: one migration fewer, and it says so."""
+    from engine_clusters import node, snapshot, vm
+
+    from crs.balancer import run_round
+    from crs.decision import RoundState
+
+    quiet = {"cpu_some": 0.0, "memory_some": 0.0}
+    guests = [vm(f"vm:{100 + i}", "a", mem=GIB, pressure=quiet) for i in range(24)]
+
+    def planned(objective):
+        nodes = [node(n) for n in "abcd"]
+        settings = {"mode": "dynamic", "preset": "product", "hold_duration": 0, "moves_per_round": 20}
+        return run_round(snapshot(nodes, guests, objective=objective, **settings), RoundState())
+
+    even, both = planned("even"), planned("both")
+    assert even.decision == both.decision == "migrate"
+    assert [s.move for s in both.plan] == [s.move for s in even.plan][:14]
+    assert even.plan[-1].imbalance_after <= 0.2 < even.plan[-2].imbalance_after
+    assert both.plan[-1].imbalance_after <= 0.25 < both.plan[-2].imbalance_after
+    assert "target 25.0%" in both.explanation.reason and "target 20.0%" in even.explanation.reason

@@ -5,7 +5,8 @@ will relieving stalls cost me?" Three hours of the Bitbrains day from noon (its
 busiest stretch) on 6 nodes, crowded at the start as the pressure table in
 bench/README.md sizes them, product defaults, the dashboard's 30-minute cooldown.
 Before pressure moves needed a net relief (`crs.pressure.net_relief`), `both` spent
-16 migrations here against `even`'s 10, five of them chasing a peak that ended on its own.
+16 migrations here against `even`'s 10, five of them chasing a peak that ended on its own;
+before its evenness plans stopped halfway to the target (`crs.balancer.evenness_target`), 11.
 """
 
 import pytest
@@ -34,9 +35,9 @@ def test_both_halves_the_stalls_of_even(compared):
     assert both["guest_minutes_under_pressure"] <= even["guest_minutes_under_pressure"] / 2
 
 
-def test_both_costs_at_most_one_migration_more_than_even(compared):
-    """The issue's target is "no more"; the engine is one migration short of it here
-    (bench/README.md, "Pressure objective without the extra migrations"). This fails as soon
-    as pressure moves chase stalls they cannot end again."""
+def test_both_costs_no_more_migrations_than_even(compared):
+    """The issue's target: no more migrations than `even` (here 10 each, bench/README.md,
+    "Objective both: evenness plans stop halfway"). This fails as soon as pressure moves chase
+    stalls they cannot end again, or `both`'s evenness plans spend moves that gain little."""
     even, both = compared
-    assert both["migrations"]["started"] <= even["migrations"]["started"] + 1
+    assert both["migrations"]["started"] <= even["migrations"]["started"]
