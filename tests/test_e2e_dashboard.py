@@ -6,13 +6,15 @@ setup do not mix in one process, so these tests touch no database themselves.
 
 import os
 import re
+import subprocess
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import free_port, start, stop, wait_for_port
+from conftest import ROOT, free_port, start, stop, wait_for_port
 
 pytestmark = pytest.mark.e2e
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -50,6 +52,18 @@ def embedded(log: str, *options: str, start_timeout: float = 60.0):
             yield f"http://127.0.0.1:{port}", env
         finally:
             stop(process)
+
+
+def shell(env: dict, code: str) -> str:
+    """Run Python in `manage.py shell` beside an embedded product (its database); what it printed."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 @pytest.fixture(scope="module")

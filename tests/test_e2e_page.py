@@ -4,13 +4,9 @@
 Screenshots of every page at both widths are kept in tests/artifacts/ (CI keeps them).
 """
 
-import os
 import re
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT
 from test_e2e_dashboard import (  # noqa: F401  (a fixture)
     ARTIFACTS,
     PASSWORD,
@@ -18,6 +14,7 @@ from test_e2e_dashboard import (  # noqa: F401  (a fixture)
     browser,
     chart_points,
     embedded,
+    shell,
     wait_until,
 )
 
@@ -42,12 +39,7 @@ def server():
             f"u = User.objects.create_user({VIEWER!r}, password={PASSWORD!r});"
             "u.groups.add(Group.objects.get(name='viewer'))"
         )
-        subprocess.run(
-            [sys.executable, "manage.py", "shell", "-c", create_viewer],
-            cwd=ROOT,
-            env={**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env},
-            check=True,
-        )
+        shell(env, create_viewer)
         yield url
 
 

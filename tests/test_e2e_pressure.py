@@ -3,13 +3,9 @@ pinned guest shows its reason and is never recommended; the container's recommen
 it is a restart, with its downtime."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT
-from test_e2e_dashboard import ARTIFACTS, PASSWORD, WAIT_MS, browser, embedded, wait_until  # noqa: F401  (a fixture)
+from test_e2e_dashboard import ARTIFACTS, PASSWORD, WAIT_MS, browser, embedded, shell, wait_until  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.e2e
 GIB = 2**30
@@ -46,15 +42,7 @@ def server():
             "p = c.policy; p.mode = 'static'; p.threshold = 0.05; p.hold_duration = 0; p.margin = 0.0;"
             "p.target_imbalance = None; p.containers = 'restart'; p.save(); print(c.pk)"
         )
-        out = subprocess.run(
-            [sys.executable, "manage.py", "shell", "-c", create],
-            cwd=ROOT,
-            env={**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env},
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        yield url, int(out.stdout.strip().splitlines()[-1])
+        yield url, int(shell(env, create).strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("viewport", [{"width": 1440, "height": 900}, {"width": 390, "height": 844}])

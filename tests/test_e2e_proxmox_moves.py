@@ -4,14 +4,9 @@ them as they change: a rule fix first, then, once its node enters maintenance, t
 
 Screenshots are kept in tests/artifacts/ (proxmox-moves-*.png)."""
 
-import os
-import subprocess
-import sys
-
 import pytest
-from conftest import ROOT
 from fakepve import TOKEN, FakePve
-from test_e2e_dashboard import ARTIFACTS, browser, embedded, wait_until  # noqa: F401  (a fixture)
+from test_e2e_dashboard import ARTIFACTS, browser, embedded, shell, wait_until  # noqa: F401  (a fixture)
 from test_e2e_page import VIEWPORTS, open_page, overflow, serious_violations
 
 pytestmark = pytest.mark.e2e
@@ -36,15 +31,7 @@ def server(pve):
             "from dashboard.models import Cluster;"
             f"print(Cluster.objects.create(name='pve', source_kind='proxmox', source_config={config!r}).pk)"
         )
-        out = subprocess.run(
-            [sys.executable, "manage.py", "shell", "-c", create],
-            cwd=ROOT,
-            env={**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env},
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        yield url, int(out.stdout.strip().splitlines()[-1])
+        yield url, int(shell(env, create).strip().splitlines()[-1])
 
 
 def cells(page) -> list[str]:

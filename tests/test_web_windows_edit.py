@@ -22,6 +22,10 @@ def window(cluster, start="22:00", end="06:00", days=(0, 4)):
     return ChangeWindow.objects.create(cluster=cluster, days=list(days), start=start, end=end)
 
 
+def blackout(cluster, starts_at, ends_at, label="backups"):
+    return Blackout.objects.create(cluster=cluster, label=label, starts_at=starts_at, ends_at=ends_at)
+
+
 def patch(client, path, body):
     return client.patch(path, body, content_type="application/json")
 
@@ -40,12 +44,7 @@ def test_a_window_is_edited_with_patch_and_the_trail_says_what_changed(admin_cli
 
 
 def test_a_blackout_is_moved_with_patch(admin_client, cluster):
-    b = Blackout.objects.create(
-        cluster=cluster,
-        label="backups",
-        starts_at=datetime(2026, 11, 29, 1, tzinfo=BERLIN),
-        ends_at=datetime(2026, 11, 29, 4, tzinfo=BERLIN),
-    )
+    b = blackout(cluster, datetime(2026, 11, 29, 1, tzinfo=BERLIN), datetime(2026, 11, 29, 4, tzinfo=BERLIN))
     answer = patch(admin_client, f"/api/v1/blackouts/{b.pk}/", {"ends_at": "2026-11-29T05:00+01:00"})
     assert answer.status_code == 200, answer.content
     b.refresh_from_db()
@@ -78,12 +77,7 @@ def test_bad_patches_are_refused_naming_the_field(admin_client, cluster, body, f
 
 
 def test_a_blackout_patched_to_end_before_it_starts_is_refused(admin_client, cluster):
-    b = Blackout.objects.create(
-        cluster=cluster,
-        label="x",
-        starts_at=datetime(2026, 11, 29, 1, tzinfo=BERLIN),
-        ends_at=datetime(2026, 11, 29, 4, tzinfo=BERLIN),
-    )
+    b = blackout(cluster, datetime(2026, 11, 29, 1, tzinfo=BERLIN), datetime(2026, 11, 29, 4, tzinfo=BERLIN), "x")
     answer = patch(admin_client, f"/api/v1/blackouts/{b.pk}/", {"starts_at": "2026-11-29T06:00+01:00"})
     assert answer.status_code == 400 and "ends_at must be after starts_at" in answer.json()["ends_at"][0]
 
@@ -178,12 +172,8 @@ def test_an_approved_move_waits_when_the_window_closed_and_says_for_which(
 def test_a_waiting_move_starts_when_the_next_window_opens(cluster, django_capture_on_commit_callbacks, monkeypatch):
     approved, open_now = automatic_plan_approved_in_a_window(cluster, django_capture_on_commit_callbacks)
     first = approved[0]
-    Blackout.objects.create(  # closed now, opens again in an hour
-        cluster=cluster,
-        label="backups",
-        starts_at=datetime.now(BERLIN) - timedelta(minutes=1),
-        ends_at=datetime.now(BERLIN) + timedelta(hours=1),
-    )
+    # closed now, opens again in an hour
+    blackout(cluster, datetime.now(BERLIN) - timedelta(minutes=1), datetime.now(BERLIN) + timedelta(hours=1))
     execute(first.pk)
     first.refresh_from_db()
     assert first.state == "approved" and first.reason.startswith("waiting for the blackout backups to end ")
@@ -205,12 +195,7 @@ def test_a_person_approving_outside_the_windows_is_not_held(cluster, django_capt
     approved, open_now = automatic_plan_approved_in_a_window(cluster, django_capture_on_commit_callbacks)
     first = approved[0]
     Migration.objects.filter(pk=first.pk).update(automatic=False)  # as if a person had approved it
-    Blackout.objects.create(
-        cluster=cluster,
-        label="backups",
-        starts_at=datetime.now(BERLIN) - timedelta(minutes=1),
-        ends_at=datetime.now(BERLIN) + timedelta(hours=1),
-    )
+    blackout(cluster, datetime.now(BERLIN) - timedelta(minutes=1), datetime.now(BERLIN) + timedelta(hours=1))
     execute(first.pk)
     first.refresh_from_db()
     assert first.state in ("running", "done")
