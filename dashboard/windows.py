@@ -22,6 +22,7 @@ import crs.coexistence
 import crs.precedence
 import crs.windows
 
+from . import plans
 from .models import WEEKDAYS, AuditEvent, Blackout, ChangeWindow, Cluster, Migration
 
 
@@ -107,10 +108,7 @@ def hold_start(cluster: Cluster, migration: Migration) -> bool:
     reason = start_wait(cluster)
     if not reason:
         return False
-    if Migration.objects.filter(pk=migration.pk, state="approved").exclude(reason=reason).update(reason=reason):
-        AuditEvent.objects.create(
-            actor=None, action="start-held", cluster=cluster, migration_id=migration.pk, details={"reason": reason}
-        )
+    plans.hold(cluster, migration, reason)
     return True
 
 
