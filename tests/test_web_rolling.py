@@ -326,15 +326,7 @@ def test_pause_mid_drain_lets_the_move_under_way_finish_and_starts_no_other_unti
             tick()
             return steps(cluster)["node06"] == "waiting-admin"
 
-        try:
-            wait_until(drained, 60)
-        except TimeoutError:
-            print(
-                "DEBUG", [(m.pk, m.state, m.reason, m.decided_at, m.started_at) for m in evacuations(cluster, "node06")]
-            )
-            print("DEBUG", cluster.rollings.get().state, steps(cluster), Round.objects.filter(cluster=cluster).count())
-            print("DEBUG", list(AuditEvent.objects.order_by("-pk").values_list("action", "details")[:15]))
-            raise
+        wait_until(drained, 180)  # this test's requests queue on its in-memory broker: rounds queue the moves again
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(10)
