@@ -253,9 +253,10 @@ def _rebooted(entry: RollingNode, node: crs.model.Node | None) -> str:
 
 def hold_start(cluster: Cluster, migration: Migration) -> bool:
     """True if `migration` is a move of the evacuation of a node the latest rolling maintenance
-    is draining, and that maintenance is paused, or was cancelled while the node stayed in the
-    maintenance it entered then: it stays approved, saying why (plans.hold), and starts when the
-    rolling maintenance is resumed. Called where a migration starts (tasks.claim)."""
+    is draining, and that maintenance is paused (the move starts once it is resumed), or was
+    cancelled while the node stayed in the maintenance it entered then (the move waits until an
+    admin leaves maintenance, which expires it). It stays approved and says why (plans.hold).
+    Called where a migration starts (tasks.claim), under the lock set_state takes too."""
     if migration.kind != "evacuation":
         return False
     rolling = latest(cluster)

@@ -368,3 +368,6 @@ def test_cancel_mid_drain_leaves_the_node_in_maintenance_and_starts_no_further_m
     assert collected.maintenances.get(left_at=None).node == "node06"
     page = admin_client.get(f"/clusters/{collected.pk}/rolling/").content.decode()
     assert "its evacuation stopped (cancelled)" in page
+    leave = f"/api/v1/clusters/{collected.pk}/maintenance/leave/"  # the way out the reason names
+    assert admin_client.post(leave, {"node": "node06"}, content_type="application/json").status_code == 200
+    assert {m.state for m in evacuations(collected, "node06").filter(pk__in=[m.pk for m in rest])} == {"expired"}
