@@ -127,6 +127,7 @@ class Node:
     pressure: Pressure | None = None  # None: the source reports none (Proxmox VE 8)
     traits: frozenset[str] = frozenset()  # what the node offers (gpu, local-nvme): guests' `requires`
     standby: bool = False  # powered down on purpose (crs.power): not failed, only asleep
+    uptime_s: float | None = None  # seconds since it booted; None: the source does not say
 
     @property
     def usable(self) -> bool:

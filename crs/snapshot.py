@@ -155,6 +155,7 @@ def _parse_node(raw: Any, path: str) -> Node:
         pressure=_parse_pressure(raw.get("pressure"), f"{path}.pressure"),
         traits=frozenset(_names(raw.get("traits", []), f"{path}.traits")),
         standby=_f.boolean(raw, "standby", path, False),
+        uptime_s=_f.optional_number(raw, "uptime_s", path, low=0.0, high=MAX_BYTES),
     )
 
 

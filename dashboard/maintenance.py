@@ -23,7 +23,7 @@ from crs.sources.base import SourceError
 from crs.sources.proxmox import command
 
 from . import expiry, plans
-from .models import AuditEvent, Cluster, Maintenance
+from .models import AuditEvent, Cluster, Maintenance, RollingNode
 from .sources import opened_source
 
 OWED_STATES = ("suggested", "approved", "running")
@@ -99,9 +99,20 @@ def reconcile(cluster: Cluster, snapshot: crs.model.Snapshot) -> tuple[list[int]
     approved: list[int] = []
     for node in sorted(down - set(cluster.maintenances.filter(left_at=None).values_list("node", flat=True))):
         guests = [g.sid for g in snapshot.guests if g.node == node and g.state == "started"]
-        Maintenance.objects.create(cluster=cluster, node=node, guests=guests)  # entered at the source (Proxmox CLI)
+        # entered at the source (Proxmox CLI); at once if a rolling maintenance under way asked for it
+        at_once = RollingNode.objects.filter(
+            rolling__cluster=cluster,
+            rolling__state__in=("running", "paused"),
+            rolling__at_once=True,
+            node=node,
+            step="draining",
+        ).exists()
+        Maintenance.objects.create(cluster=cluster, node=node, guests=guests, at_once=at_once)
         AuditEvent.objects.create(
-            actor=None, action="maintenance-entered", cluster=cluster, details={"node": node, "guests": guests}
+            actor=None,
+            action="maintenance-entered",
+            cluster=cluster,
+            details={"node": node, "guests": guests, "at_once": at_once},
         )
     theirs = proxmox_moves(cluster, snapshot)
     for record in cluster.maintenances.filter(left_at=None).exclude(node__in=down):

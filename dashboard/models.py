@@ -973,6 +973,9 @@ class RollingNode(models.Model):
     step = models.CharField(max_length=15, choices=[(s, s) for s in STEPS], default="waiting")
     warning = models.TextField(blank=True, help_text="Why taking the node down would break N+1.")
     go_on = models.BooleanField(default=False, help_text="An admin chose to go on despite the warning.")
+    uptime_s = models.FloatField(
+        null=True, blank=True, help_text="The node's uptime when it began waiting for the admin: less later = rebooted."
+    )
     changed_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

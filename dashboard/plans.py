@@ -56,6 +56,16 @@ def reject(migration: Migration, actor, reason: str) -> list[int]:
     return [migration.pk, *expiry.behind_rejected(migration)]
 
 
+def hold(cluster: Cluster, migration: Migration, reason: str) -> None:
+    """An approved `migration` that must not start now (windows.hold_start, rolling.hold_start):
+    it stays approved and says what it waits for in its `reason` (the page's row and the API);
+    the trail says it once per reason (a conditional UPDATE: rounds queue it again and again)."""
+    if Migration.objects.filter(pk=migration.pk, state="approved").exclude(reason=reason).update(reason=reason):
+        AuditEvent.objects.create(
+            actor=None, action="start-held", cluster=cluster, migration_id=migration.pk, details={"reason": reason}
+        )
+
+
 def approve_by_automation(steps: list[Migration], policy: Policy) -> list[int]:
     """The automation level decides for a new plan: `automatic` approves every step,
     `partial` the steps whose own gain clears the automatic margin (with the steps they

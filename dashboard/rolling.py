@@ -7,6 +7,13 @@ through the HA side's maintenance (dashboard/maintenance.py), one group at a tim
     waiting → draining (entered maintenance; its evacuation runs) → waiting-admin (empty: the
     admin updates it and says "node is back") → returning (left maintenance; failback runs) → done
 
+On a Proxmox cluster a node waiting for the admin also moves on by itself when it is seen online
+again with a smaller uptime than when it began waiting: it rebooted, so it is updated.
+
+Paused, the rolling maintenance takes no step and starts no further move of a node's evacuation
+(`hold_start`; the move under way finishes); cancelled, the same for good, the node staying in
+maintenance until an admin leaves it from the maintenance panel.
+
 Before a group starts, the cluster with its nodes emptied is checked for N+1 (crs.n1, the
 verdict dashboard/ha.py keeps): a group that would break it is `flagged` and waits for an admin
 to go on anyway. On a Proxmox cluster maintenance is entered and left from its command line:
@@ -25,13 +32,14 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+import crs.model
 import crs.rolling
 from crs.fits import Limits
 from crs.sources.proxmox import command as proxmox_command
 
-from . import maintenance
+from . import maintenance, plans
 from .maintenance import OWED_STATES, Refused
-from .models import AuditEvent, Cluster, RollingMaintenance, RollingNode
+from .models import AuditEvent, Cluster, Migration, RollingMaintenance, RollingNode
 
 MAX_GROUP_SIZE = 64
 UNDER_WAY = ("running", "paused")
@@ -42,6 +50,18 @@ LABELS = {
     "waiting-admin": "waiting for admin",
     "returning": "back, guests returning",
     "done": "done",
+}
+# What a node's step reads as while the rolling maintenance is paused or cancelled, where it differs.
+STOPPED_LABELS = {
+    ("paused", "draining"): "draining, paused: the move under way finishes, the next wait for resume",
+    ("cancelled", "draining"): "left in maintenance, its evacuation stopped (cancelled)",
+    ("cancelled", "waiting-admin"): "left in maintenance (cancelled)",
+}
+# Why a move of a node's evacuation waits (the migration's reason on the page and in the API).
+HELD = {
+    "paused": "the rolling maintenance is paused: this move of {node}'s evacuation starts when it is resumed",
+    "cancelled": "the rolling maintenance was cancelled: {node} stays in maintenance and its evacuation stops; "
+    "leave maintenance from the maintenance panel",
 }
 
 
@@ -100,6 +120,9 @@ def set_state(cluster: Cluster, wanted: str, actor) -> RollingMaintenance:
     action = {"paused": "rolling-paused", "running": "rolling-resumed", "cancelled": "rolling-cancelled"}[wanted]
     fields = {"finished_at": timezone.now()} if wanted == "cancelled" else {}
     with transaction.atomic():
+        # The cluster row's lock, which a migration's start holds (tasks.claim): once paused or
+        # cancelled here, no move of an evacuation starts that had not started before.
+        Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
         if RollingMaintenance.objects.filter(pk=rolling.pk, state__in=before).update(state=wanted, **fields):
             _audit(rolling, actor, action, in_maintenance=in_maintenance(rolling) if wanted == "cancelled" else None)
             rolling.refresh_from_db()
@@ -162,12 +185,17 @@ def advance(cluster_id: int) -> bool:
         return False
     cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
     states = {s.node: s for s in maintenance.states(cluster)}
+    snapshot = cluster.latest_snapshot()
+    nodes = {n.name: n for n in snapshot.nodes} if snapshot else {}
     entered = False
     for group in sorted(set(rolling.queue.values_list("group", flat=True))):
         entries = list(rolling.queue.filter(group=group))
         for entry in entries:
+            node = nodes.get(entry.node)
             if entry.step == "draining" and _drained(states.get(entry.node)):
-                _moved(rolling, entry, "draining", "waiting-admin")
+                _moved(rolling, entry, "draining", "waiting-admin", {"uptime_s": node.uptime_s if node else None})
+            elif entry.step == "waiting-admin" and _proxmox(cluster) and (why := _rebooted(entry, node)):
+                _moved(rolling, entry, "waiting-admin", "returning", reason=why)
             elif entry.step == "returning" and _returned(cluster, entry.node):
                 _moved(rolling, entry, "returning", "done")
         entries = list(rolling.queue.filter(group=group))
@@ -215,6 +243,38 @@ def breaks_n1(cluster: Cluster, nodes: list[str]) -> str:
     return crs.rolling.breaks_n1(snapshot, nodes, Limits(float(policy.memory_reserve), policy.cpu_overcommit))
 
 
+def _rebooted(entry: RollingNode, node: crs.model.Node | None) -> str:
+    """Why a node waiting for the admin is back without the admin's word: online again with a
+    smaller uptime than when it began waiting ("" = not seen rebooted)."""
+    if node is None or not node.online or node.uptime_s is None or entry.uptime_s is None:
+        return ""
+    return f"node rebooted: uptime {node.uptime_s:.0f} s" if node.uptime_s < entry.uptime_s else ""
+
+
+def hold_start(cluster: Cluster, migration: Migration) -> bool:
+    """True if `migration` is a move of the evacuation of a node the latest rolling maintenance
+    is draining, and that maintenance is paused (the move starts once it is resumed), or was
+    cancelled while the node stayed in the maintenance it entered then (the move waits until an
+    admin leaves maintenance, which expires it). It stays approved and says why (plans.hold).
+    Called where a migration starts (tasks.claim), under the lock set_state takes too."""
+    if migration.kind != "evacuation":
+        return False
+    rolling = latest(cluster)
+    if rolling is None or rolling.state not in HELD:
+        return False
+    if not rolling.queue.filter(node=migration.source, step="draining").exists():
+        return False
+    if (
+        rolling.state == "cancelled"
+        and not cluster.maintenances.filter(
+            node=migration.source, left_at=None, entered_at__lte=rolling.finished_at
+        ).exists()
+    ):
+        return False  # left since, and entered again: a maintenance of its own
+    plans.hold(cluster, migration, HELD[rolling.state].format(node=migration.source))
+    return True
+
+
 def _drained(state: maintenance.NodeState | None) -> bool:
     return state is not None and state.maintenance and state.guests_left == 0 and state.evacuating == 0
 
@@ -231,14 +291,17 @@ def _proxmox(cluster: Cluster) -> bool:
     return cluster.source_kind == "proxmox"
 
 
-def _step(entry: RollingNode, before: str, after: str) -> bool:
+def _step(entry: RollingNode, before: str, after: str, fields: dict | None = None) -> bool:
     """The conditional UPDATE that takes a step: True for the one caller that took it."""
-    return bool(RollingNode.objects.filter(pk=entry.pk, step=before).update(step=after, changed_at=timezone.now()))
+    taken = RollingNode.objects.filter(pk=entry.pk, step=before)
+    return bool(taken.update(step=after, changed_at=timezone.now(), **(fields or {})))
 
 
-def _moved(rolling: RollingMaintenance, entry: RollingNode, before: str, after: str, **details) -> bool:
+def _moved(
+    rolling: RollingMaintenance, entry: RollingNode, before: str, after: str, fields: dict | None = None, **details
+) -> bool:
     with transaction.atomic():
-        if not _step(entry, before, after):
+        if not _step(entry, before, after, fields):
             return False
         action = "rolling-flagged" if after == "flagged" else "rolling-step"
         _audit(rolling, None, action, node=entry.node, step=after, **details)
@@ -282,9 +345,11 @@ def status(cluster: Cluster) -> dict | None:
     queue = []
     for e in entries:
         state = states.get(e.node)
-        label = LABELS[e.step]
+        label = STOPPED_LABELS.get((rolling.state, e.step), LABELS[e.step])
         if e.step == "waiting" and e.group in (current, upcoming) and rolling.state in UNDER_WAY:
             label = "next"
+        if e.step == "waiting-admin" and rolling.state == "running" and _proxmox(cluster) and e.uptime_s is not None:
+            label = "waiting for admin (or its reboot: seen by its uptime)"
         if e.step == "flagged" and e.go_on:
             label = "going on despite N+1"
         command = ""

@@ -77,8 +77,15 @@ def _pushed(cluster: Cluster, expired: object) -> None:
     transaction.on_commit(lambda: tasks.collect.delay(cluster.pk), robust=True)
 
 
+def _next_steps(cluster_id: int) -> None:
+    """After any change: the rolling maintenance moves on now, and the approved moves are queued
+    (a resume frees the moves of the evacuation it held) rather than waiting for the next round."""
+    tasks.rolling_round.delay(cluster_id)
+    tasks.queue_waiting(cluster_id)
+
+
 def _answer(cluster: Cluster, code: int = status.HTTP_200_OK) -> Response:
-    transaction.on_commit(lambda: tasks.rolling_round.delay(cluster.pk), robust=True)
+    transaction.on_commit(partial(_next_steps, cluster.pk), robust=True)
     found = rolling.status(cluster)
     return Response({**found, "queue": [asdict(q) for q in found["queue"]]} if found else None, status=code)
 
@@ -127,24 +134,28 @@ class ClusterRollingViewSet(ApiViewSet):
     @extend_schema(request=None, responses={200: STATUS, 409: CONFLICT})
     @action(detail=True, methods=["post"], url_path="rolling/pause")
     def pause(self, request, pk=None):
-        """No further step until resumed (a node draining goes on draining). Safe to repeat."""
+        """No further step and no further move of a node's evacuation until resumed (the move under
+        way finishes). Safe to repeat."""
         return self._run(request, None, lambda cluster, _: rolling.set_state(cluster, "paused", request.user))
 
     @extend_schema(request=None, responses={200: STATUS, 409: CONFLICT})
     @action(detail=True, methods=["post"], url_path="rolling/resume")
     def resume(self, request, pk=None):
+        """Go on from where it was paused: the held moves of the evacuation start. Safe to repeat."""
         return self._run(request, None, lambda cluster, _: rolling.set_state(cluster, "running", request.user))
 
     @extend_schema(request=None, responses={200: STATUS, 409: CONFLICT})
     @action(detail=True, methods=["post"], url_path="rolling/cancel")
     def cancel(self, request, pk=None):
-        """Stop for good; a node in maintenance stays so (leave it from the maintenance panel)."""
+        """Stop for good: no further step and no further move of a node's evacuation (the move under
+        way finishes); a node in maintenance stays so (leave it from the maintenance panel)."""
         return self._run(request, None, lambda c, _: rolling.set_state(c, "cancelled", request.user))
 
     @extend_schema(request=NodeSerializer, responses={200: STATUS, 409: CONFLICT})
     @action(detail=True, methods=["post"], url_path="rolling/node-back")
     def node_back(self, request, pk=None):
-        """The admin's "node is back": it leaves maintenance and its guests return. Safe to repeat."""
+        """The admin's "node is back": it leaves maintenance and its guests return. Safe to repeat. On
+        Proxmox a node seen online again with a smaller uptime (rebooted) moves on without it."""
         return self._run(request, NodeSerializer, lambda c, data: rolling.node_is_back(c, data["node"], request.user))
 
     @extend_schema(request=NodeSerializer, responses={200: STATUS, 409: CONFLICT})
@@ -209,5 +220,5 @@ def act(request, pk, what):
         return _page(request, cluster, 400, "; ".join(m for ms in exc.errors.values() for m in ms))
     except rolling.Refused as exc:
         return _page(request, cluster, 409, str(exc))
-    transaction.on_commit(lambda: tasks.rolling_round.delay(cluster.pk), robust=True)
+    transaction.on_commit(partial(_next_steps, cluster.pk), robust=True)
     return redirect("dashboard:rolling", pk)

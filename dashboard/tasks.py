@@ -173,6 +173,8 @@ def claim(migration_id: int) -> str:
                 return "expired"
             if windows.hold_start(cluster, migration):
                 return "approved"  # outside the windows: queued again by each round until one opens
+            if rolling.hold_start(cluster, migration):
+                return "approved"  # a paused rolling maintenance's evacuation: queued again on resume
             if not slot_free(cluster, migration):
                 return "approved"  # queued again when a running one starts or finishes
             snapshot = claimed(cluster, source.collect(time.time()))

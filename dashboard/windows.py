@@ -22,6 +22,7 @@ import crs.coexistence
 import crs.precedence
 import crs.windows
 
+from . import plans
 from .models import WEEKDAYS, AuditEvent, Blackout, ChangeWindow, Cluster, Migration
 
 
@@ -100,17 +101,13 @@ def hold_start(cluster: Cluster, migration: Migration) -> bool:
     A plan approved inside a window whose steps get their turn after it closed would otherwise
     move guests at a time the admins ruled out; it stays approved, says what it waits for in
     its `reason` (the page's row and the API), and starts when a round queues it again with the
-    gate open. A person's approval is not held: outside the windows, plans wait for a person.
-    The trail says it once per reason (a conditional UPDATE: rounds queue it again and again)."""
+    gate open. A person's approval is not held: outside the windows, plans wait for a person."""
     if not migration.automatic or migration.kind in crs.precedence.MANDATORY:
         return False
     reason = start_wait(cluster)
     if not reason:
         return False
-    if Migration.objects.filter(pk=migration.pk, state="approved").exclude(reason=reason).update(reason=reason):
-        AuditEvent.objects.create(
-            actor=None, action="start-held", cluster=cluster, migration_id=migration.pk, details={"reason": reason}
-        )
+    plans.hold(cluster, migration, reason)
     return True
 
 

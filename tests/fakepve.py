@@ -96,10 +96,25 @@ class FakePve:
         self.fail_next: str | None = None  # exit status of the next migration, e.g. "migration aborted"
         self.ha_lists_before_start = 1  # task list queries before the HA manager starts the qmigrate
         self.ha_starts_migration = True
+        self._powered_off: dict[str, dict] = {}  # node → its entry before power_off
         self._clock = 0x6A000000
         self._cert, self._key = _self_signed(cert_dir)
         self.ca_file = str(self._cert)
         self._server: ThreadingHTTPServer | None = None
+
+    def power_off(self, node: str) -> None:
+        """The node goes down (a reboot's first half): `/cluster/resources` keeps only its name and
+        status `offline`, without stats (the shape the connector meets for a member that is down:
+        no sizes, no uptime)."""
+        entry = self.entry(f"node/{node}")
+        self._powered_off[node] = dict(entry)
+        entry.clear()
+        entry.update(id=f"node/{node}", node=node, type="node", status="offline")
+
+    def boot(self, node: str, uptime: int) -> None:
+        """The node is up again (a reboot's second half): its stats as before, `uptime` seconds after boot."""
+        entry = self.entry(f"node/{node}")
+        entry.update(self._powered_off.pop(node), uptime=uptime)
 
     # -- the API -----------------------------------------------------------------
 

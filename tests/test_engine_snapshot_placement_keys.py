@@ -10,7 +10,7 @@ BASE = {
     "format": "crs-snapshot/1",
     "nodes": [
         {"name": "a", "cpus": 8, "memory_bytes": 2**34},
-        {"name": "b", "cpus": 8, "memory_bytes": 2**34, "traits": ["gpu"], "ksm_bytes": 2**30},
+        {"name": "b", "cpus": 8, "memory_bytes": 2**34, "traits": ["gpu"], "ksm_bytes": 2**30, "uptime_s": 86400},
     ],
     "guests": [
         {
@@ -37,7 +37,7 @@ def test_keys_read_and_round_trip():
     g = s.guests[0]
     assert g.pressure == Pressure(cpu_some=0.2, memory_full=0.01) and g.uptime_s == 3600
     assert g.allowed_nodes == {"a"} and not g.recoverable and g.pinned_reason.startswith("local disk")
-    assert s.nodes[1].traits == {"gpu"} and s.nodes[1].ksm_bytes == 2**30
+    assert s.nodes[1].traits == {"gpu"} and s.nodes[1].ksm_bytes == 2**30 and s.nodes[1].uptime_s == 86400
     assert parse(to_dict(s)) == s
 
 
@@ -46,6 +46,7 @@ def test_files_without_the_keys_keep_their_meaning():
     g = plain.guests[0]
     assert g.pressure is None and g.allowed_nodes is None and g.recoverable and g.requires == frozenset()
     assert "pressure" not in to_dict(plain)["guests"][0] and "allowed_nodes" not in to_dict(plain)["guests"][0]
+    assert plain.nodes[0].uptime_s is None and "uptime_s" not in to_dict(plain)["nodes"][0]
 
 
 def test_required_and_forbidden_traits():

@@ -119,6 +119,16 @@ def test_offline_node_that_reports_sizes_is_kept_offline(pve):
     assert connect(pve).collect(T0).node("node4").online is False
 
 
+def test_a_node_s_uptime_is_collected_and_a_reboot_shows_as_a_smaller_one(pve):
+    cluster = connect(pve)
+    assert cluster.collect(T0).node("node2").uptime_s == 874373  # the recorded capture's
+    pve.power_off("node2")
+    assert "node2" not in [n.name for n in cluster.collect(T0 + 10).nodes]  # down: no sizes, left out
+    pve.boot("node2", uptime=42)
+    back = cluster.collect(T0 + 60).node("node2")
+    assert (back.online, back.uptime_s, back.cpus) == (True, 42, 12)
+
+
 @pytest.mark.parametrize(
     "entry, key, value, message",
     [

@@ -50,6 +50,22 @@ def worker(database_url: str, redis_url: str, name: str):
     return start(SINGLE_WORKER, env, ARTIFACTS / f"rolling-{name}.log", new_session=True)
 
 
+def ticker(cluster, broker_url: str):
+    """A function that sends a collect (and so a round) about every second, as beat would; not
+    while the last one's round is still to run, so a slow machine's worker does not fall ever
+    further behind."""
+    sender, last = Celery(broker=broker_url, set_as_current=False), [0.0]
+
+    def tick():
+        now = time.monotonic()
+        fresh = Cluster.objects.filter(pk=cluster.pk, last_round_at__gte=F("collected_at")).exists()
+        if now - last[0] > 1.0 and fresh or now - last[0] > 15.0:
+            last[0] = now
+            sender.send_task("dashboard.tasks.collect", args=[cluster.pk])
+
+    return tick
+
+
 @pytest.mark.django_db(transaction=True)
 def test_bad_input_is_refused_naming_the_field(admin_client, collected):
     for data, field in (
@@ -122,18 +138,7 @@ def test_three_nodes_in_turn_with_a_worker_restart_in_the_middle(admin_client, r
     held = {node: started_on(cluster, node) for node in order}
     assert all(held.values())
 
-    database_url, sender = shared_database_url(), Celery(broker=redis_server.url, set_as_current=False)
-    last = [0.0]
-
-    def tick():
-        """a collect (and so a round) about every second, as beat would; not while the last one's
-        round is still to run, so a slow machine's worker does not fall ever further behind"""
-        now = time.monotonic()
-        fresh = Cluster.objects.filter(pk=cluster.pk, last_round_at__gte=F("collected_at")).exists()
-        if now - last[0] > 1.0 and fresh or now - last[0] > 15.0:
-            last[0] = now
-            sender.send_task("dashboard.tasks.collect", args=[cluster.pk])
-
+    database_url, tick = shared_database_url(), ticker(cluster, redis_server.url)
     workers = [worker(database_url, redis_server.url, "first")]
     try:
         for i, node in enumerate(order):
@@ -258,3 +263,111 @@ def test_before_the_first_collect_the_page_says_why_there_is_no_node_to_choose(a
     html = admin_client.get(reverse("dashboard:rolling", args=[cluster.pk])).content.decode()
     assert 'id="rolling-no-nodes"' in html and "has not been collected" in html
     assert 'name="nodes"' not in html
+
+
+def evacuations(cluster, node):
+    return Migration.objects.filter(cluster=cluster, kind="evacuation", source=node)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pause_mid_drain_lets_the_move_under_way_finish_and_starts_no_other_until_resumed(admin_client, redis_server):
+    service_or_skip("CRS_TEST_DATABASE_URL")
+    from dashboard.models import Round
+    from dashboard.tasks import collect
+
+    # node06 holds seven guests; at 2 GiB/s one move takes 1 to 8 s, and one runs at a time
+    config = ROOMY | {"migration_mib_s": 2048}
+    cluster = Cluster.objects.create(name="paused", source_kind="simulator", source_config=config)
+    collect.apply(args=[cluster.pk])
+    set_policy(cluster, max_concurrent_migrations=1, max_migrations_per_node=1)
+    held = started_on(cluster, "node06")
+    assert len(held) >= 5
+    assert post(admin_client, cluster, "start", {"nodes": ["node06"]}).status_code == 201
+    tick = ticker(cluster, redis_server.url)
+    process = worker(shared_database_url(), redis_server.url, "paused")
+    try:
+
+        def moving():
+            """the first move of node06's evacuation is under way"""
+            tick()
+            return evacuations(cluster, "node06").filter(state="running").exists()
+
+        wait_until(moving, 120)
+        answer = post(admin_client, cluster, "pause")
+        assert answer.status_code == 200 and answer.json()["state"] == "paused"
+        assert answer.json()["queue"][0]["label"].startswith("draining, paused")
+        begun = set(evacuations(cluster, "node06").exclude(started_at=None).values_list("pk", flat=True))
+        rounds = Round.objects.filter(cluster=cluster).count()
+
+        def several_rounds():
+            """four rounds since the pause, and the move under way finished"""
+            tick()
+            finished = not evacuations(cluster, "node06").filter(state="running").exists()
+            return finished and Round.objects.filter(cluster=cluster).count() >= rounds + 4
+
+        wait_until(several_rounds, 120)
+        assert set(evacuations(cluster, "node06").exclude(started_at=None).values_list("pk", flat=True)) == begun
+        assert {m.state for m in evacuations(cluster, "node06").filter(pk__in=begun)} == {"done"}  # finished
+        waiting = evacuations(cluster, "node06").filter(state="approved")
+        assert waiting.count() == len(held) - len(begun) >= 3
+        assert all(m.reason.startswith("the rolling maintenance is paused") for m in waiting), [
+            (m.pk, m.step, m.reason, m.decided_at) for m in waiting
+        ]
+        assert steps(cluster) == {"node06": "draining"}
+        held_events = AuditEvent.objects.filter(
+            action="start-held", details__reason__startswith="the rolling maintenance is paused"
+        )
+        assert held_events.count() == waiting.count()  # once per move, though rounds queue them again
+
+        assert post(admin_client, cluster, "resume").json()["state"] == "running"
+
+        def drained():
+            """node06 is empty and waits for the admin"""
+            tick()
+            return steps(cluster)["node06"] == "waiting-admin"
+
+        wait_until(drained, 180)  # this test's requests queue on its in-memory broker: rounds queue the moves again
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+    assert not started_on(cluster, "node06")
+    assert evacuations(cluster, "node06").filter(state="done").count() == len(held)
+    actions = list(
+        AuditEvent.objects.filter(action__startswith="rolling-").order_by("pk").values_list("action", flat=True)
+    )
+    assert actions == ["rolling-started", "rolling-step", "rolling-paused", "rolling-resumed", "rolling-step"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_mid_drain_leaves_the_node_in_maintenance_and_starts_no_further_move(
+    admin_client, collected, django_capture_on_commit_callbacks
+):
+    from conftest import run_rounds
+
+    from dashboard.tasks import claim
+
+    set_policy(collected, max_concurrent_migrations=8, max_migrations_per_node=8)
+    assert post(admin_client, collected, "start", {"nodes": ["node06"]}).status_code == 201
+    rolling.advance(collected.pk)  # flagged: the test cluster's N+1 breaks with node06 down
+    assert post(admin_client, collected, "go-on", {"node": "node06"}).status_code == 200
+    assert rolling.advance(collected.pk) is True
+    run_rounds(collected, 1, django_capture_on_commit_callbacks)  # plans and approves the evacuation
+    first, *rest = evacuations(collected, "node06").filter(state="approved").order_by("step")
+    assert rest, "node06 holds several guests"
+    assert claim(first.pk) == "running"  # under way before the cancel: it finishes
+    answer = post(admin_client, collected, "cancel")
+    assert answer.status_code == 200 and answer.json()["state"] == "cancelled"
+    node06 = answer.json()["queue"][0]
+    assert node06["label"] == "left in maintenance, its evacuation stopped (cancelled)"
+    assert [claim(m.pk) for m in rest] == ["approved"] * len(rest)  # none starts
+    for m in rest:
+        m.refresh_from_db()
+        assert m.reason.startswith("the rolling maintenance was cancelled: node06 stays in maintenance")
+    run_rounds(collected, 2, django_capture_on_commit_callbacks)  # rounds neither start nor re-plan them
+    assert evacuations(collected, "node06").filter(state="running").count() == 1
+    assert collected.maintenances.get(left_at=None).node == "node06"
+    page = admin_client.get(f"/clusters/{collected.pk}/rolling/").content.decode()
+    assert "its evacuation stopped (cancelled)" in page
+    leave = f"/api/v1/clusters/{collected.pk}/maintenance/leave/"  # the way out the reason names
+    assert admin_client.post(leave, {"node": "node06"}, content_type="application/json").status_code == 200
+    assert {m.state for m in evacuations(collected, "node06").filter(pk__in=[m.pk for m in rest])} == {"expired"}

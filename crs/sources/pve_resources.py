@@ -101,6 +101,8 @@ def _nodes(resources: list[dict[str, Any]], ha: HaView) -> tuple[list[dict[str, 
         }
         if online:
             node |= {"cpu_usage": number(e, "cpu", where) * maxcpu, "mem_usage_bytes": number(e, "mem", where)}
+            if "uptime" in e:  # a reboot shows as a smaller uptime (rolling maintenance waits for one)
+                node["uptime_s"] = number(e, "uptime", where)
         nodes.append(node)
     return nodes, unsized
 
