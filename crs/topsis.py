@@ -5,7 +5,7 @@ normalization per criterion, weights multiply the *difference* before squaring (
 enter squared), closeness D⁻/(D⁺+D⁻), and a stable ranking so ties keep input order.
 Every sum is a left-to-right fold, as in Rust (NumPy's pairwise `sum` and Python 3.12's
 compensated `sum()` round differently and would split ties Proxmox does not split);
-`cumsum` is such a fold. Alternatives may arrive in chunks (millions of candidate
+`cumsum` and `np.add.at` are such folds. Alternatives may arrive in chunks (millions of candidate
 moves) or as one small matrix (placement over a handful of nodes). Pure math.
 """
 
@@ -40,14 +40,20 @@ def ideals(chunks: Iterable[np.ndarray], raw_weights: tuple[float, ...]) -> Idea
     """One pass over all alternatives: column norms (folded in order) and ideal values."""
     width = len(raw_weights)
     squares, low, high, seen = np.zeros(width), np.full(width, np.inf), np.full(width, -np.inf), False
+    column_of = np.zeros(0, dtype=np.intp)  # 0, 1, …, width − 1 repeated: each value's column
     for chunk in chunks:
         if chunk.shape[0] == 0:
             continue
         seen = True
+        # Each square added to its column's sum in turn, continuing the fold so far: `add.at`
+        # is unbuffered and goes through the values in order, and with the squares laid out
+        # row by row the columns' folds run side by side (a third of a `cumsum` per column).
+        values = np.empty(chunk.shape)
         for j in range(width):
-            column = chunk[:, j] * chunk[:, j]
-            column[0] += squares[j]  # the fold so far, then this chunk's squares: one fold in order
-            squares[j] = np.cumsum(column, out=column)[-1]
+            np.multiply(chunk[:, j], chunk[:, j], out=values[:, j])
+        if column_of.size < values.size:
+            column_of = np.tile(np.arange(width), chunk.shape[0])
+        np.add.at(squares, column_of[: values.size], values.ravel())
         low, high = np.minimum(low, chunk.min(axis=0)), np.maximum(high, chunk.max(axis=0))
     if not seen:
         return None

@@ -147,7 +147,7 @@ def test_topsis_at_scale_picks_the_same_move_as_the_exact_fold(monkeypatch):
     snap = parse(synthetic(30, 400, "dynamic", "topsis"))
     exact = plan(snap).move
     monkeypatch.setattr(moves, "EXACT_TOPSIS_CELLS", 0)  # force the O(1) criteria
-    monkeypatch.setattr(moves, "CHUNK_CELLS", 1000)  # and many small chunks
+    monkeypatch.setattr(moves, "TOPSIS_CHUNK_CELLS", 1000)  # and many small chunks
     assert plan(snap).move == exact
 
 
@@ -192,7 +192,7 @@ def test_skipping_bundles_that_cannot_win_picks_what_the_full_scan_picks(monkeyp
 
     snap = parse(synthetic(8 + 7 * seed, 60 + 40 * seed, mode, "topsis", seed=seed))
     monkeypatch.setattr(moves, "EXACT_TOPSIS_CELLS", 0)  # the grid path, where bundles are skipped
-    monkeypatch.setattr(moves, "CHUNK_CELLS", 64)  # many small chunks, so whole chunks are skipped
+    monkeypatch.setattr(moves, "TOPSIS_CHUNK_CELLS", 64)  # many small chunks, so whole chunks are skipped
     pruned = plan(snap).move
     monkeypatch.setattr(moves, "_criteria_floors", lambda cluster: np.zeros((len(cluster.bundles), 4)))
     assert pruned is not None
