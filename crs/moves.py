@@ -59,13 +59,13 @@ class Cluster:
         self.refused = refused  # bundles × nodes, True where crs.fits refuses the target; None = no check
 
     def chunks(
-        self, order: np.ndarray | None = None, cells: int = CHUNK_CELLS
+        self, order: np.ndarray | None = None, cells: int | None = None
     ) -> Iterator[tuple[np.ndarray, list[tuple[int, list[int]]]]]:
         """(bundle rows, [(row in chunk, allowed target columns)] for constrained rows), about
-        `cells` bundles × nodes at a time: all rows in order, or the rows of `order` in its
-        order. Unconstrained rows may go to any node but their own."""
+        `cells` (by default CHUNK_CELLS) bundles × nodes at a time: all rows in order, or the
+        rows of `order` in its order. Unconstrained rows may go to any node but their own."""
         n = len(self.names)
-        size = max(1, cells // max(n, 1))
+        size = max(1, (CHUNK_CELLS if cells is None else cells) // max(n, 1))
         rows = np.arange(len(self.bundles)) if order is None else order
         for start in range(0, rows.size, size):
             part = rows[start : start + size]
