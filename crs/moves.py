@@ -23,6 +23,9 @@ from .placement import EXACT_TOPSIS_CELLS, WEIGHTS, criteria_after, top_three
 from .usage import NodeStats, load
 
 CHUNK_CELLS = 1 << 20  # bundles × nodes evaluated at once (about 8 MB per float array)
+# TOPSIS's grid passes hold a dozen such arrays: at 256 KB each they stay in a core's cache,
+# which makes each of the ~30 passes over every cell two to three times faster than at 8 MB.
+TOPSIS_CHUNK_CELLS = 1 << 15
 FLOOR_ROUNDING = 1e-9  # relative room for rounding in a move floor, far above float noise (~1e-15)
 CEILING_ROUNDING = 1e-9  # room for rounding in a TOPSIS closeness ceiling (closeness lies in [0, 1])
 
@@ -55,12 +58,14 @@ class Cluster:
         self.scale = scale
         self.refused = refused  # bundles × nodes, True where crs.fits refuses the target; None = no check
 
-    def chunks(self, order: np.ndarray | None = None) -> Iterator[tuple[np.ndarray, list[tuple[int, list[int]]]]]:
-        """(bundle rows, [(row in chunk, allowed target columns)] for constrained rows), bounded
-        in size: all rows in order, or the rows of `order` in its order. Unconstrained rows
-        may go to any node but their own."""
+    def chunks(
+        self, order: np.ndarray | None = None, cells: int | None = None
+    ) -> Iterator[tuple[np.ndarray, list[tuple[int, list[int]]]]]:
+        """(bundle rows, [(row in chunk, allowed target columns)] for constrained rows), about
+        `cells` (by default CHUNK_CELLS) bundles × nodes at a time: all rows in order, or the
+        rows of `order` in its order. Unconstrained rows may go to any node but their own."""
         n = len(self.names)
-        size = max(1, CHUNK_CELLS // max(n, 1))
+        size = max(1, (CHUNK_CELLS if cells is None else cells) // max(n, 1))
         rows = np.arange(len(self.bundles)) if order is None else order
         for start in range(0, rows.size, size):
             part = rows[start : start + size]
@@ -334,7 +339,7 @@ def _topsis_criteria(
     the chunk's bundles × nodes grid by broadcasting (each cell the same operations as for a
     single candidate, so the same bits) and the allowed cells taken out, instead of on
     per-candidate index arrays gathered 20 M long."""
-    for part, constrained in cluster.chunks(order):
+    for part, constrained in cluster.chunks(order, TOPSIS_CHUNK_CELLS):
         mask = cluster.mask(part, constrained)
         criteria = np.empty((int(mask.sum()), 4), order="F")  # column-major: TOPSIS works per criterion
         if exact:

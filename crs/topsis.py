@@ -5,7 +5,7 @@ normalization per criterion, weights multiply the *difference* before squaring (
 enter squared), closeness D⁻/(D⁺+D⁻), and a stable ranking so ties keep input order.
 Every sum is a left-to-right fold, as in Rust (NumPy's pairwise `sum` and Python 3.12's
 compensated `sum()` round differently and would split ties Proxmox does not split);
-`cumsum` is such a fold. Alternatives may arrive in chunks (millions of candidate
+`cumsum` and `np.add.at` are such folds. Alternatives may arrive in chunks (millions of candidate
 moves) or as one small matrix (placement over a handful of nodes). Pure math.
 """
 
@@ -40,14 +40,20 @@ def ideals(chunks: Iterable[np.ndarray], raw_weights: tuple[float, ...]) -> Idea
     """One pass over all alternatives: column norms (folded in order) and ideal values."""
     width = len(raw_weights)
     squares, low, high, seen = np.zeros(width), np.full(width, np.inf), np.full(width, -np.inf), False
+    column_of = np.zeros(0, dtype=np.intp)  # 0, 1, …, width − 1 repeated: each value's column
     for chunk in chunks:
         if chunk.shape[0] == 0:
             continue
         seen = True
+        # Each square added to its column's sum in turn, continuing the fold so far: `add.at`
+        # is unbuffered and goes through the values in order, and with the squares laid out
+        # row by row the columns' folds run side by side (a third of a `cumsum` per column).
+        values = np.empty(chunk.shape)
         for j in range(width):
-            column = chunk[:, j] * chunk[:, j]
-            column[0] += squares[j]  # the fold so far, then this chunk's squares: one fold in order
-            squares[j] = np.cumsum(column, out=column)[-1]
+            np.multiply(chunk[:, j], chunk[:, j], out=values[:, j])
+        if column_of.size < values.size:
+            column_of = np.tile(np.arange(width), chunk.shape[0])
+        np.add.at(squares, column_of[: values.size], values.ravel())
         low, high = np.minimum(low, chunk.min(axis=0)), np.maximum(high, chunk.max(axis=0))
     if not seen:
         return None
@@ -64,12 +70,25 @@ def closeness(chunk: np.ndarray, columns: Ideals, weights: np.ndarray) -> np.nda
     Where a criterion is minimized, a smaller value between the ideals never lowers it: each
     step is a rounded monotone operation, so a caller may bound a row's closeness from floors
     under its criteria."""
-    d_best = np.zeros(chunk.shape[0])
-    d_worst = np.zeros(chunk.shape[0])
-    scratch = np.empty(chunk.shape[0])  # in place: the same operations without a new array each
-    for j, weight in enumerate(weights):
-        column = chunk[:, j] / columns.norm[j] if columns.norm[j] != 0.0 else chunk[:, j]
-        for ideal, distance in ((columns.best[j], d_best), (columns.worst[j], d_worst)):
+    normalized = (
+        (chunk[:, j] / columns.norm[j] if columns.norm[j] != 0.0 else chunk[:, j], columns.best[j], columns.worst[j])
+        for j in range(len(weights))
+    )
+    return _closeness(normalized, weights, (chunk.shape[0],))
+
+
+def _closeness(
+    normalized: Iterable[tuple[np.ndarray, np.ndarray | float, np.ndarray | float]],
+    weights: np.ndarray,
+    shape: tuple[int, ...],
+) -> np.ndarray:
+    """Proxmox's closeness D⁻/(D⁺+D⁻) from each criterion's normalized values and its ideal
+    and anti-ideal (scalars, or one per decision for `scores_columns`), in criterion order:
+    each distance is the left fold of ((x − ideal) · weight)², then its square root; all
+    alternatives equal (both distances 0) score 0. In place, so no new array per step."""
+    d_best, d_worst, scratch = np.zeros(shape), np.zeros(shape), np.empty(shape)
+    for (column, best, worst), weight in zip(normalized, weights, strict=True):
+        for ideal, distance in ((best, d_best), (worst, d_worst)):
             np.subtract(column, ideal, out=scratch)
             scratch *= weight
             scratch *= scratch
@@ -77,8 +96,8 @@ def closeness(chunk: np.ndarray, columns: Ideals, weights: np.ndarray) -> np.nda
     d_best, d_worst = np.sqrt(d_best), np.sqrt(d_worst)
     denominator = d_worst + d_best
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(denominator != 0.0, d_worst / denominator, 0.0)  # all equal: every score 0
-    if not np.all(np.isfinite(out)):
+        out = np.where(denominator != 0.0, d_worst / denominator, 0.0)
+    if not np.isfinite(out.sum()):  # a NaN or infinity anywhere makes the sum one
         raise CrsError("topsis produced a non-finite score")
     return out
 
@@ -122,26 +141,18 @@ def scores_columns(columns: Sequence[np.ndarray], raw_weights: tuple[float, ...]
     `scores` does, in the same order: summing down the first axis of a C-ordered matrix with
     two or more columns is NumPy's element-wise left fold, like `cumsum` (tests check it
     against `scores` bit for bit; a lone column would be summed pairwise)."""
-    weights = normalized_weights(raw_weights)
-    d_best = np.zeros(columns[0].shape)
-    d_worst = np.zeros(columns[0].shape)
-    scratch = np.empty(columns[0].shape)
-    for column, weight, raw in zip(columns, weights, raw_weights, strict=True):
-        np.multiply(column, column, out=scratch)
-        norm = np.sqrt(scratch.sum(axis=0))
-        scale = np.where(norm != 0.0, norm, 1.0)  # x / 1.0 is x: the unnormalized column as is
-        low, high = column.min(axis=0) / scale, column.max(axis=0) / scale
-        best, worst = (low, high) if raw < 0 else (high, low)
-        normalized = column / scale
-        for ideal, distance in ((best, d_best), (worst, d_worst)):  # (x − ideal) · weight, squared, added
-            np.subtract(normalized, ideal, out=scratch)
-            scratch *= weight
-            scratch *= scratch
-            distance += scratch
-    d_best, d_worst = np.sqrt(d_best), np.sqrt(d_worst)
-    denominator = d_worst + d_best
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(denominator != 0.0, d_worst / denominator, 0.0)
-    if not np.isfinite(out.sum()):  # a NaN or infinity anywhere makes the sum one
-        raise CrsError("topsis produced a non-finite score")
-    return out
+    return _closeness(
+        (_normalized_column(column, raw) for column, raw in zip(columns, raw_weights, strict=True)),
+        normalized_weights(raw_weights),
+        columns[0].shape,
+    )
+
+
+def _normalized_column(column: np.ndarray, raw_weight: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One criterion of `scores_columns`: (values over their norm, ideal, anti-ideal) per decision."""
+    squares = np.empty(column.shape)  # C-ordered whatever the input's order: summed down by a left fold
+    norm = np.sqrt(np.multiply(column, column, out=squares).sum(axis=0))
+    scale = np.where(norm != 0.0, norm, 1.0)  # x / 1.0 is x: the unnormalized column as is
+    low, high = column.min(axis=0) / scale, column.max(axis=0) / scale
+    best, worst = (low, high) if raw_weight < 0 else (high, low)
+    return column / scale, best, worst

@@ -63,6 +63,12 @@ def proxmox_rules_url(cluster: Cluster) -> str | None:
 # -- the snapshot carries them ---------------------------------------------------------------------
 
 
+def _auto_rebalance(guest: crs.model.Guest, value: bool) -> crs.model.Guest:
+    """The guest with that `auto_rebalance`; the same object when it has it already (a copy of
+    each of 20 000 frozen guests costs a 1000-node collect about 0.3 s)."""
+    return guest if guest.auto_rebalance == value else replace(guest, auto_rebalance=value)
+
+
 def applied(cluster: Cluster, snapshot: crs.model.Snapshot) -> crs.model.Snapshot:
     """`snapshot` with the rules and opt-outs the product keeps for `cluster`.
 
@@ -70,9 +76,7 @@ def applied(cluster: Cluster, snapshot: crs.model.Snapshot) -> crs.model.Snapsho
     connector does with Proxmox's rules; one left with too few guests is left out."""
     opted = set(cluster.opt_outs.values_list("guest", flat=True))
     ours = editable(cluster)  # else the source's own opt-outs stand too
-    guests = tuple(
-        replace(g, auto_rebalance=(g.auto_rebalance or ours) and g.sid not in opted) for g in snapshot.guests
-    )
+    guests = tuple(_auto_rebalance(g, (g.auto_rebalance or ours) and g.sid not in opted) for g in snapshot.guests)
     snapshot = replace(snapshot, guests=guests)
     if not editable(cluster):
         return snapshot

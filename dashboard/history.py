@@ -57,16 +57,34 @@ class Bucket(Func):
 
 def record_samples(cluster: Cluster, snapshot: Snapshot, at: datetime) -> None:
     """One row per node and per guest for this collect (folded later by `downsample`)."""
-    NodeSample.objects.bulk_create(
-        NodeSample(cluster=cluster, at=at, node=s.name, cpu=s.cpu_load, memory=s.mem_load)
-        for s in crs.usage.node_stats(snapshot, "dynamic")
+    _insert(
+        NodeSample,
+        ("cluster_id", "at", "span", "samples", "node", "cpu", "memory"),
+        [(cluster.pk, at, 0, 1, s.name, s.cpu_load, s.mem_load) for s in crs.usage.node_stats(snapshot, "dynamic")],
     )
-    GuestSample.objects.bulk_create(
-        GuestSample(
-            cluster=cluster, at=at, guest=g.sid, node=g.node, cpu_usage=g.cpu_usage, mem_usage_bytes=g.mem_usage_bytes
-        )
-        for g in snapshot.guests
+    _insert(
+        GuestSample,
+        ("cluster_id", "at", "span", "samples", "guest", "node", "cpu_usage", "mem_usage_bytes"),
+        [(cluster.pk, at, 0, 1, g.sid, g.node, g.cpu_usage, g.mem_usage_bytes) for g in snapshot.guests],
     )
+
+
+def _insert(model: type[Model], columns: tuple[str, ...], rows: list[tuple]) -> None:
+    """Fresh rows, many at once. On PostgreSQL with COPY: `bulk_create` builds a model and an
+    SQL parameter per value, about a second of a 1000-node collect's 20 000 guest rows,
+    where COPY streams them in a few hundredths. SQLite (the embedded mode's small
+    clusters) keeps `bulk_create`, which also converts the datetimes as Django stores them."""
+    if connection.vendor != "postgresql":
+        model._default_manager.bulk_create(model(**dict(zip(columns, row, strict=True))) for row in rows)
+        return
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(  # psycopg's own cursor under Django's wrapper
+            f"COPY {model._meta.db_table} ({', '.join(columns)}) FROM STDIN"
+        ) as copy,
+    ):
+        for row in rows:
+            copy.write_row(row)
 
 
 # -- downsampling ------------------------------------------------------------------------------------

@@ -61,6 +61,13 @@ class ClusterManager(models.Manager):
     # mid-round stops its cluster's rounds for a minute at most.
     ROUND_LEASE = timedelta(seconds=60)
 
+    def get_queryset(self) -> models.QuerySet:
+        """Rows without the stored N+1 verdict: it lists every node's load after each node's
+        loss, so it grows with nodes² (tens of MB of JSON at 1000 nodes, decoded in about a
+        second), and only the pages and the API that show it read it. They still get it as
+        before: Django loads a deferred field on first access, with one query."""
+        return super().get_queryset().defer("n1")
+
     def claim_round(self, pk: int) -> bool:
         """True if this caller may run the cluster's round now; two rounds never overlap.
 

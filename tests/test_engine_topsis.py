@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 from engine_clusters import GIB, pve_crate_cluster
@@ -41,6 +43,74 @@ def test_chunked_best_equals_ranking_of_the_whole_matrix():
     assert topsis.best(chunks, WEIGHTS) == int(topsis.rank(matrix, WEIGHTS)[0])
 
 
+def _proxmox_topsis(rows, raw_weights):
+    """Proxmox's TOPSIS written plainly, one float at a time: weights |w| / Σ|w| (negative =
+    minimize); each column divided by its L2 norm unless that is 0; ideal and anti-ideal per
+    column; each distance the left fold of ((x − ideal) · w)², then its root; closeness
+    D⁻/(D⁺+D⁻), 0 when both are 0. Every sum folds left to right, as Rust's `fold` does."""
+    total = 0.0
+    for w in raw_weights:
+        total += abs(w)
+    weights = [abs(w) / total for w in raw_weights]
+    matrix = [list(row) for row in rows]
+    best, worst = [], []
+    for j, raw in enumerate(raw_weights):
+        squares = 0.0
+        for row in matrix:
+            squares += row[j] * row[j]
+        norm = math.sqrt(squares)
+        for row in matrix:
+            row[j] = row[j] / norm if norm != 0.0 else row[j]
+        column = [row[j] for row in matrix]
+        best.append(min(column) if raw < 0 else max(column))
+        worst.append(max(column) if raw < 0 else min(column))
+    out = []
+    for row in matrix:
+        to_best = to_worst = 0.0
+        for x, b, w, weight in zip(row, best, worst, weights, strict=True):
+            away_from_best, away_from_worst = (x - b) * weight, (x - w) * weight
+            to_best += away_from_best * away_from_best  # x * x: `** 2` calls pow(), which may round otherwise
+            to_worst += away_from_worst * away_from_worst
+        to_best, to_worst = math.sqrt(to_best), math.sqrt(to_worst)
+        out.append(0.0 if to_worst + to_best == 0.0 else to_worst / (to_worst + to_best))
+    return out
+
+
+def _random_matrix(rng, rows, width):
+    """Values from a few levels (ties between alternatives), with an equal (constant) column,
+    an all-zero column or a duplicated column now and then."""
+    levels = rng.random() < 0.5
+    matrix = rng.choice([0.25, 0.5, 1.0, 1.5, 3.0], (rows, width)) if levels else rng.random((rows, width)) * 3
+    kind = rng.integers(0, 4)
+    j = int(rng.integers(0, width))
+    if kind == 1:
+        matrix[:, j] = matrix[0, j]
+    elif kind == 2:
+        matrix[:, j] = 0.0
+    elif kind == 3 and width > 1:
+        matrix[:, j] = matrix[:, (j + 1) % width]
+    return matrix
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_scores_are_those_of_proxmox_topsis_written_plainly(seed):
+    """`scores`, the chunked `best`, and `scores_columns` (many decisions side by side) give
+    the plain computation's bits, so every tie between alternatives splits the same way."""
+    rng = np.random.default_rng(seed)
+    width = int(rng.integers(1, 6))
+    weights = tuple(float(w) for w in rng.choice([-10.0, -5.0, -2.0, -1.0, 0.5, 3.0], width))
+    matrix = _random_matrix(rng, int(rng.integers(1, 60)), width)
+    want = _proxmox_topsis(matrix.tolist(), weights)
+    assert topsis.scores(matrix, weights).tolist() == want
+    step = int(rng.integers(1, 9))
+    chunks = lambda: (matrix[i : i + step] for i in range(0, matrix.shape[0], step))  # noqa: E731
+    assert topsis.best(chunks, weights) == want.index(max(want))
+    decisions = [_random_matrix(rng, matrix.shape[0], width) for _ in range(int(rng.integers(2, 6)))]
+    together = topsis.scores_columns([np.column_stack([d[:, j] for d in decisions]) for j in range(width)], weights)
+    for d, decision in enumerate(decisions):
+        assert together[:, d].tolist() == _proxmox_topsis(decision.tolist(), weights)
+
+
 def _ranking(snap, sid):
     scores = score_nodes(snap, sid)
     return sorted(scores, key=lambda n: (scores[n], n))
@@ -77,7 +147,7 @@ def test_topsis_at_scale_picks_the_same_move_as_the_exact_fold(monkeypatch):
     snap = parse(synthetic(30, 400, "dynamic", "topsis"))
     exact = plan(snap).move
     monkeypatch.setattr(moves, "EXACT_TOPSIS_CELLS", 0)  # force the O(1) criteria
-    monkeypatch.setattr(moves, "CHUNK_CELLS", 1000)  # and many small chunks
+    monkeypatch.setattr(moves, "TOPSIS_CHUNK_CELLS", 1000)  # and many small chunks
     assert plan(snap).move == exact
 
 
@@ -122,7 +192,7 @@ def test_skipping_bundles_that_cannot_win_picks_what_the_full_scan_picks(monkeyp
 
     snap = parse(synthetic(8 + 7 * seed, 60 + 40 * seed, mode, "topsis", seed=seed))
     monkeypatch.setattr(moves, "EXACT_TOPSIS_CELLS", 0)  # the grid path, where bundles are skipped
-    monkeypatch.setattr(moves, "CHUNK_CELLS", 64)  # many small chunks, so whole chunks are skipped
+    monkeypatch.setattr(moves, "TOPSIS_CHUNK_CELLS", 64)  # many small chunks, so whole chunks are skipped
     pruned = plan(snap).move
     monkeypatch.setattr(moves, "_criteria_floors", lambda cluster: np.zeros((len(cluster.bundles), 4)))
     assert pruned is not None

@@ -1,0 +1,122 @@
+"""The dashboard's round pipeline on PostgreSQL: collect → snapshot stored → round → rows → push.
+
+For each size (default 12, 100 and 1000 nodes × 20 guests per node, `make_snapshot.synthetic`,
+dynamic usage), a cluster whose source is that snapshot (a read-only what-if cluster reading a
+file: its collect parses the snapshot where an adapter would build one) runs `tasks.collect` — snapshot
+parsed, stored as JSON, one history row per node and per guest, its round queued — then
+`tasks.balancing_round` — the stored snapshot read back, `run_round`, the round's rows and
+recommendations, the push to the cluster's pages — as the worker runs them, in the
+distributed mode's settings (PostgreSQL, Redis for the channel layer and the broker). The
+policy is the product's default (bruteforce, 5 moves per round, target imbalance 0.2, mode
+static) with threshold 0 and hold duration 0, so that every round plans (a round that waits
+costs next to nothing). A cluster's first round also computes the N+1 verdict (every
+minute, `ha.N1_EVERY`) and the hourly capacity figures: that first pair is reported apart, then
+best and median of --runs pairs, each with the N+1 verdict marked fresh (on a loaded machine a
+pair can outlast the minute); --profile prints where the largest size's last round goes.
+
+    .venv/bin/python bench/round_pipeline.py [--database-url postgres://…/crs_bench_pipeline]
+        [--redis-url redis://127.0.0.1:6379/1] [--runs 5] [--sizes 12 100 1000] [--profile]
+
+The scratch database is dropped and created here (never the product's); the Celery messages
+the collects queue (nobody consumes them here) are deleted from the Redis database at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from history import fresh  # noqa: E402
+from make_snapshot import synthetic  # noqa: E402
+
+GUESTS_PER_NODE = 20
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/crs_bench_pipeline")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/1")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[12, 100, 1000])
+    parser.add_argument("--profile", action="store_true", help="print where the largest size's last pair goes")
+    args = parser.parse_args()
+    os.environ["DATABASE_URL"] = args.database_url
+    os.environ["REDIS_URL"] = args.redis_url
+    os.environ.setdefault("CRS_SECRET_KEY", "bench-only-" + "x" * 50)  # required in the distributed mode
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    fresh(args.database_url)
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from django.utils import timezone
+
+    from dashboard import tasks
+    from dashboard.models import Cluster, GuestSample, Round
+
+    print(
+        f"{'nodes':>6} {'guests':>7} {'collect best/median (s)':>24} {'round best/median (s)':>22}"
+        f" {'sum best/median (s)':>20} {'first pair (s)':>15}"
+    )
+    scratch = tempfile.mkdtemp(prefix="crs-pipeline-")
+    for nodes in args.sizes:
+        path = Path(scratch, f"{nodes}.json")
+        path.write_bytes(orjson.dumps(synthetic(nodes, GUESTS_PER_NODE * nodes, "dynamic")))
+        cluster = Cluster.objects.create(
+            name=f"pipeline {nodes}", source_kind="snapshot", source_config={"path": str(path)}
+        )
+        cluster.policy.threshold, cluster.policy.hold_duration = 0.0, 0
+        cluster.policy.save()
+        started = time.perf_counter()  # the first pair also pays the N+1 verdict and the hourly capacity
+        tasks.collect(cluster.pk)
+        tasks.balancing_round(cluster.pk)
+        first = time.perf_counter() - started
+        collects, rounds = [], []
+        for run in range(args.runs):
+            profile = cProfile.Profile() if args.profile and nodes == args.sizes[-1] and run == args.runs - 1 else None
+            Cluster.objects.filter(pk=cluster.pk).update(n1_at=timezone.now())  # the N+1 verdict not due
+            started = time.perf_counter()
+            tasks.collect(cluster.pk)
+            collected = time.perf_counter()
+            if profile:
+                profile.enable()
+            tasks.balancing_round(cluster.pk)
+            if profile:
+                profile.disable()
+                pstats.Stats(profile).sort_stats("cumulative").print_stats(40)
+            collects.append(collected - started)
+            rounds.append(time.perf_counter() - collected)
+        assert Round.objects.filter(cluster=cluster).count() == args.runs + 1, "every collect had its round"
+        assert GuestSample.objects.filter(cluster=cluster).count() == (args.runs + 1) * GUESTS_PER_NODE * nodes
+        sums = [c + r for c, r in zip(collects, rounds, strict=True)]
+        print(
+            f"{nodes:>6} {GUESTS_PER_NODE * nodes:>7} {min(collects):>11.3f} / {statistics.median(collects):.3f}"
+            f" {min(rounds):>11.3f} / {statistics.median(rounds):.3f}"
+            f" {min(sums):>12.3f} / {statistics.median(sums):.3f}"
+            f" {first:>15.2f}"
+        )
+    shutil.rmtree(scratch)
+    import redis
+
+    redis.Redis.from_url(args.redis_url).delete(tasks.WHATIF_QUEUE, "celery")
+
+
+if __name__ == "__main__":
+    main()
