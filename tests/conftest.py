@@ -305,6 +305,28 @@ def stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
+def single_worker(database_url: str, redis_url: str, log: str) -> subprocess.Popen:
+    """`make worker` with one process in its pool, unsupervised, in a process group of its own
+    (to kill it whole); a dead worker's task comes back after a second. Logs to artifacts/<log>.log."""
+    env = {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "CRS_SECRET_KEY": "single-worker-test",
+        "CRS_TASK_VISIBILITY_TIMEOUT": "1",
+    }
+    return start(SINGLE_WORKER, env, ARTIFACTS / f"{log}.log", new_session=True)
+
+
+def wait_until(predicate, timeout=60.0, step=0.1):
+    """The predicate's value once truthy, polled; its docstring names it when time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(step)
+    raise TimeoutError(f"not true after {timeout} s: {predicate.__doc__ or predicate}")
+
+
 def processes_of_a_stack(env: dict, name: str) -> tuple[int, list[subprocess.Popen]]:
     """The static files, then web (daphne), one supervised worker and supervised beat, as
     `make web`, `make worker` and `make beat` start them, on `env`'s database and Redis (an

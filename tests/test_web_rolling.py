@@ -7,7 +7,7 @@ import time
 
 import pytest
 from celery import Celery
-from conftest import ARTIFACTS, SINGLE_WORKER, service_or_skip, set_policy, shared_database_url, start
+from conftest import service_or_skip, set_policy, shared_database_url, single_worker, wait_until
 from django.db.models import F
 from django.urls import reverse
 
@@ -28,26 +28,6 @@ def post(client, cluster, what, data=None):
 
 def steps(cluster):
     return {q.node: q.step for q in RollingNode.objects.filter(rolling__cluster=cluster)}
-
-
-def wait_until(predicate, timeout=60.0, step=0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(step)
-    raise TimeoutError(f"not true after {timeout} s: {predicate.__doc__}")
-
-
-def worker(database_url: str, redis_url: str, name: str):
-    """`make worker`, one process, in a process group of its own (to kill it whole)."""
-    env = {
-        "DATABASE_URL": database_url,
-        "REDIS_URL": redis_url,
-        "CRS_SECRET_KEY": "rolling-test",
-        "CRS_TASK_VISIBILITY_TIMEOUT": "1",
-    }
-    return start(SINGLE_WORKER, env, ARTIFACTS / f"rolling-{name}.log", new_session=True)
 
 
 def ticker(cluster, broker_url: str):
@@ -139,7 +119,7 @@ def test_three_nodes_in_turn_with_a_worker_restart_in_the_middle(admin_client, r
     assert all(held.values())
 
     database_url, tick = shared_database_url(), ticker(cluster, redis_server.url)
-    workers = [worker(database_url, redis_server.url, "first")]
+    workers = [single_worker(database_url, redis_server.url, "rolling-first")]
     try:
         for i, node in enumerate(order):
             if i == 0:
@@ -154,7 +134,7 @@ def test_three_nodes_in_turn_with_a_worker_restart_in_the_middle(admin_client, r
                 os.killpg(workers[0].pid, signal.SIGKILL)  # mid-drain
                 workers[0].wait(10)
                 time.sleep(1.5)  # past the visibility timeout: the next worker takes the messages back
-                workers.append(worker(database_url, redis_server.url, "second"))
+                workers.append(single_worker(database_url, redis_server.url, "rolling-second"))
 
             def emptied(node=node):
                 """the node is empty and waits for the admin"""
@@ -284,7 +264,7 @@ def test_pause_mid_drain_lets_the_move_under_way_finish_and_starts_no_other_unti
     assert len(held) >= 5
     assert post(admin_client, cluster, "start", {"nodes": ["node06"]}).status_code == 201
     tick = ticker(cluster, redis_server.url)
-    process = worker(shared_database_url(), redis_server.url, "paused")
+    process = single_worker(shared_database_url(), redis_server.url, "rolling-paused")
     try:
 
         def moving():

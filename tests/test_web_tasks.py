@@ -1,10 +1,9 @@
 """Collect and execution tasks: refused source data, restarts, and a real Celery worker running a round to done."""
 
 import threading
-import time
 
 import pytest
-from conftest import set_policy
+from conftest import set_policy, wait_until
 
 from dashboard.models import AuditEvent, Cluster, Migration
 from dashboard.tasks import collect
@@ -37,15 +36,6 @@ def worker():
     yield controller
     controller.stop(in_sighandler=False)
     thread.join(10)
-
-
-def wait_until(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.1)
-    raise TimeoutError(f"not true after {timeout} s: {predicate.__doc__ or predicate}")
 
 
 @pytest.mark.django_db(transaction=True)

@@ -8,35 +8,14 @@ started twice.
 
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 from celery import Celery
-from conftest import ARTIFACTS, FAST_SIMULATOR, SINGLE_WORKER, service_or_skip, shared_database_url, start
+from conftest import FAST_SIMULATOR, service_or_skip, shared_database_url, single_worker, wait_until
 from django.db import connection, transaction
 
 from dashboard.models import AuditEvent, Cluster, Migration
-
-
-def worker(database_url: str, redis_url: str, name: str) -> subprocess.Popen:
-    """`make worker`, one process in the pool, in a process group of its own (to kill it whole)."""
-    env = {
-        "DATABASE_URL": database_url,
-        "REDIS_URL": redis_url,
-        "CRS_SECRET_KEY": "worker-killed-test",
-        "CRS_TASK_VISIBILITY_TIMEOUT": "1",
-    }
-    return start(SINGLE_WORKER, env, ARTIFACTS / f"worker-killed-{name}.log", new_session=True)
-
-
-def wait_until(predicate, timeout=60.0, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(step)
-    raise TimeoutError(f"not true after {timeout} s: {predicate.__doc__}")
 
 
 def state(pk: int) -> str:
@@ -50,7 +29,7 @@ def tasks_started(cluster_id: int) -> int:
 def finished_by_a_new_worker(migration_id: int, database_url: str, redis_url: str) -> str:
     """The state a migration ends in once a new worker has taken back the killed one's messages."""
     time.sleep(1.5)  # past the visibility timeout: the next worker takes the message back
-    second = worker(database_url, redis_url, "second")
+    second = single_worker(database_url, redis_url, "worker-killed-second")
     try:
         return wait_until(lambda: state(migration_id) if state(migration_id) in ("done", "failed") else "")
     finally:
@@ -64,7 +43,7 @@ def test_worker_killed_during_execute_leaves_a_migration_that_is_resumed_once(su
     database_url = shared_database_url()
     sender = Celery(broker=redis_server.url, set_as_current=False)
     Migration.objects.transition(suggested.pk, "suggested", "approved", None)
-    first = worker(database_url, redis_server.url, "first")
+    first = single_worker(database_url, redis_server.url, "worker-killed-first")
     try:
         with transaction.atomic():
             # Hold the cluster's lock, so the worker's execute stops inside (at the fresh re-check).
@@ -100,7 +79,7 @@ def test_worker_killed_while_following_a_migration_leaves_it_followed_to_its_end
         source_config={**FAST_SIMULATOR, "migration_mib_s": guest["memory_bytes"] / 2**20 / 6}
     )
     Migration.objects.transition(suggested.pk, "suggested", "approved", None)
-    first = worker(database_url, redis_server.url, "first")
+    first = single_worker(database_url, redis_server.url, "worker-killed-first")
     try:
         Celery(broker=redis_server.url, set_as_current=False).send_task("dashboard.tasks.execute", args=[suggested.pk])
 
