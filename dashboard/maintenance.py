@@ -91,15 +91,21 @@ def leave(cluster: Cluster, node: str, actor) -> list[int]:
     return expired
 
 
-def reconcile(cluster: Cluster, snapshot: crs.model.Snapshot) -> tuple[list[int], list[int]]:
+def reconcile(
+    cluster: Cluster, snapshot: crs.model.Snapshot, at_once: frozenset[str] = frozenset()
+) -> tuple[list[int], list[int]]:
     """One round's part: evacuation plans for nodes in maintenance, failback plans for nodes back.
-    Called inside the round's transaction. Returns (migrations changed, migrations approved)."""
+    Called inside the round's transaction. Returns (migrations changed, migrations approved).
+
+    `at_once`: nodes whose evacuation runs without waiting for approval when they are seen
+    entering maintenance at the source (a power-down asked for here, entered with Proxmox's CLI)."""
     down = {n.name for n in snapshot.nodes if n.maintenance}
     changed: list[int] = []
     approved: list[int] = []
     for node in sorted(down - set(cluster.maintenances.filter(left_at=None).values_list("node", flat=True))):
         guests = [g.sid for g in snapshot.guests if g.node == node and g.state == "started"]
-        Maintenance.objects.create(cluster=cluster, node=node, guests=guests)  # entered at the source (Proxmox CLI)
+        # entered at the source (Proxmox CLI)
+        Maintenance.objects.create(cluster=cluster, node=node, guests=guests, at_once=node in at_once)
         AuditEvent.objects.create(
             actor=None, action="maintenance-entered", cluster=cluster, details={"node": node, "guests": guests}
         )
@@ -155,6 +161,11 @@ def states(cluster: Cluster) -> list[NodeState]:
             )
         )
     return out
+
+
+def drained(state: NodeState | None) -> bool:
+    """In maintenance, no started guest left on it and no evacuation move owed."""
+    return state is not None and state.maintenance and state.guests_left == 0 and state.evacuating == 0
 
 
 def proxmox_moves(cluster: Cluster, snapshot: crs.model.Snapshot) -> frozenset[str]:

@@ -1022,3 +1022,38 @@ class CapacitySample(models.Model):
     class Meta:
         ordering = ["cluster", "hour", "size"]
         constraints = [models.UniqueConstraint(fields=["cluster", "hour", "size"], name="one_capacity_figure_an_hour")]
+
+
+class PowerDown(models.Model):
+    """A node an admin powers down (dashboard/power.py): it drains through its maintenance, then
+    the source shuts it down (Proxmox) or the admin powers it off by hand, and it is standby.
+
+        draining (in maintenance; its evacuation runs) → emptied (no source shutdown: the admin
+        powers it off and marks it standby) → standby; draining → cancelled (left maintenance)
+    """
+
+    STATES = ["draining", "emptied", "standby", "cancelled"]
+    OPEN = ["draining", "emptied"]
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="power_downs")
+    node = models.CharField(max_length=100)
+    state = models.CharField(max_length=10, choices=[(s, s) for s in STATES], default="draining")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_at = models.DateTimeField(default=timezone.now)
+    changed_at = models.DateTimeField(default=timezone.now)
+    note = models.TextField(blank=True, help_text="What happens next, or why the shutdown failed.")
+
+    class Meta:
+        ordering = ["-requested_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "node"],
+                condition=models.Q(state__in=["draining", "emptied"]),
+                name="one_open_power_down_per_node",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"power-down of {self.node} ({self.state})"

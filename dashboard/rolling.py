@@ -166,7 +166,7 @@ def advance(cluster_id: int) -> bool:
     for group in sorted(set(rolling.queue.values_list("group", flat=True))):
         entries = list(rolling.queue.filter(group=group))
         for entry in entries:
-            if entry.step == "draining" and _drained(states.get(entry.node)):
+            if entry.step == "draining" and maintenance.drained(states.get(entry.node)):
                 _moved(rolling, entry, "draining", "waiting-admin")
             elif entry.step == "returning" and _returned(cluster, entry.node):
                 _moved(rolling, entry, "returning", "done")
@@ -213,10 +213,6 @@ def breaks_n1(cluster: Cluster, nodes: list[str]) -> str:
         return ""
     policy = cluster.policy
     return crs.rolling.breaks_n1(snapshot, nodes, Limits(float(policy.memory_reserve), policy.cpu_overcommit))
-
-
-def _drained(state: maintenance.NodeState | None) -> bool:
-    return state is not None and state.maintenance and state.guests_left == 0 and state.evacuating == 0
 
 
 def _returned(cluster: Cluster, node: str) -> bool:
