@@ -77,9 +77,17 @@ class ClusterManager(models.Manager):
     def queue_round(self, pk: int, interval: timedelta) -> bool:
         """True if the caller may queue the cluster's round: none is queued. The mark lapses after
         one round interval, as the queued message does (it expires), so a lost one blocks nothing."""
+        return self._mark_queued(pk, "round_queued_until", interval)
+
+    def queue_capacity_counts(self, pk: int, lease: timedelta) -> bool:
+        """True if the caller may queue the cluster's capacity counts: none queued or counting
+        within `lease` (rounds go on while a slow count runs, and queue no second one meanwhile)."""
+        return self._mark_queued(pk, "capacity_queued_until", lease)
+
+    def _mark_queued(self, pk: int, field: str, interval: timedelta) -> bool:
         now = timezone.now()
-        free = models.Q(round_queued_until__isnull=True) | models.Q(round_queued_until__lt=now)
-        return self.filter(free, pk=pk).update(round_queued_until=now + interval) == 1
+        free = models.Q(**{f"{field}__isnull": True}) | models.Q(**{f"{field}__lt": now})
+        return self.filter(free, pk=pk).update(**{field: now + interval}) == 1
 
 
 # A name goes into file names and headers (the snapshot download): no line breaks or other
@@ -111,6 +119,7 @@ class Cluster(models.Model):
     round_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     # A round is queued and not yet started (ClusterManager.queue_round): never two in the queue.
     round_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
+    capacity_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
     # The last N+1 verdict (dashboard/ha.py, crs.n1) and when it was computed: rounds recompute it
     # on a slower cadence than their own, since it places every HA guest once per node.
     n1 = models.JSONField(null=True, blank=True, editable=False)
