@@ -616,7 +616,8 @@ class Migration(models.Model):
         if snapshot is None:
             return ""
         judged = self.cluster.under_policy(snapshot)
-        if self.kind in crs.precedence.MANDATORY:  # owed moves: no guards, Proxmox's placement rules
+        # owed moves and a power-down's emptying (an evacuation ranked last): no guards, Proxmox's placement rules
+        if self.kind in crs.precedence.MANDATORY or self.kind in crs.precedence.EMPTYING:
             return crs.mandatory.stale_reason(judged, self.as_move(), self.kind) or ""
         return crs.balancer.stale_reason(judged, self.as_move(), self.cluster.guards()) or ""
 

@@ -3,7 +3,8 @@
 The node drains through its maintenance (dashboard/maintenance.py), not a second machinery:
 a node in maintenance is no target of any balancing, pressure or placement move (the engine's
 `Node.usable`), and its evacuation plan runs at once through the normal migration path, so the
-moves show on the page like any other. Once the latest snapshot shows it empty:
+moves show on the page like any other; they are `consolidation` moves (placed as an evacuation,
+ranked below balancing: crs.precedence). Once the latest snapshot shows it empty:
 
     draining → standby   on Proxmox: `POST /nodes/{node}/status` with `command=shutdown`
     draining → emptied   elsewhere (simulator): the admin powers it off by hand and marks it
@@ -50,7 +51,7 @@ SHUT_DOWN = "{node} is empty and Proxmox was asked to shut it down (POST /nodes/
 
 
 def draining(cluster: Cluster) -> frozenset[str]:
-    """Nodes being emptied for a power-down: their evacuation runs at once."""
+    """Nodes being emptied for a power-down: their evacuation is a consolidation and runs at once."""
     return frozenset(cluster.power_downs.filter(state="draining").values_list("node", flat=True))
 
 

@@ -83,7 +83,7 @@ def test_proxmox_node_is_emptied_shut_down_through_the_api_and_standby_in_the_ne
     wait_until(standby, timeout=60)
     assert ("POST", "nodes/node2/status", {"command": "shutdown"}) in pve.requests
     [move] = Migration.objects.filter(cluster=cluster)
-    assert (move.leader, move.source, move.kind, move.state) == ("vm:100", "node2", "evacuation", "done")
+    assert (move.leader, move.source, move.kind, move.state) == ("vm:100", "node2", "consolidation", "done")
     assert move.automatic  # approved at once: the admin's "power down" was the decision
 
     collect.apply(args=[cluster.pk])  # the next snapshot: node2 is down, on purpose
@@ -130,7 +130,7 @@ def test_a_simulated_node_is_emptied_then_waits_to_be_powered_off_by_hand(admin_
 
     down = wait_until(emptied, timeout=90)
     assert "power it off by hand" in down.note
-    moves = Migration.objects.filter(cluster=cluster, kind="evacuation")
+    moves = Migration.objects.filter(cluster=cluster, kind="consolidation")  # ranked below balancing
     # the guests it held, and any the simulated cluster started there before it entered maintenance
     assert held <= {m.leader for m in moves} and {(m.source, m.state) for m in moves} == {(node, "done")}
     assert not Migration.objects.filter(cluster=cluster, target=node).exists()  # nothing moved onto it
