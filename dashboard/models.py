@@ -686,6 +686,11 @@ class AuditEvent(models.Model):
         "rolling-go-on",
         "rolling-done",
         "capacity-settings-changed",
+        "power-down-started",
+        "power-down-emptied",
+        "power-down-shutdown",
+        "power-down-standby",
+        "power-down-cancelled",
     ]
 
     at = models.DateTimeField(default=timezone.now, db_index=True)

@@ -145,6 +145,10 @@ def test_a_simulated_node_is_emptied_then_waits_to_be_powered_off_by_hand(admin_
     assert next(n for n in snapshot["nodes"] if n["name"] == node)["standby"] is True
     assert admin_client.get(api(cluster, "-settings")).json()["standby"] == [node]
     assert power_down(admin_client, cluster, node, "standby/").status_code == 200  # safe to repeat
+    guests_page = admin_client.get(f"/clusters/{cluster.pk}/guests/").content.decode()
+    assert f'<strong>{node}</strong> <span class="tag">standby</span>' in guests_page
+    found = admin_client.get("/api/v1/audit/", {"action": "power-down-standby"}).json()["results"]
+    assert [e["details"]["node"] for e in found] == [node]
     assert trail(cluster, node) == [
         ("power-down-started", "admin"),
         ("maintenance-entered", "admin"),
