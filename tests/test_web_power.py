@@ -4,11 +4,13 @@ is standby in the next snapshot (a simulated cluster stops at "power it off by h
 admin marks it standby); every refusal names its reason; the hourly capacity counts run in a
 task of their own, so a count stuck on its table never holds the next round up."""
 
+import threading
 import time
 
 import psycopg
 import pytest
 from conftest import shared_database_url
+from django.db import connection
 from fakepve import TOKEN, FakePve
 from test_web_capacity import UNDERUSED, api
 from test_web_tasks import wait_until, worker  # noqa: F401 (fixture)
@@ -235,3 +237,34 @@ def test_a_capacity_count_stuck_on_its_table_does_not_hold_the_next_round_up(wor
         return CapacitySample.objects.filter(cluster=cluster).count() == 3
 
     wait_until(counted)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_moving_a_drained_power_down_on_at_once_shut_the_node_down_once(pve):
+    """node1 holds only stopped guests: in maintenance it is drained at once; a round and a request
+    advancing at the same moment call the shutdown once and audit it once."""
+    from dashboard import power
+
+    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file}
+    cluster = Cluster.objects.create(name="pve", source_kind="proxmox", source_config=config)
+    pve.lrm_mode["node1"] = "maintenance"
+    collect.apply(args=[cluster.pk])
+    PowerDown.objects.create(cluster=cluster, node="node1")
+    barrier = threading.Barrier(2)
+
+    def advance():
+        barrier.wait()
+        try:
+            power.advance(cluster.pk)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=advance) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    shutdowns = [r for r in pve.requests if r[:2] == ("POST", "nodes/node1/status")]
+    assert shutdowns == [("POST", "nodes/node1/status", {"command": "shutdown"})]
+    assert PowerDown.objects.get().state == "standby"
+    assert AuditEvent.objects.filter(action="power-down-shutdown").count() == 1
