@@ -91,7 +91,7 @@ def stale_reason(snapshot: Snapshot, move: Move, kind: str) -> str | None:
     _, separate = resource_affinity(rules, move.leader, guests, online)
     if move.target not in allowed or move.target in separate or not guest.may_run_on(nodes[move.target]):
         return f"the rules no longer allow {move.leader} on {move.target}"
-    if kind == "evacuation" and nodes.get(move.source) is not None and nodes[move.source].usable:
+    if kind in ("evacuation", "consolidation") and nodes.get(move.source) is not None and nodes[move.source].usable:
         return f"{move.source} is no longer in maintenance"
     if kind == "failback" and placed(snapshot, move.leader, rules, move.target) != move.target:
         return f"{move.target} is no longer where {move.leader} belongs"

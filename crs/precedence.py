@@ -2,7 +2,8 @@
 
 Evacuation (maintenance) > rule-violation fix > pressure relief > balancing >
 consolidation (DESIGN.md "Which plan goes first"): a node that must be emptied and a
-guest where a rule forbids it are obligations; the rest are improvements. A higher kind
+guest where a rule forbids it are obligations; the rest are improvements. Consolidation is
+the emptying of a node an admin powers down: placed as an evacuation, ranked last. A higher kind
 may expire the pending moves of a lower one; a running migration is never cut short.
 """
 
@@ -22,6 +23,9 @@ RANK: dict[str, int] = {
     "balancing": 3,
     "consolidation": 4,
 }
+# The kinds that empty a node in maintenance: its evacuation, or a power-down's consolidation
+# (placed the same way, with Proxmox's placement; no guards).
+EMPTYING: tuple[Kind, ...] = ("evacuation", "consolidation")
 # Obligations, not improvements: priority 1, and margin, hold, threshold and load floor do not apply.
 MANDATORY: frozenset[str] = frozenset({"evacuation", "failback", "rule-fix"})
 

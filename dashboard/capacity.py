@@ -10,9 +10,14 @@ which is also the 30-day trend: each re-checks N+1 at every step of its search (
 nodes), and every round would store 60 times the rows for a curve that changes with the
 guests, not with the minute.
 
-Power is advice only: a plan of migrations and the nodes to power down (the medium size is
-the standard guest, hsqueeze's minimal and target room 2.0 / 2.0), or the standby nodes to
-power on first. Nothing here migrates or powers anything; wake-on-LAN is out of scope.
+Power: a plan of migrations and the nodes to power down (the medium size is the standard
+guest, hsqueeze's minimal and target room 2.0 / 2.0), or the standby nodes to power on first.
+Nothing here migrates or powers anything: dashboard/power.py carries out an admin's "power
+down", and wake-on-LAN is out of scope. The standby list edited here is what every snapshot
+the dashboard builds says is standby (ha.applied).
+
+The N+1-safe counts of the hour run in a task of their own (tasks.capacity_counts), which a
+round queues when this hour's figures are missing, so a slow count never delays a round.
 """
 
 import math
@@ -27,7 +32,7 @@ from crs.fits import Limits, committed
 from crs.model import Snapshot
 from crs.power import room, squeeze
 
-from .ha import Refused
+from .ha import Refused, refresh_snapshot
 from .models import DEFAULT_IDLE_WATTS, AuditEvent, CapacitySample, CapacitySettings, Cluster
 
 SIZE_NAMES = ("small", "medium", "large")
@@ -43,8 +48,11 @@ FITS_RULE = (
     "(Ganeti's vcpu_ratio)."
 )
 WAKE_ON_LAN = (
-    "Suggestions only: nothing is migrated or powered off by this page. Powering a standby node on "
-    "is yours (its BMC, IPMI or power button): wake-on-LAN is out of scope."
+    "Nothing happens until an admin powers a suggested node down: it drains (its maintenance, the "
+    "evacuation approved at once), then a Proxmox cluster shuts it down through its API; other "
+    "sources cannot, so you power it off by hand and mark it standby. Powering a standby node on is "
+    "yours (its BMC, IPMI or power button): wake-on-LAN is out of scope. Once it is on, take it off "
+    "the standby list and out of maintenance."
 )
 
 
@@ -129,6 +137,8 @@ def save_settings(cluster_id: int, data: dict, actor) -> CapacitySettings:
         CapacitySettings.objects.filter(pk=settings.pk).update(sizes=sizes, **values)
         settings.refresh_from_db()
         after = as_dict(settings)
+        if after["standby"] != before["standby"]:
+            refresh_snapshot(cluster)  # the stored snapshot says standby at once, not at the next collect
         if after != before:
             changed = [name for name in SIZE_NAMES if before[name] != after[name]]
             CapacitySample.objects.filter(cluster=cluster, hour=_hour(timezone.now()), size__in=changed).delete()
@@ -206,8 +216,9 @@ def power(snapshot: Snapshot, settings: CapacitySettings, limits: Limits) -> dic
     """hsqueeze's suggestion: nodes to empty and power down (with the migrations and the power
     saved, at the idle power setting), or standby nodes to power on first."""
     standard = settings.sizes[STANDARD]
-    offline = {n.name for n in snapshot.nodes if not n.online}
-    standby = tuple(n for n in settings.standby if n in offline)  # one back online is no longer standby
+    asleep = {n.name for n in snapshot.nodes if n.standby}  # the standby list, as ha.applied wrote it
+    # first to wake first: the list's order, then a file's own standby nodes
+    standby = tuple([n for n in settings.standby if n in asleep] + sorted(asleep - set(settings.standby)))
     size = Size(standard["cores"], standard["memory_bytes"])
     result = squeeze(snapshot, size, limits, minimal=MINIMAL, target=TARGET, standby=standby)
     short = [
@@ -240,12 +251,17 @@ def _hour(at: datetime) -> datetime:
     return at.replace(minute=0, second=0, microsecond=0)
 
 
+def missing_sizes(cluster: Cluster) -> list[str]:
+    """The sizes without a figure for this hour (a round queues the count while any is missing)."""
+    have = set(cluster.capacity_samples.filter(hour=_hour(timezone.now())).values_list("size", flat=True))
+    return [name for name in SIZE_NAMES if name not in have]
+
+
 def record_hourly(cluster: Cluster, snapshot: Snapshot) -> None:
-    """One figure per size for this hour, unless recorded already (a round calls it each time;
-    the unique constraint keeps concurrent rounds to one); figures older than 30 days go."""
+    """One figure per size for this hour, unless recorded already (tasks.capacity_counts; two
+    at once record one: the unique constraint); figures older than 30 days go."""
     hour = _hour(timezone.now())
-    have = set(cluster.capacity_samples.filter(hour=hour).values_list("size", flat=True))
-    missing = [name for name in SIZE_NAMES if name not in have]
+    missing = missing_sizes(cluster)
     if not missing:
         return
     settings, limits = settings_of(cluster), limits_of(cluster)

@@ -1,17 +1,21 @@
-"""The REST API of capacity and power (/api/v1/clusters/{id}/capacity/, …/capacity-settings/).
+"""The REST API of capacity and power (/api/v1/clusters/{id}/capacity/, …/capacity-settings/,
+…/power-down/ and …/power-down/standby/).
 
 Its own router beside ha_api's under /api/v1/: the serializers check the JSON types (each
 error under its field's name); capacity.py checks the bounds, as the page does.
 """
 
+from dataclasses import asdict
+
+from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers
+from rest_framework import serializers, status
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from . import capacity
+from . import capacity, maintenance, power, tasks
 from .api import ApiViewSet
 from .ha import Refused
 from .models import Cluster
@@ -56,9 +60,22 @@ CAPACITY_SCHEMA = inline_serializer(
             child=serializers.DictField(), help_text="Per size, the hourly figures of the last 30 days."
         ),
         "settings": CapacitySettingsSerializer(),
+        "power_downs": serializers.ListField(
+            child=serializers.DictField(),
+            help_text="The open power-downs and the latest others: node, state (draining, emptied, standby, "
+            "cancelled), label, note, command (Proxmox: what to run to enter maintenance), guests_left, evacuating.",
+        ),
     },
 )
 REFUSED = OpenApiResponse(description="A bad field: its name and what it allows.")
+
+
+class PowerDownSerializer(serializers.Serializer):
+    node = serializers.CharField(max_length=100, help_text="A node of the cluster.")
+
+
+POWER_DOWNS = inline_serializer("PowerDowns", {"power_downs": serializers.ListField(child=serializers.DictField())})
+POWER_REFUSED = OpenApiResponse(description="Not possible now: `detail` names the reason.")
 
 
 class ClusterCapacityViewSet(ApiViewSet):
@@ -73,10 +90,43 @@ class ClusterCapacityViewSet(ApiViewSet):
     def capacity(self, request, pk=None):
         """How many more guests of each standard size fit, with and without N+1, and why no more;
         the 30-day trend; which nodes could be powered down or on (suggestions only)."""
-        report = capacity.report(self.get_object())
+        cluster = self.get_object()
+        report = capacity.report(cluster)
         if report is None:
             raise NotFound("no snapshot yet: the cluster's first collect gives one")
-        return Response(report)
+        return Response(report | _power_downs(cluster))
+
+    @extend_schema(request=PowerDownSerializer, responses={200: POWER_DOWNS, 400: REFUSED, 409: POWER_REFUSED})
+    @action(detail=True, methods=["post"], url_path="power-down", write_permission="dashboard.change_cluster")
+    def power_down(self, request, pk=None):
+        """Power a suggested node down: it enters maintenance and its evacuation runs at once (on
+        Proxmox after `ha-manager crm-command node-maintenance enable`, which `command` shows); once
+        empty, Proxmox shuts it down through its API and it is standby; other sources cannot, so the
+        power-down waits as `emptied` for the admin to power it off by hand and mark it standby.
+        Refused (409, with the reason) unless the suggestion empties the node and N+1 survives it.
+        Audited; safe to repeat. Powering on is yours: wake-on-LAN is out of scope."""
+        return self._power(request, power.start)
+
+    @extend_schema(request=PowerDownSerializer, responses={200: POWER_DOWNS, 400: REFUSED, 409: POWER_REFUSED})
+    @action(detail=True, methods=["post"], url_path="power-down/standby", write_permission="dashboard.change_cluster")
+    def power_down_standby(self, request, pk=None):
+        """The admin powered an emptied node off by hand: it is standby (on the standby list, and
+        `standby` in the cluster's snapshots). Audited; safe to repeat."""
+        return self._power(request, power.mark_standby)
+
+    def _power(self, request, change):
+        cluster = self.get_object()
+        serializer = PowerDownSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            change(cluster, serializer.validated_data["node"], request.user)
+        except ValueError as exc:
+            raise ValidationError({"node": [str(exc)]}) from exc
+        except maintenance.Refused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        # a collect now: the round plans the evacuation (and moves the power-down on) without waiting for beat
+        transaction.on_commit(lambda: tasks.collect.delay(cluster.pk), robust=True)
+        return Response(_power_downs(cluster))
 
     @extend_schema(methods=["GET"], responses=CapacitySettingsSerializer)
     @extend_schema(methods=["PUT", "PATCH"], responses={200: CapacitySettingsSerializer, 400: REFUSED})
@@ -96,6 +146,10 @@ class ClusterCapacityViewSet(ApiViewSet):
         except Refused as exc:
             return Response(exc.errors, status=exc.status)
         return Response(capacity.as_dict(saved))
+
+
+def _power_downs(cluster: Cluster) -> dict:
+    return {"power_downs": [asdict(p) for p in power.status(cluster)]}
 
 
 router = SimpleRouter()

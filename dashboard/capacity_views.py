@@ -1,14 +1,16 @@
 """The capacity page: how many more standard guests fit, with and without N+1, why no more,
-the 30-day trend, and which nodes could sleep or wake (dashboard/capacity.py has the figures
-and the checks, shared with the API)."""
+the 30-day trend, which nodes could sleep or wake, and the admin's "power down" (dashboard/
+capacity.py has the figures and the checks, dashboard/power.py the power-downs, both shared
+with the API)."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 
-from . import capacity
+from . import capacity, maintenance, power, tasks
 from .ha import Refused
 from .ha_views import _listed
 from .models import Cluster
@@ -63,6 +65,32 @@ def capacity_page(request, pk):
         else:
             messages.success(request, "Capacity settings saved.")
             return redirect("dashboard:capacity", pk)
+    return _page(request, cluster, errors)
+
+
+POWER_ACTIONS = {"down": power.start, "standby": power.mark_standby}
+
+
+@require_POST
+@permission_required("dashboard.change_cluster", raise_exception=True)
+def power_act(request, pk, what):
+    """The page's "Power down" and "Mark standby" buttons; a refusal → the page with the reason."""
+    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
+    node = request.POST.get("node", "")
+    try:
+        if what not in POWER_ACTIONS:
+            raise ValueError(f"action must be one of {', '.join(POWER_ACTIONS)}")
+        POWER_ACTIONS[what](cluster, node, request.user)
+    except ValueError as exc:
+        return _page(request, cluster, power_error=str(exc), code=400)
+    except maintenance.Refused as exc:
+        return _page(request, cluster, power_error=str(exc), code=409)
+    messages.success(request, f"{node}: powering down." if what == "down" else f"{node} is standby.")
+    transaction.on_commit(lambda: tasks.collect.delay(cluster.pk), robust=True)
+    return redirect("dashboard:capacity", pk)
+
+
+def _page(request, cluster: Cluster, errors: dict | None = None, power_error: str = "", code: int = 200):
     report = capacity.report(cluster)
     settings = capacity.as_dict(capacity.settings_of(cluster))
     form = {name: capacity.size_text(settings[name]) for name in capacity.SIZE_NAMES}
@@ -97,7 +125,10 @@ def capacity_page(request, pk):
         "fields": fields,
         "reserve_gib": report["memory_reserve_bytes"] / capacity.GIB if report else 0,
         "can_edit": request.user.has_perm("dashboard.change_policy"),
+        "can_power": request.user.has_perm("dashboard.change_cluster") and not cluster.read_only,
+        "power_downs": power.status(cluster),
+        "power_error": power_error,
         "spark": {"width": capacity.SPARK_WIDTH, "height": capacity.SPARK_HEIGHT},
         "idle_watts_default": settings["idle_watts_default"],
     }
-    return render(request, "dashboard/capacity.html", context, status=400 if errors else 200)
+    return render(request, "dashboard/capacity.html", context, status=400 if errors else code)

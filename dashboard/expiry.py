@@ -189,7 +189,9 @@ def maintenance_ended(cluster: Cluster, node: str) -> list[int]:
     """The evacuation of `node` stops where it is: the node left maintenance."""
     reason = f"{node} left maintenance before this move started"
     out = []
-    for m in cluster.migrations.filter(kind="evacuation", source=node, state__in=["suggested", "approved"]):
+    for m in cluster.migrations.filter(
+        kind__in=crs.precedence.EMPTYING, source=node, state__in=["suggested", "approved"]
+    ):
         if Migration.objects.transition(m.pk, m.state, "expired", None, reason=reason):
             out.append(m.pk)
     return out

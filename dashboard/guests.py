@@ -81,6 +81,7 @@ def node_rows(snapshot: Snapshot, limits: crs.fits.Limits) -> list[dict]:
                 "name": node.name,
                 "online": node.online,
                 "maintenance": node.maintenance,
+                "standby": node.standby,
                 "cpus": node.cpus,
                 "memory_gib": node.memory_bytes / GIB,
                 "cores": commitment.cores,

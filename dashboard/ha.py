@@ -30,7 +30,7 @@ from crs.errors import CrsError
 from crs.fits import Limits
 
 from . import notify
-from .models import AuditEvent, Cluster, HaRule, RebalanceOptOut, rule_id_validator
+from .models import AuditEvent, CapacitySettings, Cluster, HaRule, RebalanceOptOut, rule_id_validator
 
 N1_EVERY = timedelta(seconds=60)
 FIELDS = ("rule", "type", "resources", "nodes", "strict", "affinity")
@@ -70,17 +70,28 @@ def _auto_rebalance(guest: crs.model.Guest, value: bool) -> crs.model.Guest:
 
 
 def applied(cluster: Cluster, snapshot: crs.model.Snapshot) -> crs.model.Snapshot:
-    """`snapshot` with the rules and opt-outs the product keeps for `cluster`.
+    """`snapshot` with the rules, opt-outs and standby nodes the product keeps for `cluster`:
+    every snapshot the dashboard builds (collect, an edit's refresh) goes through here.
 
-    A stored rule naming a guest or node the cluster no longer has keeps the rest, as the
-    connector does with Proxmox's rules; one left with too few guests is left out."""
+    A node on the capacity settings' standby list is `standby` (powered down on purpose:
+    no placement, no recovery, not in the imbalance, as the contract says) until an admin takes
+    it off the list; an imported file's own `standby` stands too. A stored rule naming a guest
+    or node the cluster no longer has keeps the rest, as the connector does with Proxmox's
+    rules; one left with too few guests is left out."""
     opted = set(cluster.opt_outs.values_list("guest", flat=True))
     ours = editable(cluster)  # else the source's own opt-outs stand too
     guests = tuple(_auto_rebalance(g, (g.auto_rebalance or ours) and g.sid not in opted) for g in snapshot.guests)
-    snapshot = replace(snapshot, guests=guests)
+    asleep = set(standby_list(cluster))
+    nodes = tuple(replace(n, standby=n.name in asleep or (cluster.read_only and n.standby)) for n in snapshot.nodes)
+    snapshot = replace(snapshot, guests=guests, nodes=nodes)
     if not editable(cluster):
         return snapshot
     return replace(snapshot, rules=tuple(_engine_rules(snapshot, [r.as_dict() for r in cluster.ha_rules.all()])))
+
+
+def standby_list(cluster: Cluster) -> list[str]:
+    """The capacity settings' standby nodes, first to wake first ([] until an admin sets some)."""
+    return CapacitySettings.objects.filter(cluster=cluster).values_list("standby", flat=True).first() or []
 
 
 def _engine_rules(snapshot: crs.model.Snapshot, rules: list[dict]) -> list[crs.model.Rule]:

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 import crs.maintenance
 import crs.model
+import crs.precedence
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 from crs.sources.proxmox import command
@@ -27,6 +28,7 @@ from .models import AuditEvent, Cluster, Maintenance, RollingNode
 from .sources import opened_source
 
 OWED_STATES = ("suggested", "approved", "running")
+EMPTYING = crs.precedence.EMPTYING
 
 
 class Refused(Exception):
@@ -91,22 +93,31 @@ def leave(cluster: Cluster, node: str, actor) -> list[int]:
     return expired
 
 
-def reconcile(cluster: Cluster, snapshot: crs.model.Snapshot) -> tuple[list[int], list[int]]:
+def reconcile(
+    cluster: Cluster, snapshot: crs.model.Snapshot, powering_down: frozenset[str] = frozenset()
+) -> tuple[list[int], list[int]]:
     """One round's part: evacuation plans for nodes in maintenance, failback plans for nodes back.
-    Called inside the round's transaction. Returns (migrations changed, migrations approved)."""
+    Called inside the round's transaction. Returns (migrations changed, migrations approved).
+
+    `powering_down`: nodes emptied for a power-down (dashboard/power.py): their evacuation is a
+    consolidation (ranked below balancing) and runs without waiting for approval, also when they
+    are seen entering maintenance at the source (Proxmox's CLI)."""
     down = {n.name for n in snapshot.nodes if n.maintenance}
     changed: list[int] = []
     approved: list[int] = []
     for node in sorted(down - set(cluster.maintenances.filter(left_at=None).values_list("node", flat=True))):
         guests = [g.sid for g in snapshot.guests if g.node == node and g.state == "started"]
-        # entered at the source (Proxmox CLI); at once if a rolling maintenance under way asked for it
-        at_once = RollingNode.objects.filter(
-            rolling__cluster=cluster,
-            rolling__state__in=("running", "paused"),
-            rolling__at_once=True,
-            node=node,
-            step="draining",
-        ).exists()
+        # entered at the source (Proxmox CLI); at once if a rolling maintenance under way or a power-down asked for it
+        at_once = (
+            RollingNode.objects.filter(
+                rolling__cluster=cluster,
+                rolling__state__in=("running", "paused"),
+                rolling__at_once=True,
+                node=node,
+                step="draining",
+            ).exists()
+            or node in powering_down
+        )
         Maintenance.objects.create(cluster=cluster, node=node, guests=guests, at_once=at_once)
         AuditEvent.objects.create(
             actor=None,
@@ -131,12 +142,13 @@ def reconcile(cluster: Cluster, snapshot: crs.model.Snapshot) -> tuple[list[int]
         changed, approved = changed + c, approved + a
     for record in cluster.maintenances.filter(left_at=None, node__in=down).order_by("node"):
         covered = set(
-            cluster.migrations.filter(kind="evacuation", source=record.node, state__in=OWED_STATES).values_list(
+            cluster.migrations.filter(kind__in=EMPTYING, source=record.node, state__in=OWED_STATES).values_list(
                 "leader", flat=True
             )
         )
         plan = crs.maintenance.evacuate(snapshot, record.node, skip=frozenset(covered | theirs))
-        c, a = plans.owe(cluster, snapshot, plan.steps, plan.reasons, "evacuation", record.at_once)
+        kind = "consolidation" if record.node in powering_down else "evacuation"
+        c, a = plans.owe(cluster, snapshot, plan.steps, plan.reasons, kind, record.at_once)
         changed, approved = changed + c, approved + a
     return changed, approved
 
@@ -151,7 +163,7 @@ def states(cluster: Cluster) -> list[NodeState]:
     out = []
     for node in snapshot.nodes:
         left = [g.sid for g in snapshot.guests if g.node == node.name and g.state in ("started", "migrate", "relocate")]
-        evacuating = cluster.migrations.filter(kind="evacuation", source=node.name, state__in=OWED_STATES).count()
+        evacuating = cluster.migrations.filter(kind__in=EMPTYING, source=node.name, state__in=OWED_STATES).count()
         since = open_[node.name].entered_at.isoformat() if node.name in open_ else None
         proxmox = cluster.source_kind == "proxmox"
         out.append(
@@ -166,6 +178,11 @@ def states(cluster: Cluster) -> list[NodeState]:
             )
         )
     return out
+
+
+def drained(state: NodeState | None) -> bool:
+    """In maintenance, no started guest left on it and no evacuation move owed."""
+    return state is not None and state.maintenance and state.guests_left == 0 and state.evacuating == 0
 
 
 def proxmox_moves(cluster: Cluster, snapshot: crs.model.Snapshot) -> frozenset[str]:

@@ -84,9 +84,17 @@ class ClusterManager(models.Manager):
     def queue_round(self, pk: int, interval: timedelta) -> bool:
         """True if the caller may queue the cluster's round: none is queued. The mark lapses after
         one round interval, as the queued message does (it expires), so a lost one blocks nothing."""
+        return self._mark_queued(pk, "round_queued_until", interval)
+
+    def queue_capacity_counts(self, pk: int, lease: timedelta) -> bool:
+        """True if the caller may queue the cluster's capacity counts: none queued or counting
+        within `lease` (rounds go on while a slow count runs, and queue no second one meanwhile)."""
+        return self._mark_queued(pk, "capacity_queued_until", lease)
+
+    def _mark_queued(self, pk: int, field: str, interval: timedelta) -> bool:
         now = timezone.now()
-        free = models.Q(round_queued_until__isnull=True) | models.Q(round_queued_until__lt=now)
-        return self.filter(free, pk=pk).update(round_queued_until=now + interval) == 1
+        free = models.Q(**{f"{field}__isnull": True}) | models.Q(**{f"{field}__lt": now})
+        return self.filter(free, pk=pk).update(**{field: now + interval}) == 1
 
 
 # A name goes into file names and headers (the snapshot download): no line breaks or other
@@ -118,6 +126,7 @@ class Cluster(models.Model):
     round_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     # A round is queued and not yet started (ClusterManager.queue_round): never two in the queue.
     round_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
+    capacity_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
     # The last N+1 verdict (dashboard/ha.py, crs.n1) and when it was computed: rounds recompute it
     # on a slower cadence than their own, since it places every HA guest once per node.
     n1 = models.JSONField(null=True, blank=True, editable=False)
@@ -614,7 +623,8 @@ class Migration(models.Model):
         if snapshot is None:
             return ""
         judged = self.cluster.under_policy(snapshot)
-        if self.kind in crs.precedence.MANDATORY:  # owed moves: no guards, Proxmox's placement rules
+        # owed moves and a power-down's emptying (an evacuation ranked last): no guards, Proxmox's placement rules
+        if self.kind in crs.precedence.MANDATORY or self.kind in crs.precedence.EMPTYING:
             return crs.mandatory.stale_reason(judged, self.as_move(), self.kind) or ""
         return crs.balancer.stale_reason(judged, self.as_move(), self.cluster.guards()) or ""
 
@@ -683,6 +693,11 @@ class AuditEvent(models.Model):
         "rolling-go-on",
         "rolling-done",
         "capacity-settings-changed",
+        "power-down-started",
+        "power-down-emptied",
+        "power-down-shutdown",
+        "power-down-standby",
+        "power-down-cancelled",
     ]
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -1032,3 +1047,38 @@ class CapacitySample(models.Model):
     class Meta:
         ordering = ["cluster", "hour", "size"]
         constraints = [models.UniqueConstraint(fields=["cluster", "hour", "size"], name="one_capacity_figure_an_hour")]
+
+
+class PowerDown(models.Model):
+    """A node an admin powers down (dashboard/power.py): it drains through its maintenance, then
+    the source shuts it down (Proxmox) or the admin powers it off by hand, and it is standby.
+
+        draining (in maintenance; its evacuation runs) → emptied (no source shutdown: the admin
+        powers it off and marks it standby) → standby; draining → cancelled (left maintenance)
+    """
+
+    STATES = ["draining", "emptied", "standby", "cancelled"]
+    OPEN = ["draining", "emptied"]
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="power_downs")
+    node = models.CharField(max_length=100)
+    state = models.CharField(max_length=10, choices=[(s, s) for s in STATES], default="draining")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requested_at = models.DateTimeField(default=timezone.now)
+    changed_at = models.DateTimeField(default=timezone.now)
+    note = models.TextField(blank=True, help_text="What happens next, or why the shutdown failed.")
+
+    class Meta:
+        ordering = ["-requested_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "node"],
+                condition=models.Q(state__in=["draining", "emptied"]),
+                name="one_open_power_down_per_node",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"power-down of {self.node} ({self.state})"

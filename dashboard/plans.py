@@ -137,8 +137,9 @@ def store_plan(
 def owe(
     cluster: Cluster, snapshot: Snapshot, steps, reasons: tuple[str, ...], kind: str, at_once: bool = False
 ) -> tuple[list[int], list[int]]:
-    """An owed plan (evacuation, failback, rule fix): stored as priority-1 recommendations that
-    say why, the pending moves of lower kinds expire (they were computed without it), and it is
+    """An owed plan (evacuation, failback, rule fix; or a power-down's consolidation, which is
+    graded, not priority 1): stored as recommendations that say why (owed ones priority 1), the
+    pending moves of lower kinds expire (they were computed without it), and it is
     approved when the automation is automatic or partial (Policy.approves_owed) or the admin
     asked for it at once; never during an emergency stop. Returns (migrations changed,
     migrations approved)."""

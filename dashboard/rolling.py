@@ -192,7 +192,7 @@ def advance(cluster_id: int) -> bool:
         entries = list(rolling.queue.filter(group=group))
         for entry in entries:
             node = nodes.get(entry.node)
-            if entry.step == "draining" and _drained(states.get(entry.node)):
+            if entry.step == "draining" and maintenance.drained(states.get(entry.node)):
                 _moved(rolling, entry, "draining", "waiting-admin", {"uptime_s": node.uptime_s if node else None})
             elif entry.step == "waiting-admin" and _proxmox(cluster) and (why := _rebooted(entry, node)):
                 _moved(rolling, entry, "waiting-admin", "returning", reason=why)
@@ -273,10 +273,6 @@ def hold_start(cluster: Cluster, migration: Migration) -> bool:
         return False  # left since, and entered again: a maintenance of its own
     plans.hold(cluster, migration, HELD[rolling.state].format(node=migration.source))
     return True
-
-
-def _drained(state: maintenance.NodeState | None) -> bool:
-    return state is not None and state.maintenance and state.guests_left == 0 and state.evacuating == 0
 
 
 def _returned(cluster: Cluster, node: str) -> bool:

@@ -18,7 +18,7 @@ import crs.usage
 from crs.decision import RoundResult
 from crs.model import Snapshot
 
-from . import expiry, maintenance, notify, plans, violations, windows
+from . import expiry, maintenance, notify, plans, power, violations, windows
 from .models import AuditEvent, Cluster, Migration, Round
 
 # The kinds a balancing round plans itself; owed plans (crs.precedence.MANDATORY) come from
@@ -49,7 +49,7 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
     with transaction.atomic():
         changed = expiry.overdue(cluster, now)
         # Owed plans first (evacuation > rule fix > balancing, crs.precedence): they do not wait.
-        evacuations, owed_approved = maintenance.reconcile(cluster, snapshot)
+        evacuations, owed_approved = maintenance.reconcile(cluster, snapshot, power.draining(cluster))
         fixes, fixes_approved, proxmox_fixes = violations.reconcile(cluster, snapshot)
         changed += evacuations + fixes
         owed_approved += fixes_approved

@@ -25,7 +25,7 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import capacity, expiry, ha, history, live, notify, outcomes, rolling, rounds, whatif, windows
+from . import capacity, expiry, ha, history, live, notify, outcomes, power, rolling, rounds, whatif, windows
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -41,6 +41,9 @@ UNFOLLOWED = timedelta(seconds=10)
 # as soon as the database returns, without waiting for a round (whose lease the outage may hold).
 DATABASE_DOWN = (OperationalError, InterfaceError)
 DATABASE_RETRY_SECONDS = 5
+# A capacity count queued or running keeps a second one from being queued for this long (a lost
+# or failed one is queued again after it); the N+1 counts take seconds, minutes at 1000 nodes.
+COUNT_LEASE = timedelta(minutes=15)
 WHATIF_QUEUE = "whatif"  # read-only what-if clusters' collects and rounds (settings.CELERY_TASK_QUEUES)
 
 
@@ -116,7 +119,10 @@ def balancing_round(cluster_id: int) -> None:
         transaction.on_commit(lambda: announce(cluster, recorded))
         if verdict := ha.refresh_n1(cluster, snapshot):  # on its own cadence (ha.N1_EVERY)
             live.push(cluster.pk, verdict)
-        capacity.record_hourly(cluster, snapshot)  # the capacity trend: one figure per size an hour
+        # the capacity trend, counted beside the round, not in it (one count queued at a time)
+        if capacity.missing_sizes(cluster) and Cluster.objects.queue_capacity_counts(cluster_id, COUNT_LEASE):
+            queue = task_queue(cluster)
+            transaction.on_commit(partial(capacity_counts.apply_async, (cluster_id,), queue=queue), robust=True)
         for pk in recorded.approved:  # robust: with the broker down, later rounds queue them again
             transaction.on_commit(partial(execute.delay, pk), robust=True)
     finally:
@@ -125,6 +131,7 @@ def balancing_round(cluster_id: int) -> None:
     refollow_unfollowed(cluster_id)
     outcomes.measure(cluster_id)  # this round may be the measurement a finished move waited for
     rolling_round(cluster_id)  # on this round's snapshot: a node drained or back takes its next step
+    power_round(cluster_id)  # and a node emptied for a power-down is shut down or waits to be
 
 
 def announce(cluster: Cluster, recorded: rounds.Recorded) -> None:
@@ -380,3 +387,23 @@ def rolling_round(cluster_id: int) -> None:
     node that entered maintenance gets a collect now: its evacuation is planned without waiting for beat."""
     if rolling.advance(cluster_id):
         collect.delay(cluster_id)
+
+
+@shared_task(ignore_result=True)
+def capacity_counts(cluster_id: int) -> None:
+    """This hour's capacity figures (capacity.record_hourly), queued by a round that found them
+    missing: the N+1-safe counts take seconds on a big cluster, so they run beside the rounds,
+    never holding one (or its lease) up. Safe to run twice: one figure per size an hour."""
+    try:
+        cluster = Cluster.objects.select_related("policy").filter(pk=cluster_id).first()
+        snapshot = cluster.latest_snapshot() if cluster is not None else None
+        if cluster is not None and snapshot is not None:
+            capacity.record_hourly(cluster, snapshot)
+    finally:
+        Cluster.objects.filter(pk=cluster_id).update(capacity_queued_until=None)  # a size edited later counts at once
+
+
+@shared_task(ignore_result=True)
+def power_round(cluster_id: int) -> None:
+    """Move the cluster's power-downs on (power.advance; safe to run twice at once)."""
+    power.advance(cluster_id)

@@ -57,6 +57,7 @@ app_patterns = [
     path("clusters/<int:pk>/rolling/", rolling_api.page, name="rolling"),
     path("clusters/<int:pk>/rolling/<str:what>", rolling_api.act, name="rolling-act"),
     path("clusters/<int:pk>/capacity/", capacity_views.capacity_page, name="capacity"),
+    path("clusters/<int:pk>/capacity/power/<str:what>", capacity_views.power_act, name="power"),
 ]
 
 handler400 = "dashboard.errors.bad_request"

@@ -173,9 +173,23 @@ class FakePve:
             lines = self.tasks[m[2]]["log"] if m[2] in self.tasks else []
             start, limit = int(params.get("start", 0)), int(params.get("limit", 50))
             return 200, [{"n": i + 1, "t": t} for i, t in enumerate(lines)][start : start + limit]
+        if method == "POST" and (m := re.fullmatch(r"nodes/([^/]+)/status", path)):
+            return self._power(m[1], params.get("command", ""))
         if m := re.fullmatch(r"nodes/([^/]+)/tasks", path):
             return 200, self._task_list(m[1], params)
         return 501, f"Method '{method} /{path}' not implemented"
+
+    def _power(self, node: str, command: str) -> tuple[int, object]:
+        """`POST /nodes/{node}/status`: `shutdown` takes the node offline (its resource entry
+        and the HA manager's node status), as the cluster reports it once the node is down."""
+        if command not in ("shutdown", "reboot"):
+            return 400, "parameter verification failed: command: value must be one of reboot, shutdown"
+        if self.node_status.get(node) != "online":
+            return 595, f"no such node or node offline: {node}"
+        if command == "shutdown":
+            self.entry(f"node/{node}")["status"] = "offline"
+            self.node_status[node] = "unknown"
+        return 200, None
 
     def _status_current(self) -> list[dict]:
         """The entries pve-ha-manager's API2/HA/Status.pm `status` builds: quorum, master, one

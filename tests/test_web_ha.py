@@ -8,8 +8,9 @@ import json
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from conftest import wait_until
 from django.urls import reverse
-from test_web_tasks import wait_until, worker  # noqa: F401 (a fixture)
+from test_web_tasks import worker  # noqa: F401 (a fixture)
 
 from dashboard import live
 from dashboard.models import AuditEvent, Cluster, HaRule, RebalanceOptOut

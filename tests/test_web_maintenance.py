@@ -4,8 +4,8 @@ violation becoming a priority-1 recommendation that takes over from a balancing 
 import time
 
 import pytest
-from conftest import service_or_skip, set_policy
-from test_web_tasks import wait_until, worker  # noqa: F401 (a fixture)
+from conftest import service_or_skip, set_policy, wait_until
+from test_web_tasks import worker  # noqa: F401 (a fixture)
 
 from crs import snapshot as contract
 from crs.model import Guest, Node, Settings, Snapshot

@@ -2,9 +2,9 @@
 side within the concurrency and per-node limits (a real Celery worker), and the emergency stop."""
 
 import pytest
-from conftest import make_migration, run_rounds, service_or_skip, set_policy
+from conftest import make_migration, run_rounds, service_or_skip, set_policy, wait_until
 from django.urls import reverse
-from test_web_tasks import wait_until, worker  # noqa: F401 (a fixture)
+from test_web_tasks import worker  # noqa: F401 (a fixture)
 
 from dashboard import tasks
 from dashboard.models import AuditEvent, Cluster, Migration, Round

@@ -6,10 +6,10 @@ import os
 import signal
 
 import pytest
-from conftest import run_rounds, service_or_skip, shared_database_url
+from conftest import run_rounds, service_or_skip, shared_database_url, single_worker, wait_until
 from fakepve import TOKEN
 from test_web_maintenance_proxmox import proxmox, pve  # noqa: F401 (fixtures)
-from test_web_rolling import post, steps, ticker, url, wait_until, worker
+from test_web_rolling import post, steps, ticker, url
 
 from dashboard.models import AuditEvent, Cluster, Migration, RollingNode
 from dashboard.tasks import collect
@@ -48,7 +48,7 @@ def test_a_node_seen_rebooted_moves_on_without_the_admin_s_word(admin_client, pv
     collect.apply(args=[cluster.pk])
     assert post(admin_client, cluster, "start", {"nodes": ["node2"]}).status_code == 201
     tick = ticker(cluster, redis_server.url)
-    process = worker(shared_database_url(), redis_server.url, "proxmox")
+    process = single_worker(shared_database_url(), redis_server.url, "rolling-proxmox")
 
     def at(step):
         def reached():

@@ -42,5 +42,10 @@ class Source(Protocol):
         """Put `node` into maintenance (no guest may come) or take it out; SourceError where
         the cluster does not take it from us (Proxmox: only its command line does)."""
 
+    def shutdown(self, node: str, now: float) -> None:
+        """Power `node` off (an emptied node going to standby); SourceError where the source has
+        no power to switch (the simulator, a snapshot file: the admin powers it off by hand).
+        Powering on is never the source's: wake-on-LAN is out of scope."""
+
     def state(self) -> dict[str, Any]:
         """JSON-able state to persist between calls (empty for stateless adapters)."""

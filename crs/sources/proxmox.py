@@ -291,6 +291,10 @@ class Proxmox:
         """pve-ha-manager has no API for it (`node-maintenance-set` is in its CLI only)."""
         raise SourceError(f"Proxmox takes node maintenance from its command line only: run `{command(node, on)}`")
 
+    def shutdown(self, node: str, now: float) -> None:
+        """`POST /nodes/{node}/status` with `command=shutdown` (Sys.PowerMgmt on /nodes/{node})."""
+        self._call(f"shutdown {node}", lambda: self._api(f"nodes/{node}/status").post(command="shutdown"))
+
     def state(self) -> dict[str, Any]:
         return {
             "tasks": copy.deepcopy(self._tasks),

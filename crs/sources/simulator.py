@@ -245,6 +245,10 @@ class Simulator:
         down = set(self._state.get("maintenance", []))
         self._state["maintenance"] = sorted(down | {node} if on else down - {node})
 
+    def shutdown(self, node: str, now: float) -> None:
+        """A simulated node has no power to switch: the admin powers a real one off by hand."""
+        raise SourceError(f"shutdown of {node}: the simulator cannot power a node off; power it off by hand")
+
     def state(self) -> dict[str, Any]:
         return copy.deepcopy(self._state)
 

@@ -40,6 +40,9 @@ class SnapshotFile:
     def maintenance(self, node: str, on: bool, now: float) -> None:
         raise SourceError(f"maintenance of {node}: {READ_ONLY}")
 
+    def shutdown(self, node: str, now: float) -> None:
+        raise SourceError(f"shutdown of {node}: {READ_ONLY}")
+
     def state(self) -> dict[str, Any]:
         return {}
 

@@ -1,0 +1,227 @@
+"""Power down: an admin's "power down <node>" carried out, where hsqueeze only suggests it.
+
+The node drains through its maintenance (dashboard/maintenance.py), not a second machinery:
+a node in maintenance is no target of any balancing, pressure or placement move (the engine's
+`Node.usable`), and its evacuation plan runs at once through the normal migration path, so the
+moves show on the page like any other; they are `consolidation` moves (placed as an evacuation,
+ranked below balancing: crs.precedence). Once the latest snapshot shows it empty:
+
+    draining → standby   on Proxmox: `POST /nodes/{node}/status` with `command=shutdown`
+    draining → emptied   elsewhere (simulator): the admin powers it off by hand and marks it
+                         standby (here, or by adding it to the standby list) → standby
+
+A standby node is on the capacity settings' standby list, and ha.applied writes that list into
+every snapshot the dashboard builds: `nodes[].standby`, so no recovery, no placement, not in the
+imbalance. It stays in maintenance while it sleeps; waking it is the admin's (power it on:
+wake-on-LAN is out of scope), then take it off the standby list and out of maintenance.
+
+On Proxmox maintenance is entered from its command line only: the power-down shows the command
+and waits for the node's state, as a rolling maintenance does; the round that sees it enter
+approves its evacuation at once. Each step is a conditional UPDATE, so a round and a request
+advancing at once take it once, and only the one whose UPDATE took it audits it (and shuts the
+node down, under the cluster's source lock).
+"""
+
+import time
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from crs.errors import CrsError
+from crs.sources.base import SourceError
+from crs.sources.proxmox import command as proxmox_command
+
+from . import capacity, ha, maintenance, rolling
+from .maintenance import Refused
+from .models import AuditEvent, CapacitySettings, Cluster, PowerDown
+from .sources import opened_source
+
+LABELS = {
+    "draining": "draining: its guests are moved off",
+    "emptied": "empty: power it off by hand, then mark it standby",
+    "standby": "standby (powered down)",
+    "cancelled": "cancelled: it left maintenance before it was empty",
+}
+BY_HAND = (
+    "{node} is empty. This cluster's source cannot power a node off: power it off by hand, then mark it "
+    "standby (or add it to the standby list)."
+)
+SHUT_DOWN = "{node} is empty and Proxmox was asked to shut it down (POST /nodes/{node}/status, command=shutdown)."
+
+
+def draining(cluster: Cluster) -> frozenset[str]:
+    """Nodes being emptied for a power-down: their evacuation is a consolidation and runs at once."""
+    return frozenset(cluster.power_downs.filter(state="draining").values_list("node", flat=True))
+
+
+def start(cluster: Cluster, node: str, actor) -> PowerDown:
+    """Drain `node` to power it down. Refused (with the reason) unless the power suggestion
+    empties it now and N+1 survives it; safe to repeat (the open power-down is returned)."""
+    snapshot = maintenance.changeable_snapshot(cluster)
+    names = [n.name for n in snapshot.nodes]
+    if node not in names:
+        raise ValueError(f"node must be one of {', '.join(names)}, not {node!r}")
+    if (open_ := cluster.power_downs.filter(node=node, state__in=PowerDown.OPEN).first()) is not None:
+        return open_
+    if refusal := why_not(cluster, node):
+        raise Refused(refusal)
+    guests = [g.sid for g in snapshot.guests if g.node == node and g.state == "started"]
+    try:
+        with transaction.atomic():
+            record = PowerDown.objects.create(cluster=cluster, node=node, requested_by=actor)
+            _audit(cluster, actor, "power-down-started", node=node, guests=guests)
+            if not _proxmox(cluster):  # on Proxmox the admin runs the command the page shows
+                maintenance.enter(cluster, node, actor, at_once=True)
+    except IntegrityError:  # two admins at once: the other one's stands
+        return cluster.power_downs.get(node=node, state__in=PowerDown.OPEN)
+    return record
+
+
+def why_not(cluster: Cluster, node: str) -> str:
+    """Why `node` cannot be powered down now ("" = it can)."""
+    snapshot = cluster.latest_snapshot()
+    assert snapshot is not None  # changeable_snapshot checked it
+    found = snapshot.node(node)
+    settings = capacity.settings_of(cluster)
+    if found.standby or node in settings.standby:
+        return f"{node} is standby already"
+    if not found.online:
+        return f"{node} is offline: there is nothing to power down"
+    if found.maintenance or cluster.maintenances.filter(node=node, left_at=None).exists():
+        return f"{node} is in maintenance: take it out of maintenance first, or power it down once it is back"
+    suggested = capacity.power(snapshot, settings, capacity.limits_of(cluster))["power_off"]
+    if node not in suggested:
+        now = f"it suggests {', '.join(suggested)}" if suggested else "it suggests none now"
+        return (
+            f"{node} is not a node the power suggestion can empty while every other keeps room for "
+            f"{capacity.TARGET:g} standard guests ({now})"
+        )
+    if warning := rolling.breaks_n1(cluster, [node]):
+        return f"powering {node} down breaks N+1: {warning}"
+    return ""
+
+
+def mark_standby(cluster: Cluster, node, actor) -> PowerDown:
+    """The admin powered an emptied node off by hand: it is standby. Safe to repeat."""
+    record = cluster.power_downs.filter(node=node).first() if isinstance(node, str) else None
+    if record is None:
+        listed = ", ".join(cluster.power_downs.values_list("node", flat=True).distinct()) or "none"
+        raise ValueError(f"node must be a node being powered down (power-downs: {listed})")
+    if record.state == "standby":
+        return record
+    if record.state != "emptied":
+        raise Refused(f"{node} is {LABELS[record.state]}: it is not empty and powered off yet")
+    with transaction.atomic():
+        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        if _step(record, "emptied", "standby", ""):
+            _audit(cluster, actor, "power-down-standby", node=node, standby=_listed_standby(locked, node))
+    record.refresh_from_db()
+    return record
+
+
+# -- moving it on (after every round: tasks.power_round) -------------------------------------------
+
+
+def advance(cluster_id: int) -> None:
+    """Take every step the latest snapshot allows: an emptied node is shut down (Proxmox) or
+    waits to be powered off by hand; one on the standby list is standby."""
+    downs = list(PowerDown.objects.filter(cluster_id=cluster_id, state__in=PowerDown.OPEN))
+    if not downs:
+        return
+    cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
+    states = {s.node: s for s in maintenance.states(cluster)}
+    listed = ha.standby_list(cluster)
+    for down in downs:
+        if down.state == "emptied":
+            if down.node in listed and _step(down, "emptied", "standby", ""):  # marked on the settings
+                _audit(cluster, None, "power-down-standby", node=down.node, standby=listed)
+        elif cluster.maintenances.filter(node=down.node, left_at__gte=down.requested_at).exists():
+            if _step(down, "draining", "cancelled", ""):
+                _audit(cluster, None, "power-down-cancelled", node=down.node, why="it left maintenance")
+        elif maintenance.drained(states.get(down.node)):
+            if _proxmox(cluster):
+                _shut_down(cluster, down)
+            elif _step(down, "draining", "emptied", BY_HAND.format(node=down.node)):
+                _audit(cluster, None, "power-down-emptied", node=down.node, next="power it off by hand")
+
+
+def _shut_down(cluster: Cluster, down: PowerDown) -> None:
+    """The shutdown call and the step to standby in one transaction under the source's lock: it
+    is called once, and a refused call leaves the node draining, tried again after the next round."""
+    try:
+        with opened_source(cluster.pk) as (locked, source):
+            if not _step(down, "draining", "standby", SHUT_DOWN.format(node=down.node)):
+                return  # another worker took the step
+            source.shutdown(down.node, time.time())
+            _audit(cluster, None, "power-down-shutdown", node=down.node, standby=_listed_standby(locked, down.node))
+    except (SourceError, CrsError) as exc:
+        note = f"the shutdown was refused: {exc}; tried again after the next round"
+        PowerDown.objects.filter(pk=down.pk, state="draining").update(note=note)
+
+
+def _listed_standby(cluster: Cluster, node: str) -> list[str]:
+    """Put `node` on the standby list (last to wake) and into the stored snapshot at once.
+    Call under the cluster row's lock."""
+    settings, _ = CapacitySettings.objects.get_or_create(cluster=cluster)
+    standby = settings.standby if node in settings.standby else [*settings.standby, node]
+    CapacitySettings.objects.filter(pk=settings.pk).update(standby=standby)
+    ha.refresh_snapshot(cluster)
+    return standby
+
+
+def _proxmox(cluster: Cluster) -> bool:
+    return cluster.source_kind == "proxmox"
+
+
+def _step(down: PowerDown, before: str, after: str, note: str) -> bool:
+    """The conditional UPDATE that takes a step: True for the one caller that took it."""
+    return bool(
+        PowerDown.objects.filter(pk=down.pk, state=before).update(state=after, note=note, changed_at=timezone.now())
+    )
+
+
+def _audit(cluster: Cluster, actor, action: str, **details) -> None:
+    AuditEvent.objects.create(actor=actor, action=action, cluster=cluster, details=details)
+
+
+# -- what the page and the API show ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PowerDownState:
+    node: str
+    state: str  # draining, emptied, standby, cancelled
+    label: str
+    note: str  # what happens next (by hand) or why the shutdown failed
+    command: str  # Proxmox, draining but not in maintenance yet: what the admin runs; "" elsewhere
+    guests_left: int
+    evacuating: int
+    requested_by: str | None
+    requested_at: str
+    changed_at: str
+
+
+def status(cluster: Cluster, recent: int = 10) -> list[PowerDownState]:
+    """The open power-downs and the latest others, newest first."""
+    states = {s.node: s for s in maintenance.states(cluster)}
+    out = []
+    for down in cluster.power_downs.select_related("requested_by")[:recent]:
+        state = states.get(down.node)
+        draining = down.state == "draining"
+        waiting = draining and _proxmox(cluster) and not (state and state.maintenance)
+        out.append(
+            PowerDownState(
+                down.node,
+                down.state,
+                LABELS[down.state],
+                down.note,
+                proxmox_command(down.node, True) if waiting else "",
+                state.guests_left if state and draining else 0,
+                state.evacuating if state and draining else 0,
+                down.requested_by.get_username() if down.requested_by else None,
+                down.requested_at.isoformat(),
+                down.changed_at.isoformat(),
+            )
+        )
+    return out
