@@ -2,7 +2,8 @@
 
 A step was computed on the snapshot with the steps it is `after` applied, so its math
 holds only with them: approving step n approves the steps it was computed behind (first
-first), and rejecting it expires the steps computed behind it (the next round re-plans).
+first), and rejecting it expires the steps computed behind it (the steps before it stay;
+the moves after them are planned once they are decided).
 The page's buttons, the JSON API and the automation levels all decide through here.
 """
 
