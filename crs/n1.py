@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import ChainMap
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -60,19 +61,48 @@ class NodeLoss:
     def survived(self) -> bool:
         return not self.overloaded and not self.lost
 
+    @property
+    def recovered(self) -> int:
+        """HA guests placed on another node."""
+        return len(self.recoveries) - len(self.lost)
+
     def summary(self) -> str:
-        """What losing this node does, in the admin's words ("overloads node07 to 131 % memory")."""
-        parts = [f"overloads {load.node} to {_percent(load)}" for load in self.overloaded]
-        if len(self.lost) == 1:
-            parts.append(f"leaves {self.lost[0]} with no node")
-        elif self.lost:
-            parts.append(f"leaves {len(self.lost)} guests with no node")
-        return " and ".join(parts) or "is survived"
+        return _summary(self.overloaded, self.lost)
 
 
 @dataclass(frozen=True, slots=True)
-class N1Report:
-    losses: tuple[NodeLoss, ...]
+class LossVerdict:
+    """One loss as the stored verdict keeps it: no guest's target and no load of a node that
+    stays within its limits, so it grows with what goes wrong, not with nodes² (the full
+    `NodeLoss` of one node is computed again when an admin asks for it, `lose`)."""
+
+    node: str
+    overloaded: tuple[NodeLoad, ...]
+    lost: tuple[str, ...]
+    recovered: int  # HA guests placed on another node
+    down: tuple[str, ...]
+
+    @property
+    def survived(self) -> bool:
+        return not self.overloaded and not self.lost
+
+    def summary(self) -> str:
+        return _summary(self.overloaded, self.lost)
+
+
+def _summary(overloaded: tuple[NodeLoad, ...], lost: tuple[str, ...]) -> str:
+    """What losing a node does, in the admin's words ("overloads node07 to 131 % memory")."""
+    parts = [f"overloads {load.node} to {_percent(load)}" for load in overloaded]
+    if len(lost) == 1:
+        parts.append(f"leaves {lost[0]} with no node")
+    elif lost:
+        parts.append(f"leaves {len(lost)} guests with no node")
+    return " and ".join(parts) or "is survived"
+
+
+@dataclass(frozen=True, slots=True)
+class N1Report[Loss: (NodeLoss, LossVerdict)]:
+    losses: tuple[Loss, ...]
 
     @property
     def survives(self) -> bool:
@@ -92,7 +122,7 @@ class N1Report:
         return worst + f"; losing {' or '.join(others) if len(others) <= 3 else f'{len(others)} other nodes'} fails too"
 
 
-def n1(snapshot: Snapshot, limits: Limits = Limits()) -> N1Report:
+def n1(snapshot: Snapshot, limits: Limits = Limits()) -> N1Report[NodeLoss]:
     """The loss of each usable node in turn (name order)."""
     cluster = Cluster.of(snapshot)
     return N1Report(tuple(lose(snapshot, name, limits, cluster=cluster) for name in cluster.occupancy.names))
@@ -128,8 +158,39 @@ def lose(
     loads = tuple(_load(cluster.nodes[name], holdings[name], limits) for name in sorted(holdings))
     overloaded = tuple(load for load in loads if load.refusal and load.node in changed)
     lost = tuple(r.sid for r in recoveries if r.target is None)
-    down = tuple(g.sid for g in cluster.on_node.get(failed, ()) if not g.ha and g.state == "started")
-    return NodeLoss(failed, recoveries, loads, overloaded, lost, down)
+    return NodeLoss(failed, recoveries, loads, overloaded, lost, _down(cluster, failed))
+
+
+def verdicts(
+    snapshot: Snapshot, limits: Limits = Limits(), survived: Mapping[str, bool] | None = None
+) -> N1Report[LossVerdict]:
+    """`n1` as the stored verdict keeps it (`LossVerdict`): the same verdict, survived and
+    summary per loss. A loss `survived` already knows to be survived (crs.n1_batch decides
+    them side by side) is not recovered again: every HA guest it strands is then placed."""
+    cluster = Cluster.of(snapshot)
+    known = survived or {}
+    losses: list[LossVerdict] = []
+    for name in cluster.occupancy.names:
+        if known.get(name):
+            stranded = _stranded(cluster, name)
+            losses.append(LossVerdict(name, (), (), len(stranded), _down(cluster, name)))
+            continue
+        recoveries, holdings, changed = _recover(snapshot, name, cluster)
+        loads = (_load(cluster.nodes[node], holdings[node], limits) for node in sorted(changed))
+        lost = tuple(r.sid for r in recoveries if r.target is None)
+        overloaded = tuple(load for load in loads if load.refusal)
+        losses.append(LossVerdict(name, overloaded, lost, len(recoveries) - len(lost), _down(cluster, name)))
+    return N1Report(tuple(losses))
+
+
+def _stranded(cluster: Cluster, failed: str) -> list[Guest]:
+    """The HA guests Proxmox recovers when `failed` goes down, in sid order."""
+    return [g for g in cluster.on_node.get(failed, ()) if g.ha and g.state not in NOT_RECOVERED]
+
+
+def _down(cluster: Cluster, failed: str) -> tuple[str, ...]:
+    """Running guests not managed by HA: they stay down with the node."""
+    return tuple(g.sid for g in cluster.on_node.get(failed, ()) if not g.ha and g.state == "started")
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +245,7 @@ def _recover(
     changed: set[str] = set()
     mode = snapshot.settings.mode
     usable = frozenset(names)
-    stranded = [g for g in cluster.on_node.get(failed, ()) if g.ha and g.state not in NOT_RECOVERED]
+    stranded = _stranded(cluster, failed)
     for guest in stranded:
         _count(cluster.nodes, occupancy, holdings, changed, guest, -1.0, mode, usable)  # e.g. a migration's target
         changes[guest.sid] = replace(guest, state="recovery")  # counted on the failed node only: nowhere
@@ -262,7 +323,7 @@ def _percent(load: NodeLoad) -> str:
     return f"{load.cpu * 100:.0f} % CPU"
 
 
-def _severity(loss: NodeLoss) -> tuple[int, float]:
+def _severity(loss: NodeLoss | LossVerdict) -> tuple[int, float]:
     """Lost guests first, then the worst overload."""
     worst = max((max(load.memory, load.cpu) for load in loss.overloaded), default=0.0)
     return len(loss.lost), worst

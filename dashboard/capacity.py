@@ -32,7 +32,7 @@ from crs.fits import Limits, committed
 from crs.model import Snapshot
 from crs.power import room, squeeze
 
-from .ha import Refused, refresh_snapshot
+from .ha import Refused, limits_of, refresh_snapshot
 from .models import DEFAULT_IDLE_WATTS, AuditEvent, CapacitySample, CapacitySettings, Cluster
 
 SIZE_NAMES = ("small", "medium", "large")
@@ -54,11 +54,6 @@ WAKE_ON_LAN = (
     "yours (its BMC, IPMI or power button): wake-on-LAN is out of scope. Once it is on, take it off "
     "the standby list and out of maintenance."
 )
-
-
-def limits_of(cluster: Cluster) -> Limits:
-    policy = cluster.policy
-    return Limits(float(policy.memory_reserve), policy.cpu_overcommit)
 
 
 def settings_of(cluster: Cluster) -> CapacitySettings:

@@ -9,7 +9,11 @@ balancer is.
 
 N+1 (crs.n1) places every HA guest once per node; at the demo size (12 nodes, 416 guests)
 that is about a second, so rounds recompute it every N1_EVERY rather than every round, and
-the verdict says when it was computed.
+the verdict says when it was computed. The stored verdict keeps per lost node what goes
+wrong (the overloaded nodes with their loads, up to EXAMPLES lost guests, counts): where each
+guest would go is computed from the latest snapshot when an admin opens that node
+(`n1_loss`), so the verdict grows with the nodes, not with nodes² as every node's load after
+every loss did (27 MB at 1000 nodes).
 """
 
 import math
@@ -24,6 +28,7 @@ from django.utils import timezone
 
 import crs.model
 import crs.n1
+import crs.n1_batch
 import crs.rules
 import crs.snapshot
 from crs.errors import CrsError
@@ -33,6 +38,7 @@ from . import notify
 from .models import AuditEvent, CapacitySettings, Cluster, HaRule, RebalanceOptOut, rule_id_validator
 
 N1_EVERY = timedelta(seconds=60)
+EXAMPLES = 10  # guests named per loss in the stored verdict (lost, down with it); the rest are counted
 FIELDS = ("rule", "type", "resources", "nodes", "strict", "affinity")
 PROXMOX_RULES = "Datacenter → HA → Rules"
 
@@ -336,9 +342,8 @@ def refresh_n1(cluster: Cluster, snapshot: crs.model.Snapshot) -> dict | None:
     """Compute, store and return the verdict when it is due; None when the last one is fresh."""
     if not n1_due(cluster):
         return None
-    policy = cluster.policy
     started = time.monotonic()
-    report = crs.n1.n1(snapshot, Limits(float(policy.memory_reserve), policy.cpu_overcommit))
+    report = crs.n1_batch.verdict(snapshot, limits_of(cluster))
     now = timezone.now()
     verdict = n1_dict(report, now, time.monotonic() - started)
     stored = Cluster.objects.filter(pk=cluster.pk)
@@ -350,7 +355,13 @@ def refresh_n1(cluster: Cluster, snapshot: crs.model.Snapshot) -> dict | None:
     return verdict
 
 
-def n1_dict(report: crs.n1.N1Report, at, seconds: float) -> dict:
+def limits_of(cluster: Cluster) -> Limits:
+    """The capacity rule's limits under the cluster's fits settings."""
+    policy = cluster.policy
+    return Limits(float(policy.memory_reserve), policy.cpu_overcommit)
+
+
+def n1_dict(report: crs.n1.N1Report[crs.n1.LossVerdict], at, seconds: float) -> dict:
     """The verdict as stored, pushed (type "n1") and served: fractions, as the engine gives them."""
     return _finite(
         {
@@ -360,9 +371,42 @@ def n1_dict(report: crs.n1.N1Report, at, seconds: float) -> dict:
             "survives": report.survives,
             "verdict": report.verdict,
             "losses": [
-                {**asdict(loss), "survived": loss.survived, "summary": f"losing {loss.node} {loss.summary()}"}
+                {
+                    "node": loss.node,
+                    "survived": loss.survived,
+                    "summary": f"losing {loss.node} {loss.summary()}",
+                    "overloaded": [asdict(load) for load in loss.overloaded],
+                    "lost": list(loss.lost[:EXAMPLES]),
+                    "lost_count": len(loss.lost),
+                    "recovered": loss.recovered,
+                    "down": list(loss.down[:EXAMPLES]),
+                    "down_count": len(loss.down),
+                }
                 for loss in report.losses
             ],
+        }
+    )
+
+
+def n1_loss(cluster: Cluster, node: str) -> dict | None:
+    """Losing `node` in full, from the latest snapshot: where each HA guest would go, why a lost
+    one is lost, the non-HA guests down with it, and the load of each node taking guests.
+    None when `node` is not one of the snapshot's usable nodes (or nothing is collected yet)."""
+    snapshot = cluster.latest_snapshot()
+    if snapshot is None or node not in {n.name for n in snapshot.nodes if n.usable}:
+        return None
+    loss = crs.n1.lose(snapshot, node, limits_of(cluster))
+    targets = {r.target for r in loss.recoveries}
+    return _finite(
+        {
+            "node": node,
+            "survived": loss.survived,
+            "summary": f"losing {node} {loss.summary()}",
+            "recoveries": [asdict(r) for r in loss.recoveries],
+            "loads": [asdict(load) for load in loss.loads if load.node in targets],
+            "overloaded": [asdict(load) for load in loss.overloaded],
+            "lost": list(loss.lost),
+            "down": list(loss.down),
         }
     )
 

@@ -8,10 +8,10 @@ page and the admin do.
 from typing import Any
 
 from django import forms
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
@@ -190,9 +190,32 @@ N1_SCHEMA = inline_serializer(
         "verdict": serializers.CharField(),
         "losses": serializers.ListField(
             child=serializers.DictField(),
-            help_text="Per node, if it failed now: recoveries (sid → target, null = lost), loads after "
-            "(fractions of the limits), overloaded nodes, lost guests, non-HA guests down with it.",
+            help_text="Per node, if it failed now: node, survived, summary (in words), overloaded (the nodes "
+            "taking its HA guests that would then be over a limit: node, cores, memory_bytes, cpu and memory "
+            "as fractions of the limits, refusal), lost (up to 10 HA guests left with no node) and lost_count, "
+            "recovered (how many HA guests find a node), down (up to 10 running non-HA guests down with it) "
+            "and down_count. Where each guest would go: n1-loss.",
         ),
+    },
+)
+
+N1_LOSS_SCHEMA = inline_serializer(
+    "N1Loss",
+    {
+        "node": serializers.CharField(),
+        "survived": serializers.BooleanField(),
+        "summary": serializers.CharField(),
+        "recoveries": serializers.ListField(
+            child=serializers.DictField(), help_text="Per HA guest: sid, target (null = lost), why_lost."
+        ),
+        "loads": serializers.ListField(
+            child=serializers.DictField(),
+            help_text="Each node taking guests, after: node, cores, memory_bytes, cpu and memory (fractions "
+            "of the limits), refusal.",
+        ),
+        "overloaded": serializers.ListField(child=serializers.DictField()),
+        "lost": serializers.ListField(child=serializers.CharField()),
+        "down": serializers.ListField(child=serializers.CharField(), help_text="Running non-HA guests."),
     },
 )
 
@@ -237,6 +260,24 @@ class ClusterHaViewSet(ApiViewSet):
         if cluster.n1 is None:
             raise NotFound("no N+1 verdict yet: the cluster's next round computes it")
         return Response(cluster.n1)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("node", str, required=True, description="The node that fails.")],
+        responses={200: N1_LOSS_SCHEMA, 400: OpenApiResponse(description="node missing or not a usable node")},
+    )
+    @action(detail=True, pagination_class=None, url_path="n1-loss")
+    def n1_loss(self, request, pk=None):
+        """Losing one node in full, computed now from the latest snapshot (the N+1 verdict keeps
+        only what goes wrong): where each HA guest would go and each target's load after."""
+        cluster = self.get_object()
+        node = request.query_params.get("node", "")
+        loss = ha.n1_loss(cluster, node)
+        if loss is None:
+            snapshot = cluster.latest_snapshot()
+            usable = sorted(n.name for n in snapshot.nodes if n.usable) if snapshot else []
+            allowed = ", ".join(usable) or "none yet"
+            raise ValidationError({"node": [f"{node!r} is not a usable node; one of: {allowed}"]})
+        return Response(loss)
 
     @extend_schema(responses=ProxmoxMovesSerializer)
     @action(detail=True, pagination_class=None, url_path="proxmox-moves")

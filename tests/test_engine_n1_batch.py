@@ -12,7 +12,7 @@ import crs.n1
 from crs.fits import Limits
 from crs.model import Guest
 from crs.n1 import Cluster, loss_survived, survives
-from crs.n1_batch import Extras, accepts, first_failure, prepare, survived_with
+from crs.n1_batch import Extras, accepts, first_failure, prepare, survived_with, verdict
 
 
 def random_cluster(rng, nodes, roomy=False):
@@ -92,6 +92,24 @@ def test_batch_verdict_equals_survives_for_the_cluster_and_every_loss(seed, exac
     assert (failed is None) == survives(grown, limits)
     if failed is not None:
         assert not loss_survived(grown, failed, cluster, limits)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_stored_verdict_says_per_loss_what_the_full_report_says(seed):
+    """What the dashboard stores (`verdict`, the batch deciding which losses survive) against
+    `crs.n1.n1`: the same verdict and, per lost node, the same overloads, lost and down guests
+    and count of recovered ones; in dynamic mode (no batch) too."""
+    rng = random.Random(seed)
+    snap = random_cluster(rng, nodes=rng.randint(3, 9))
+    if seed % 3 == 0:
+        snap = replace(snap, settings=replace(snap.settings, mode="dynamic"))
+    limits = Limits(memory_reserve_bytes=rng.choice([0, 2 * GIB]), cpu_overcommit=rng.choice([2.0, 4.0]))
+    full, kept = crs.n1.n1(snap, limits), verdict(snap, limits)
+    assert (kept.survives, kept.verdict) == (full.survives, full.verdict)
+    for loss, short in zip(full.losses, kept.losses, strict=True):
+        assert (short.node, short.overloaded, short.lost) == (loss.node, loss.overloaded, loss.lost)
+        assert short.down == loss.down
+        assert (short.recovered, short.summary()) == (len([r for r in loss.recoveries if r.target]), loss.summary())
 
 
 def test_outside_the_batch_the_caller_is_told_to_use_survives():

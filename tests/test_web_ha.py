@@ -231,11 +231,18 @@ def test_n1_verdict_of_a_cluster_built_to_fail_it_is_computed_by_a_round_served_
     assert verdict["survives"] is False
     assert verdict["verdict"].startswith("losing node01 overloads node02 to 150 % memory")
     loss = next(x for x in verdict["losses"] if x["node"] == "node01")
-    assert {r["sid"]: r["target"] for r in loss["recoveries"]} == {"vm:100": "node02", "vm:102": "node02"}
+    assert (loss["recovered"], loss["lost_count"], loss["lost"]) == (2, 0, [])
     assert [o["node"] for o in loss["overloaded"]] == ["node02"] and loss["overloaded"][0]["memory"] == 1.5
 
     served = admin_client.get(f"/api/v1/clusters/{cluster.pk}/n1/")
     assert served.status_code == 200 and served.json()["verdict"] == verdict["verdict"]
+    # Where each guest goes is not stored: the admin opening node01 asks for it.
+    detail = admin_client.get(f"/api/v1/clusters/{cluster.pk}/n1-loss/", {"node": "node01"}).json()
+    assert {r["sid"]: r["target"] for r in detail["recoveries"]} == {"vm:100": "node02", "vm:102": "node02"}
+    assert [(x["node"], x["memory"]) for x in detail["loads"]] == [("node02", 1.5)]
+    assert detail["summary"] == loss["summary"]
+    unknown = admin_client.get(f"/api/v1/clusters/{cluster.pk}/n1-loss/", {"node": "node09"})
+    assert unknown.status_code == 400 and "node01, node02" in unknown.json()["node"][0]
     pushed = []
     while not pushed:
         payload = json.loads(async_to_sync(layer.receive)(channel)["text"])  # live.push: JSON encoded once
