@@ -13,9 +13,13 @@ costs next to nothing). A cluster's first round also computes the N+1 verdict (e
 minute, `ha.N1_EVERY`) and the hourly capacity figures: that first pair is reported apart, then
 best and median of --runs pairs, each with the N+1 verdict marked fresh (on a loaded machine a
 pair can outlast the minute); --profile prints where the largest size's last round goes.
+With --n1 each measured pair finds the verdict due instead, so every round also refreshes it
+(as one round a minute does), and the stored verdict's size (PostgreSQL's jsonb, compressed)
+is printed; --mode static is the guests' mode where crs.n1_batch decides the losses side by side.
 
     .venv/bin/python bench/round_pipeline.py [--database-url postgres://…/crs_bench_pipeline]
         [--redis-url redis://127.0.0.1:6379/1] [--runs 5] [--sizes 12 100 1000] [--profile]
+        [--n1] [--mode dynamic|static]
 
 The scratch database is dropped and created here (never the product's); the Celery messages
 the collects queue (nobody consumes them here) are deleted from the Redis database at the end.
@@ -53,6 +57,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--sizes", type=int, nargs="+", default=[12, 100, 1000])
     parser.add_argument("--profile", action="store_true", help="print where the largest size's last pair goes")
+    parser.add_argument("--n1", action="store_true", help="every measured round also refreshes the N+1 verdict")
+    parser.add_argument("--mode", choices=["dynamic", "static"], default="dynamic", help="the snapshot's mode")
     args = parser.parse_args()
     os.environ["DATABASE_URL"] = args.database_url
     os.environ["REDIS_URL"] = args.redis_url
@@ -64,6 +70,7 @@ def main() -> None:
 
     django.setup()
     from django.core.management import call_command
+    from django.db import connection
 
     call_command("migrate", verbosity=0)
     from django.utils import timezone
@@ -73,12 +80,12 @@ def main() -> None:
 
     print(
         f"{'nodes':>6} {'guests':>7} {'collect best/median (s)':>24} {'round best/median (s)':>22}"
-        f" {'sum best/median (s)':>20} {'first pair (s)':>15}"
+        f" {'sum best/median (s)':>20} {'first pair (s)':>15}" + (f" {'verdict (kB)':>13}" if args.n1 else "")
     )
     scratch = tempfile.mkdtemp(prefix="crs-pipeline-")
     for nodes in args.sizes:
         path = Path(scratch, f"{nodes}.json")
-        path.write_bytes(orjson.dumps(synthetic(nodes, GUESTS_PER_NODE * nodes, "dynamic")))
+        path.write_bytes(orjson.dumps(synthetic(nodes, GUESTS_PER_NODE * nodes, args.mode)))
         cluster = Cluster.objects.create(
             name=f"pipeline {nodes}", source_kind="snapshot", source_config={"path": str(path)}
         )
@@ -91,7 +98,8 @@ def main() -> None:
         collects, rounds = [], []
         for run in range(args.runs):
             profile = cProfile.Profile() if args.profile and nodes == args.sizes[-1] and run == args.runs - 1 else None
-            Cluster.objects.filter(pk=cluster.pk).update(n1_at=timezone.now())  # the N+1 verdict not due
+            # the N+1 verdict due (--n1) or not
+            Cluster.objects.filter(pk=cluster.pk).update(n1_at=None if args.n1 else timezone.now())
             started = time.perf_counter()
             tasks.collect(cluster.pk)
             collected = time.perf_counter()
@@ -106,11 +114,16 @@ def main() -> None:
         assert Round.objects.filter(cluster=cluster).count() == args.runs + 1, "every collect had its round"
         assert GuestSample.objects.filter(cluster=cluster).count() == (args.runs + 1) * GUESTS_PER_NODE * nodes
         sums = [c + r for c, r in zip(collects, rounds, strict=True)]
+        size = ""
+        if args.n1:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_column_size(n1) FROM dashboard_cluster WHERE id = %s", [cluster.pk])
+                size = f" {cursor.fetchone()[0] / 1000:>13.1f}"
         print(
             f"{nodes:>6} {GUESTS_PER_NODE * nodes:>7} {min(collects):>11.3f} / {statistics.median(collects):.3f}"
             f" {min(rounds):>11.3f} / {statistics.median(rounds):.3f}"
             f" {min(sums):>12.3f} / {statistics.median(sums):.3f}"
-            f" {first:>15.2f}"
+            f" {first:>15.2f}{size}"
         )
     shutil.rmtree(scratch)
     import redis
