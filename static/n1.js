@@ -5,7 +5,13 @@
 "use strict";
 
 function n1Text(tag, text, className) {
-  consfunction n1Guests(sids, count) {
+  const element = document.createElement(tag);
+  element.textContent = text;
+  if (className) element.className = className;
+  return element;
+}
+
+function n1Guests(sids, count) {
   return sids.join(", ") + (count > sids.length ? ` and ${count - sids.length} more` : "");
 }
 
@@ -51,12 +57,6 @@ async function n1Targets(details, list, node) {
   if (loss.down.length) rows.push(n1Text("li", `down with it (not HA): ${loss.down.join(", ")}`, "muted"));
   list.replaceChildren(...rows);
   details.dataset.placed = "true";
-}
-
-ren.length) list.append(n1Text("li", "no HA guest runs there", "muted"));
-  details.append(list);
-  item.append(details);
-  return item;
 }
 
 function showN1(data) {

@@ -29,6 +29,10 @@ def test_guest_view_sorts_filters_and_fits_a_phone(browser, server):  # noqa: F8
     wait_until(page, "document.getElementById('n1-verdict').dataset.survives !== undefined")
     verdict = page.text_content("#n1-verdict")
     assert verdict.startswith(("Survives the loss of any one node", "Losing node"))
+    first = "#n1-losses li:first-child details"
+    page.click(f"{first} summary")  # the admin opens a node: where its HA guests would go, asked then
+    page.wait_for_selector(f"{first}[data-placed='true']")
+    assert page.text_content(f"{first} li").startswith("to node")
     page.screenshot(path=str(ARTIFACTS / "ha-cluster-desktop.png"), full_page=True)
     page.click("#guests-link")
     page.wait_for_selector("#guests tbody tr")
