@@ -4,6 +4,7 @@ the session that opened it lasts."""
 import asyncio
 from importlib import import_module
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
@@ -53,6 +54,14 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
             if await database_sync_to_async(session_user)(key) != user_id:
                 await self.close(code=4401)
                 return
+
+    async def dispatch(self, message: dict) -> None:
+        """Channels' dispatch without its thread hop: before every handler it runs
+        close_old_connections on the one thread Django code shares, so a push to 200 pages
+        waited for 200 hops queued one after another (and behind the session checks) before
+        the first frame left. This consumer reaches the database only through
+        database_sync_to_async, which closes stale connections around each call itself."""
+        await getattr(self, get_handler_name(message))(message)
 
     async def cluster_event(self, event: dict) -> None:
         await self.send(text_data=event["text"])  # JSON, encoded once by live.push

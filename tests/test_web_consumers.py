@@ -47,6 +47,20 @@ async def test_logged_in_page_receives_its_clusters_pushes(admin, cluster):
     await communicator.disconnect()
 
 
+async def test_every_page_gets_every_push_in_order(admin, cluster):
+    cookie = await sync_to_async(session_cookie)(admin)
+    url = f"/ws/clusters/{cluster.pk}/"
+    pages = [WebsocketCommunicator(application, url, headers=[ORIGIN, cookie]) for _ in range(5)]
+    for page in pages:
+        assert (await page.connect())[0]
+    for imbalance in (0.1, 0.2, 0.3, 0.4):
+        await sync_to_async(live.push)(cluster.pk, {"type": "round", "imbalance": imbalance})
+    for page in pages:
+        assert [(await page.receive_json_from(timeout=5))["imbalance"] for _ in range(4)] == [0.1, 0.2, 0.3, 0.4]
+        assert await page.receive_nothing(timeout=0.1)
+        await page.disconnect()
+
+
 async def test_socket_closes_with_4401_when_its_session_ends(admin, cluster, monkeypatch):
     from django.contrib.sessions.models import Session
 
