@@ -76,6 +76,29 @@ async def test_socket_closes_with_4401_when_its_session_ends(admin, cluster, mon
     assert await communicator.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}
 
 
+async def test_logging_out_closes_only_that_sessions_pages(admin, cluster, monkeypatch):
+    from django.contrib.sessions.models import Session
+
+    from dashboard import consumers
+
+    monkeypatch.setattr(consumers, "SESSION_CHECK_SECONDS", 0.1)
+    cookies = [await sync_to_async(session_cookie)(admin) for _ in range(2)]  # two browsers
+    url = f"/ws/clusters/{cluster.pk}/"
+    pages = [WebsocketCommunicator(application, url, headers=[ORIGIN, cookie]) for cookie in cookies * 2]
+    for page in pages:
+        assert (await page.connect())[0]
+    first_session = cookies[0][1].decode().split("=")[1]
+    await sync_to_async(Session.objects.filter(session_key=first_session).delete)()  # the first browser logs out
+    for page in pages[0::2]:
+        assert await page.receive_output(timeout=3) == {"type": "websocket.close", "code": 4401}
+    for page in pages[1::2]:
+        assert await page.receive_nothing(timeout=0.5)  # the other browser's pages stay open and get pushes
+    await sync_to_async(live.push)(cluster.pk, {"type": "round", "imbalance": 0.4})
+    for page in pages[1::2]:
+        assert (await page.receive_json_from(timeout=5))["imbalance"] == 0.4
+        await page.disconnect()
+
+
 async def test_a_join_that_fails_while_redis_restarts_refuses_the_handshake(admin, cluster, monkeypatch):
     from channels.layers import get_channel_layer
 
