@@ -110,3 +110,29 @@ async def test_a_join_that_fails_while_redis_restarts_refuses_the_handshake(admi
     communicator = WebsocketCommunicator(application, f"/ws/clusters/{cluster.pk}/", headers=[ORIGIN, cookie])
     connected, _ = await communicator.connect()
     assert not connected  # refused, not a 500 and not a socket that opens and closes: the page reconnects
+
+
+def redis_layers(url: str) -> dict:
+    """The production layer (dashboard/settings.py) on this Redis."""
+    config = {"hosts": [{"address": url, "socket_timeout": 5}], "prefix": "crs-test"}
+    return {"default": {"BACKEND": "dashboard.layers.RedisBroadcastChannelLayer", "CONFIG": config}}
+
+
+async def test_pushes_reach_every_page_in_order_through_redis(admin, cluster, redis_url, settings):
+    settings.CHANNEL_LAYERS = redis_layers(redis_url)
+    cookie = await sync_to_async(session_cookie)(admin)
+    url = f"/ws/clusters/{cluster.pk}/"
+    pages = [WebsocketCommunicator(application, url, headers=[ORIGIN, cookie]) for _ in range(3)]
+    for page in pages:
+        assert (await page.connect())[0]
+    for imbalance in (0.1, 0.2, 0.3):  # from a worker thread, as the rounds' tasks push
+        await sync_to_async(live.push, thread_sensitive=False)(cluster.pk, {"type": "round", "imbalance": imbalance})
+    for page in pages:
+        assert [(await page.receive_json_from(timeout=5))["imbalance"] for _ in range(3)] == [0.1, 0.2, 0.3]
+        await page.disconnect()
+
+
+async def test_a_push_while_redis_is_away_is_logged_not_raised(cluster, settings, caplog):
+    settings.CHANNEL_LAYERS = redis_layers("redis://127.0.0.1:1/0")  # nothing listens there
+    await sync_to_async(live.push)(cluster.pk, {"type": "round", "imbalance": 0.4})
+    assert "live update not sent (pages catch up on reconnect)" in caplog.text
