@@ -90,7 +90,7 @@ class RedisBroadcastChannelLayer(RedisPubSubChannelLayer):
         """group_send for synchronous code (the worker's pushes): the same PUBLISH on one Redis
         connection kept by the process. Through async_to_sync every push made a thread and an
         event loop, hence a layer and a Redis connection of its own (they are kept per loop),
-        and closed them again: 2-14 ms before the event left the worker (bench/README.md)."""
+        and closed them again: 2-24 ms before the event left the worker (bench/README.md)."""
         hosts = decode_hosts(self._kwargs.get("hosts"))
         channel = f"{self._kwargs.get('prefix', 'asgi')}__group__{group}"  # RedisPubSubLoopLayer's name
         host = hosts[_consistent_hash(channel, len(hosts))]
