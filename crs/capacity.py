@@ -248,7 +248,7 @@ def _placed(tier: Capacity, start: int) -> tuple[Guest, ...]:
     return tuple(out)
 
 
-# -- `python -m crs capacity SNAPSHOT --size 4c,8g` (registered in crs.cli) ----------------
+# -- `python -m crs capacity SNAPSHOT --size 4c,8g` (registered in crs.programs.cli) ----------------
 
 HELP = (
     "A node takes a guest while its guests' configured memory stays within its RAM less the "

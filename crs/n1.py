@@ -268,7 +268,7 @@ def _severity(loss: NodeLoss) -> tuple[int, float]:
     return len(loss.lost), worst
 
 
-# -- `python -m crs n1 SNAPSHOT [--json]` (registered in crs.cli) -----------------------------
+# -- `python -m crs n1 SNAPSHOT [--json]` (registered in crs.programs.cli) -----------------------------
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,7 +13,8 @@ from django.db import transaction
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, live
+from . import expiry
+from .live import sender as live
 from .models import AuditEvent, Cluster
 from .sources import opened_source
 

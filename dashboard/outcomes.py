@@ -14,7 +14,7 @@ from celery import shared_task
 from django.db.models import Q
 from django.utils import timezone
 
-from . import live
+from .live import sender as live
 from .models import Cluster, Migration, Round
 
 AFTER = {"observed_5m": timedelta(minutes=5), "observed_1h": timedelta(hours=1)}

@@ -25,7 +25,8 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import capacity, expiry, ha, history, live, notify, outcomes, power, rolling, rounds, whatif, windows
+from . import capacity, expiry, ha, history, notify, outcomes, power, rolling, rounds, whatif, windows
+from .live import sender as live
 from .models import Cluster, Migration
 from .sources import opened_source
 

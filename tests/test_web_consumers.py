@@ -5,8 +5,8 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from dashboard import live
 from dashboard.asgi import application
+from dashboard.live import sender as live
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
@@ -50,7 +50,7 @@ async def test_logged_in_page_receives_its_clusters_pushes(admin, cluster):
 async def test_socket_closes_with_4401_when_its_session_ends(admin, cluster, monkeypatch):
     from django.contrib.sessions.models import Session
 
-    from dashboard import consumers
+    from dashboard.live import consumers
 
     monkeypatch.setattr(consumers, "SESSION_CHECK_SECONDS", 0.1)
     cookie = await sync_to_async(session_cookie)(admin)

@@ -13,15 +13,16 @@ import sys
 import time
 from typing import Any, cast
 
-from . import balancer, capacity, export, n1, options, placement, replay, snapshot
-from .decision import RoundResult
-from .errors import CrsError
-from .fits import Limits
-from .model import METHODS, MODES, OBJECTIVES, SCALES, Settings, Snapshot
-from .replay_power import Power
-from .sources import trace
-from .sources.config import ConfigError
-from .sources.simulator import Simulator, parse_config
+from .. import balancer, capacity, n1, placement, replay, snapshot
+from ..decision import RoundResult
+from ..errors import CrsError
+from ..fits import Limits
+from ..model import METHODS, MODES, OBJECTIVES, SCALES, Settings, Snapshot
+from ..replay_power import Power
+from ..sources import trace
+from ..sources.config import ConfigError
+from ..sources.simulator import Simulator, parse_config
+from . import export, options
 
 # The planner's settings `crs replay` takes as flags.
 PLAN_SETTINGS = {"moves_per_round": int, "target_imbalance": float, "load_floor": float}

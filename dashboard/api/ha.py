@@ -15,9 +15,9 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from . import ha, violations
-from .api import ApiViewSet, filtered, form_parameters
-from .models import Cluster, HaRule, RebalanceOptOut
+from .. import ha, violations
+from ..models import Cluster, HaRule, RebalanceOptOut
+from .views import ApiViewSet, filtered, form_parameters
 
 CONFLICT = OpenApiResponse(
     description="Not editable here (a Proxmox cluster's rules) or no snapshot yet: `cluster` says why."

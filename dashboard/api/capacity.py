@@ -15,10 +15,10 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from . import capacity, maintenance, power, tasks
-from .api import ApiViewSet
-from .ha import Refused
-from .models import Cluster
+from .. import capacity, maintenance, power, tasks
+from ..ha import Refused
+from ..models import Cluster
+from .views import ApiViewSet
 
 
 class SizeSerializer(serializers.Serializer):

@@ -20,9 +20,10 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from . import live, rolling, tasks
-from .api import ApiViewSet
-from .models import Cluster
+from .. import rolling, tasks
+from ..live import sender as live
+from ..models import Cluster
+from .views import ApiViewSet
 
 CONFLICT = OpenApiResponse(description="Not possible in the rolling maintenance's state: `detail` says why.")
 

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from .models import Cluster, Migration, Round
+from ..models import Cluster, Migration, Round
 
 log = logging.getLogger(__name__)
 
