@@ -14,7 +14,6 @@ from crs.errors import CrsError
 from crs.sources.base import SourceError
 
 from . import expiry
-from .live import sender as live
 from .models import AuditEvent, Cluster
 from .sources import opened_source
 
@@ -22,7 +21,8 @@ log = logging.getLogger(__name__)
 
 
 def stop(cluster: Cluster, actor) -> dict:
-    """Stop the cluster; what it did: the approved migrations expired, the running ones asked to abort."""
+    """Stop the cluster; what it did: the approved migrations expired (the caller pushes them to the
+    live pages), the running ones asked to abort."""
     with transaction.atomic():
         if Cluster.objects.filter(pk=cluster.pk, stopped=False).update(stopped=True) == 0:
             return {"expired": [], "aborted": [], "abort_errors": []}
@@ -30,8 +30,6 @@ def stop(cluster: Cluster, actor) -> dict:
     aborted, errors = abort_running(cluster)
     details = {"expired": expired, "aborted": aborted, "abort_errors": errors}
     AuditEvent.objects.create(actor=actor, action="emergency-stop", cluster=cluster, details=details)
-    for pk in expired:
-        live.push_migration(pk)
     return details
 
 

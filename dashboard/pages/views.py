@@ -249,7 +249,10 @@ def emergency_stop(request, pk=None):
     answer = {}
     for cluster in clusters:
         if wanted == "1":
-            answer[cluster.name] = {"stopped": True, **emergency.stop(cluster, request.user)}
+            stopped = emergency.stop(cluster, request.user)
+            for expired in stopped["expired"]:
+                live.push_migration(expired)
+            answer[cluster.name] = {"stopped": True, **stopped}
         else:
             emergency.lift(cluster, request.user)
             answer[cluster.name] = {"stopped": False}
