@@ -250,7 +250,7 @@ TEMPLATES = [
 # The REST API (dashboard/api/views.py): tokens or the session, the roles' permissions, errors naming the field.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "dashboard.tokens.TokenAuthentication",
+        "dashboard.api.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -2,13 +2,12 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import audit, tokens, whatif, windows
 from .api import capacity as capacity_api
 from .api import ha as ha_api
 from .api import metrics
 from .api import rolling as rolling_api
+from .pages import audit, guests, snapshots, tokens, views, whatif, windows
 from .pages import capacity as capacity_views
-from .pages import guests, snapshots, views
 from .pages import ha as ha_views
 
 app_patterns = [

@@ -18,12 +18,13 @@ from django.views.decorators.http import require_GET, require_POST
 import crs.model
 from crs.fields import read_json
 
-from .. import emergency, history, outcomes, plans, windows
+from .. import emergency, history, outcomes, plans
 from ..forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
 from ..live import sender as live
 from ..models import Cluster, Migration
 from ..pressure import pressure_context
 from ..tasks import execute
+from . import windows
 
 
 def api(permission: str):
