@@ -1,7 +1,7 @@
 """The REST API of capacity and power (/api/v1/clusters/{id}/capacity/, …/capacity-settings/,
 …/power-down/ and …/power-down/standby/).
 
-Its own router beside ha_api's under /api/v1/: the serializers check the JSON types (each
+Its own router beside ha.py's under /api/v1/: the serializers check the JSON types (each
 error under its field's name); capacity.py checks the bounds, as the page does.
 """
 
