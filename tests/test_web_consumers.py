@@ -5,8 +5,8 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from dashboard import live
 from dashboard.asgi import application
+from dashboard.live import sender as live
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
@@ -64,7 +64,7 @@ async def test_every_page_gets_every_push_in_order(admin, cluster):
 async def test_socket_closes_with_4401_when_its_session_ends(admin, cluster, monkeypatch):
     from django.contrib.sessions.models import Session
 
-    from dashboard import consumers
+    from dashboard.live import consumers
 
     monkeypatch.setattr(consumers, "SESSION_CHECK_SECONDS", 0.1)
     cookie = await sync_to_async(session_cookie)(admin)
@@ -79,7 +79,7 @@ async def test_socket_closes_with_4401_when_its_session_ends(admin, cluster, mon
 async def test_logging_out_closes_only_that_sessions_pages(admin, cluster, monkeypatch):
     from django.contrib.sessions.models import Session
 
-    from dashboard import consumers
+    from dashboard.live import consumers
 
     monkeypatch.setattr(consumers, "SESSION_CHECK_SECONDS", 0.1)
     cookies = [await sync_to_async(session_cookie)(admin) for _ in range(2)]  # two browsers
@@ -115,7 +115,7 @@ async def test_a_join_that_fails_while_redis_restarts_refuses_the_handshake(admi
 def redis_layers(url: str) -> dict:
     """The production layer (dashboard/settings.py) on this Redis."""
     config = {"hosts": [{"address": url, "socket_timeout": 5}], "prefix": "crs-test"}
-    return {"default": {"BACKEND": "dashboard.layers.RedisBroadcastChannelLayer", "CONFIG": config}}
+    return {"default": {"BACKEND": "dashboard.live.layers.RedisBroadcastChannelLayer", "CONFIG": config}}
 
 
 async def test_pushes_reach_every_page_in_order_through_redis(admin, cluster, redis_url, settings):

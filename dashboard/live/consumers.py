@@ -12,7 +12,7 @@ from django.conf import settings
 from django.contrib.auth import SESSION_KEY
 from django.utils import timezone
 
-from . import live
+from . import sender as live
 
 # How often a web process asks whether its open sockets' sessions still exist: a logout in
 # another tab or an expired session closes the socket (4401) within this many seconds.
@@ -60,7 +60,7 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
         await self.send(text_data=event["text"])  # JSON, encoded once by live.push
 
     async def layer_lost(self, event: dict) -> None:
-        """The layer's Redis subscription broke (dashboard/layers.py): events may have been
+        """The layer's Redis subscription broke (dashboard/live/layers.py): events may have been
         lost, so close; the page says live updates paused, reconnects and refetches. 4011, as
         1011 ("internal error") is the server's own: the application may not send it."""
         await self.close(code=4011)

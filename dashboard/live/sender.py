@@ -14,8 +14,8 @@ from django.conf import settings
 from django.utils import timezone
 from redis.exceptions import RedisError
 
+from ..models import Cluster, Migration, Round
 from .layers import group_send_blocking
-from .models import Cluster, Migration, Round
 
 log = logging.getLogger(__name__)
 
