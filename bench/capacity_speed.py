@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from make_snapshot import synthetic  # noqa: E402
 
 import crs.n1_batch  # noqa: E402
-from crs.cli import main as crs_main  # noqa: E402
+from crs.programs.cli import main as crs_main  # noqa: E402
 
 
 def command_line(nodes: int, *, straightforward: bool = False) -> tuple[int, float, float]:

@@ -115,7 +115,7 @@ def main() -> None:
     for what, code in (
         ("interpreter", "pass"),
         ("import numpy", "import numpy"),
-        ("import crs.cli, parser", "import crs.cli; crs.cli._parser(['plan'])"),
+        ("import crs.programs.cli, parser", "import crs.programs.cli; crs.programs.cli._parser(['plan'])"),
     ):
         seconds, cpu, _, _ = whole_process(["-c", code], repeat)
         print(f"   {what}: {seconds:.3f} s wall, {cpu:.3f} s CPU")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crs import cli  # noqa: E402
+from crs.programs import cli  # noqa: E402
 
 TRACES = ("bitbrains", "planetlab", "google")
 NODES = (12, 24)

@@ -11,11 +11,9 @@ node; they are named, not placed.
 
 from __future__ import annotations
 
-import argparse
-import json
 from collections import ChainMap
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,7 +21,6 @@ from .fits import Commitment, Limits, committed, guest_cores, refusal
 from .model import Guest, Node, Snapshot
 from .placement import EXACT_TOPSIS_CELLS, Occupancy, select_node
 from .rules import CompiledRules, compile_rules
-from .snapshot import load_file
 from .usage import counted_demand, counted_nodes
 
 NOT_RECOVERED = frozenset({"disabled", "ignored"})  # Proxmox recovers started and stopped guests alike
@@ -327,26 +324,3 @@ def _severity(loss: NodeLoss | LossVerdict) -> tuple[int, float]:
     """Lost guests first, then the worst overload."""
     worst = max((max(load.memory, load.cpu) for load in loss.overloaded), default=0.0)
     return len(loss.lost), worst
-
-
-# -- `python -m crs n1 SNAPSHOT [--json]` (registered in crs.cli) -----------------------------
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("snapshot", help="crs-snapshot/1 JSON file")
-    parser.add_argument("--json", action="store_true", help="print every loss as JSON")
-    parser.add_argument("--cpu-overcommit", type=float, default=Limits().cpu_overcommit, help="cores per CPU thread")
-    parser.add_argument("--memory-reserve", type=float, default=0.0, help="bytes kept free on every node")
-
-
-def run(args: argparse.Namespace) -> int:
-    report = n1(load_file(args.snapshot), Limits(args.memory_reserve, args.cpu_overcommit))
-    if args.json:
-        body = {"survives": report.survives, "verdict": report.verdict, "losses": [asdict(x) for x in report.losses]}
-        print(json.dumps(body, indent=2))
-        return 0
-    for loss in report.losses:
-        placed = ", ".join(f"{r.sid} -> {r.target or 'none (' + r.why_lost + ')'}" for r in loss.recoveries)
-        print(f"losing {loss.node}: {loss.summary()}" + (f" ({placed})" if placed else ""))
-    print(report.verdict)
-    return 0

@@ -13,7 +13,7 @@ from django.db import transaction
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, live
+from . import expiry
 from .models import AuditEvent, Cluster
 from .sources import opened_source
 
@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 
 def stop(cluster: Cluster, actor) -> dict:
-    """Stop the cluster; what it did: the approved migrations expired, the running ones asked to abort."""
+    """Stop the cluster; what it did: the approved migrations expired (the caller pushes them to the
+    live pages), the running ones asked to abort."""
     with transaction.atomic():
         if Cluster.objects.filter(pk=cluster.pk, stopped=False).update(stopped=True) == 0:
             return {"expired": [], "aborted": [], "abort_errors": []}
@@ -29,8 +30,6 @@ def stop(cluster: Cluster, actor) -> dict:
     aborted, errors = abort_running(cluster)
     details = {"expired": expired, "aborted": aborted, "abort_errors": errors}
     AuditEvent.objects.create(actor=actor, action="emergency-stop", cluster=cluster, details=details)
-    for pk in expired:
-        live.push_migration(pk)
     return details
 
 

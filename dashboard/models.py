@@ -925,8 +925,8 @@ class Blackout(models.Model):
             raise ValidationError({"ends_at": "ends_at must be after starts_at"})
 
 
-# The API token model lives beside its authentication (dashboard/tokens.py, which imports
-# nothing of this module); imported here so Django finds it.
+# The API token model lives in dashboard/tokens.py (which imports nothing of this module),
+# beside the token's issue and lookup; imported here so Django finds it.
 from .tokens import ApiToken  # noqa: E402, F401
 
 

@@ -14,7 +14,6 @@ from celery import shared_task
 from django.db.models import Q
 from django.utils import timezone
 
-from . import live
 from .models import Cluster, Migration, Round
 
 AFTER = {"observed_5m": timedelta(minutes=5), "observed_1h": timedelta(hours=1)}
@@ -33,7 +32,8 @@ def first_round_after(cluster_id: int, moment) -> float | None:
 def measure(cluster_id: int, now=None) -> list[int]:
     """Fill in the outcomes whose moment has passed (called after every round). Each figure is
     written once, by a conditional UPDATE, so two workers measuring at once agree. Returns
-    the migrations it measured (pushed to the page). `now`: the clock, for replaying history."""
+    the migrations it measured, once each (the round's task pushes them to the page).
+    `now`: the clock, for replaying history."""
     now = now or timezone.now()
     measured = []
     for field, delay in AFTER.items():
@@ -50,9 +50,7 @@ def measure(cluster_id: int, now=None) -> list[int]:
                 **{field: value}
             ):
                 measured.append(pk)
-    for pk in dict.fromkeys(measured):
-        live.push_migration(pk)
-    return measured
+    return list(dict.fromkeys(measured))
 
 
 def change(before: float, after: float | None) -> float | None:

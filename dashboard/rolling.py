@@ -24,7 +24,7 @@ UPDATEs, so it survives a restart of the web and the worker, and two workers run
 once (a round and a request) take each step once: the side effects (maintenance.enter and
 leave) are safe to repeat, and only the caller whose UPDATE took the step audits it.
 
-Its API and page are dashboard/rolling_api.py's: they queue tasks, and tasks call this module.
+Its API and page are dashboard/api/rolling.py's: they queue tasks, and tasks call this module.
 """
 
 from dataclasses import dataclass

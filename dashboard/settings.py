@@ -230,7 +230,7 @@ SECURE_CSP = {
 }
 
 ROOT_URLCONF = "dashboard.urls"
-CSRF_FAILURE_VIEW = "dashboard.errors.csrf_failure"  # JSON under /api/
+CSRF_FAILURE_VIEW = "dashboard.pages.errors.csrf_failure"  # JSON under /api/
 ASGI_APPLICATION = "dashboard.asgi.application"
 TEMPLATES = [
     {
@@ -247,15 +247,15 @@ TEMPLATES = [
     },
 ]
 
-# The REST API (dashboard/api.py): tokens or the session, the roles' permissions, errors naming the field.
+# The REST API (dashboard/api/views.py): tokens or the session, the roles' permissions, errors naming the field.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "dashboard.tokens.TokenAuthentication",
+        "dashboard.api.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_SCHEMA_CLASS": "dashboard.api_schema.Schema",
+    "DEFAULT_SCHEMA_CLASS": "dashboard.api.schema.Schema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
@@ -314,9 +314,9 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         # redis-py's async pool refuses (not queues) past max_connections, 100 by default; every
         # page's join is a command, and after a web restart all pages reconnect at once.
-        # Pub/sub: one publish per event, fanned out inside each web process (dashboard/layers.py).
+        # Pub/sub: one publish per event, fanned out inside each web process (dashboard/live/layers.py).
         "default": {
-            "BACKEND": "dashboard.layers.RedisBroadcastChannelLayer",
+            "BACKEND": "dashboard.live.layers.RedisBroadcastChannelLayer",
             # socket_timeout: redis-py 8 gives every socket 5 s, exactly channels-redis's blocking
             # read (brpop_timeout, 5 s) of its list layer; each idle read then raced the timeout
             # and the consumer's socket closed with 1011 every 10-19 s. A silent dead server is
@@ -336,7 +336,7 @@ if REDIS_URL:
     }
     CELERY_BROKER_URL = REDIS_URL
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.layers.ThreadSafeInMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.live.layers.ThreadSafeInMemoryChannelLayer"}}
     CELERY_BROKER_URL = "memory://"
 
 CELERY_TASK_IGNORE_RESULT = True
@@ -370,7 +370,7 @@ CRS_ADMIN_PASSWORD = os.environ.get("CRS_ADMIN_PASSWORD", "")
 # API token can stay out of the database; a cluster's own source settings override them.
 CRS_PVE_DEFAULTS = crs.sources.proxmox.config_from_env(os.environ)
 
-# /metrics (dashboard/metrics.py): open to these networks (loopback by default) and to this bearer token.
+# /metrics (dashboard/api/metrics.py): open to these networks (loopback by default) and to this bearer token.
 CRS_METRICS_ALLOW = env_networks("CRS_METRICS_ALLOW", "127.0.0.0/8,::1")
 CRS_METRICS_TOKEN = os.environ.get("CRS_METRICS_TOKEN", "")
 

@@ -25,7 +25,8 @@ from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import capacity, expiry, ha, history, live, notify, outcomes, power, rolling, rounds, whatif, windows
+from . import capacity, expiry, ha, history, notify, outcomes, power, rolling, rounds, whatif, windows
+from .live import sender as live
 from .models import Cluster, Migration
 from .sources import opened_source
 
@@ -129,7 +130,8 @@ def balancing_round(cluster_id: int) -> None:
         Cluster.objects.release_round(cluster_id)
     requeue_stalled(cluster_id)
     refollow_unfollowed(cluster_id)
-    outcomes.measure(cluster_id)  # this round may be the measurement a finished move waited for
+    for pk in outcomes.measure(cluster_id):  # this round may be the measurement a finished move waited for
+        live.push_migration(pk)
     rolling_round(cluster_id)  # on this round's snapshot: a node drained or back takes its next step
     power_round(cluster_id)  # and a node emptied for a power-down is shut down or waits to be
 

@@ -27,7 +27,7 @@ DATABASES = {
     else sqlite_config(VAR_DIR / "test.sqlite3")
 }
 REDIS_URL = ""
-CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.layers.ThreadSafeInMemoryChannelLayer"}}
+CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.live.layers.ThreadSafeInMemoryChannelLayer"}}
 CELERY_BROKER_URL = "memory://"
 AXES_ENABLED = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests

@@ -2,21 +2,13 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import (
-    audit,
-    capacity_api,
-    capacity_views,
-    guests,
-    ha_api,
-    ha_views,
-    metrics,
-    rolling_api,
-    snapshots,
-    tokens,
-    views,
-    whatif,
-    windows,
-)
+from .api import capacity as capacity_api
+from .api import ha as ha_api
+from .api import metrics
+from .api import rolling as rolling_api
+from .pages import audit, guests, snapshots, tokens, views, whatif, windows
+from .pages import capacity as capacity_views
+from .pages import ha as ha_views
 
 app_patterns = [
     path("", views.home, name="home"),
@@ -60,15 +52,15 @@ app_patterns = [
     path("clusters/<int:pk>/capacity/power/<str:what>", capacity_views.power_act, name="power"),
 ]
 
-handler400 = "dashboard.errors.bad_request"
-handler403 = "dashboard.errors.forbidden"
-handler404 = "dashboard.errors.not_found"
-handler500 = "dashboard.errors.server_error"
+handler400 = "dashboard.pages.errors.bad_request"
+handler403 = "dashboard.pages.errors.forbidden"
+handler404 = "dashboard.pages.errors.not_found"
+handler500 = "dashboard.pages.errors.server_error"
 
 urlpatterns = [
     path("", include((app_patterns, "dashboard"))),
     path("healthz", views.healthz, name="healthz"),
-    path("api/", include("dashboard.api")),
+    path("api/", include("dashboard.api.views")),
     path("api/v1/", include((ha_api.router.urls, "api-ha"))),
     path("api/v1/", include((rolling_api.router.urls, "api-rolling"))),
     path("api/v1/", include((capacity_api.router.urls, "api-capacity"))),

@@ -13,10 +13,7 @@ from datetime import timedelta
 
 import numpy as np
 from django import forms
-from django.contrib.auth.decorators import permission_required
-from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET
 
 import crs.balancer
 import crs.model
@@ -199,30 +196,3 @@ def recorded(cluster: Cluster, since) -> dict:
         "moves": cluster.migrations.filter(started_at__gte=since).count(),
         "p90_imbalance": float(np.percentile(values, 90)) if values else None,
     }
-
-
-# -- the page ----------------------------------------------------------------------------------------
-
-
-@require_GET
-@permission_required("dashboard.view_cluster", raise_exception=True)
-def page(request, pk):
-    """Both methods on the latest snapshot, and the form that replays other settings (whatif.js runs it)."""
-    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
-    try:
-        snapshot = cluster.latest_snapshot()
-    except CrsError:
-        snapshot = None
-    latest = cluster.whatifs.values_list("pk", flat=True).first()
-    return render(
-        request,
-        "dashboard/whatif.html",
-        {
-            "cluster": cluster,
-            "policy": cluster.policy,
-            "methods": compare_methods(snapshot) if snapshot else None,
-            "periods": list(PERIODS),
-            "latest": latest,
-            "can_run": request.user.has_perm("dashboard.approve_migration"),
-        },
-    )

@@ -1,5 +1,5 @@
 // The live page: fetches the history once the WebSocket listens, then applies the events
-// the server pushes over it (see dashboard/live.py for their shape). No polling.
+// the server pushes over it (see dashboard/live/sender.py for their shape). No polling.
 // Times go through times.js: the browser's time zone, labelled, UTC in the tooltip.
 "use strict";
 

@@ -78,7 +78,7 @@ def test_n1_keeps_room_to_recover_any_one_node():
 def test_the_command_line_answers_in_crs_capacity_1(tmp_path, capsys):
     import json
 
-    from crs.cli import main
+    from crs.programs.cli import main
     from crs.snapshot import to_dict
 
     nodes = tuple(Node(name, 16, 64 * GIB) for name in ("a", "b", "c"))

@@ -95,7 +95,7 @@ def test_unreadable_and_non_json_files_exit_2(tmp_path):
 
 def test_engine_imports_no_web_code():
     code = (
-        "import sys, crs.cli, crs.balancer, crs.sources; "
+        "import sys, crs.programs.cli, crs.balancer, crs.sources; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'django', 'celery', 'channels'}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

@@ -8,9 +8,9 @@ import pytest
 from engine_clusters import GIB, node, snapshot, vm
 from proxmox_replay import FIXTURES, Manager, load
 
-from crs.cli import main
 from crs.fits import Limits
 from crs.n1 import lose, n1
+from crs.programs.cli import main
 
 
 def cluster(guests_per_node=3, memory_gib=32, rules=(), extra=()):

@@ -7,11 +7,11 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from crs import cli
 from crs.balancer import plan, run_round
 from crs.decision import RoundState
 from crs.errors import CrsError, RuleError, SnapshotError
 from crs.fields import read_json, shown
+from crs.programs import cli
 from crs.snapshot import MAX_BYTES, MAX_CPUS, _guests_in_array_passes, _parse_guest, parse, to_dict
 
 GOOD = {

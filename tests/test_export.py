@@ -3,7 +3,7 @@
 import json
 
 from crs import snapshot as contract
-from crs.cli import main
+from crs.programs.cli import main
 
 
 def test_exported_simulator_snapshot_can_be_planned(tmp_path, capsys):

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from crs.cli import main
 from crs.model import Settings
+from crs.programs.cli import main
 from crs.replay import Migration, ping_pongs, replay, summary
 from crs.sources.trace import load as load_trace
 

@@ -4,9 +4,9 @@ import gzip
 import json
 
 from crs.capacity import Size
-from crs.cli import main
 from crs.fits import Limits
 from crs.model import Settings
+from crs.programs.cli import main
 from crs.replay import START, power_summary, run
 from crs.replay_power import Power
 from crs.sources.simulator import Simulator, parse_config

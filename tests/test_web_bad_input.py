@@ -164,7 +164,7 @@ def test_a_server_error_on_the_api_is_json(admin, collected, monkeypatch):
     def broken(cluster, rounds_shown):
         raise RuntimeError("the history table is unreadable")
 
-    monkeypatch.setattr("dashboard.views.live.history", broken)
+    monkeypatch.setattr("dashboard.pages.views.live.history", broken)
     client = Client(raise_request_exception=False)
     client.force_login(admin)
     response = client.get(reverse("dashboard:api-cluster", args=[collected.pk]))

@@ -12,7 +12,7 @@ from conftest import wait_until
 from django.urls import reverse
 from test_web_tasks import worker  # noqa: F401 (a fixture)
 
-from dashboard import live
+from dashboard.live import sender as live
 from dashboard.models import AuditEvent, Cluster, HaRule, RebalanceOptOut
 from dashboard.tasks import balancing_round, collect
 

@@ -6,7 +6,7 @@ import asyncio
 
 from redis.connection import parse_url
 
-from dashboard.layers import RedisBroadcastChannelLayer
+from dashboard.live.layers import RedisBroadcastChannelLayer
 from dashboard.settings import channel_prefix
 
 

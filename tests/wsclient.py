@@ -52,6 +52,10 @@ class Client:
 
     async def receive_json(self) -> dict:
         """The next text message, decoded; ConnectionError when the server closes."""
+        return json.loads(await self.receive_text())
+
+    async def receive_text(self) -> bytes:
+        """The next text message as it came (UTF-8); ConnectionError when the server closes."""
         while True:
             head = await self.reader.readexactly(2)
             opcode, length = head[0] & 0x0F, head[1] & 0x7F
@@ -66,7 +70,7 @@ class Client:
             if opcode == 0x9:  # ping: answer as a browser does, or the server drops the socket
                 await self.send_frame(0xA, payload)
             if opcode == 0x1:
-                return json.loads(payload)
+                return payload
 
     async def send_frame(self, opcode: int, payload: bytes) -> None:
         """One final frame, masked as a client's must be (short payloads only: pongs)."""

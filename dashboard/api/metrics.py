@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from .models import Cluster, Migration
+from ..models import Cluster, Migration
 
 # Migrations take seconds (a container) to many minutes (a VM with much memory).
 DURATION_BUCKETS = [5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600]

@@ -21,8 +21,8 @@ import crs.snapshot
 from crs.errors import CrsError, SnapshotError
 from crs.fields import read_json
 
-from . import ha
-from .models import AuditEvent, Cluster, Policy
+from .. import ha
+from ..models import AuditEvent, Cluster, Policy
 
 MAX_UPLOAD_BYTES = 20 * 2**20
 MAX_PLAN_STEPS = 20

@@ -18,11 +18,13 @@ from django.views.decorators.http import require_GET, require_POST
 import crs.model
 from crs.fields import read_json
 
-from . import emergency, history, live, outcomes, plans, windows
-from .forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
-from .models import Cluster, Migration
-from .pressure import pressure_context
-from .tasks import execute
+from .. import emergency, history, outcomes, plans
+from ..forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
+from ..live import sender as live
+from ..models import Cluster, Migration
+from ..pressure import pressure_context
+from ..tasks import execute
+from . import windows
 
 
 def api(permission: str):
@@ -248,7 +250,10 @@ def emergency_stop(request, pk=None):
     answer = {}
     for cluster in clusters:
         if wanted == "1":
-            answer[cluster.name] = {"stopped": True, **emergency.stop(cluster, request.user)}
+            stopped = emergency.stop(cluster, request.user)
+            for expired in stopped["expired"]:
+                live.push_migration(expired)
+            answer[cluster.name] = {"stopped": True, **stopped}
         else:
             emergency.lift(cluster, request.user)
             answer[cluster.name] = {"stopped": False}

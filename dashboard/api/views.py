@@ -37,10 +37,11 @@ from rest_framework_dataclasses.serializers import DataclassSerializer
 import crs.happiness
 import crs.model
 
-from . import history, live, maintenance, outcomes, tasks, whatif, windows
-from .audit import AuditFilterForm
-from .forms import POLICY_FIELDS, PolicyApiForm, RejectForm, json_type_errors
-from .models import (
+from .. import history, maintenance, outcomes, tasks, whatif, windows
+from ..audit import AuditFilterForm
+from ..forms import POLICY_FIELDS, PolicyApiForm, RejectForm, json_type_errors
+from ..live import sender as live
+from ..models import (
     EVENTS,
     AuditEvent,
     Blackout,
@@ -53,9 +54,9 @@ from .models import (
     WhatIf,
     weekdays,
 )
-from .notify import DeliveryFailed, send_test
-from .tokens import DEFAULT_LIFETIME, ApiToken
-from .views import approve_migration, decision_conflict, reject_migration
+from ..notify import DeliveryFailed, send_test
+from ..pages.views import approve_migration, decision_conflict, reject_migration
+from ..tokens import DEFAULT_LIFETIME, ApiToken
 
 # --- the schema's query parameters ----------------------------------------------------------------
 

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import snapshot as contract
-from .sources import KINDS, open_source
-from .sources.config import ConfigError
+from .. import snapshot as contract
+from ..sources import KINDS, open_source
+from ..sources.config import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     """Refusals (bad config or settings, unreachable source) are reported by the CLI, exit 2."""
     config = _config(args.config)
     if args.kind == "proxmox":
-        from .sources.proxmox import config_from_env
+        from ..sources.proxmox import config_from_env
 
         config = config_from_env(os.environ) | config
     snap = open_source(args.kind, config, None).collect(time.time())

@@ -1,6 +1,6 @@
 """Rolling maintenance from the API (/api/v1/clusters/{id}/rolling/…) and its page (dashboard/rolling.py decides).
 
-Its own router beside api.py's and ha_api.py's under /api/v1/. Bad input answers 400 under the
+Its own router beside views.py's and ha.py's under /api/v1/. Bad input answers 400 under the
 field's name, a request the rolling maintenance's state refuses 409; every change queues its
 next step at once (tasks.rolling_round) rather than waiting for the next round.
 """
@@ -20,9 +20,10 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from . import live, rolling, tasks
-from .api import ApiViewSet
-from .models import Cluster
+from .. import rolling, tasks
+from ..live import sender as live
+from ..models import Cluster
+from .views import ApiViewSet
 
 CONFLICT = OpenApiResponse(description="Not possible in the rolling maintenance's state: `detail` says why.")
 

@@ -13,15 +13,17 @@ import sys
 import time
 from typing import Any, cast
 
-from . import balancer, capacity, export, n1, options, placement, replay, snapshot
-from .decision import RoundResult
-from .errors import CrsError
-from .fits import Limits
-from .model import METHODS, MODES, OBJECTIVES, SCALES, Settings, Snapshot
-from .replay_power import Power
-from .sources import trace
-from .sources.config import ConfigError
-from .sources.simulator import Simulator, parse_config
+from .. import balancer, placement, replay, snapshot
+from ..capacity import parse_size
+from ..decision import RoundResult
+from ..errors import CrsError
+from ..fits import Limits
+from ..model import METHODS, MODES, OBJECTIVES, SCALES, Settings, Snapshot
+from ..replay_power import Power
+from ..sources import trace
+from ..sources.config import ConfigError
+from ..sources.simulator import Simulator, parse_config
+from . import capacity, export, n1, options
 
 # The planner's settings `crs replay` takes as flags.
 PLAN_SETTINGS = {"moves_per_round": int, "target_imbalance": float, "load_floor": float}
@@ -219,8 +221,8 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--power-size",
-        type=capacity.parse_size,
-        default=capacity.parse_size(POWER_SIZE),
+        type=parse_size,
+        default=parse_size(POWER_SIZE),
         help=f"hsqueeze's standard guest, room is counted in these (default {POWER_SIZE}, the dashboard's medium)",
     )
     parser.add_argument(

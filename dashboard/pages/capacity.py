@@ -10,10 +10,10 @@ from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from . import capacity, maintenance, power, tasks
-from .ha import Refused
-from .ha_views import _listed
-from .models import Cluster
+from .. import capacity, maintenance, power, tasks
+from ..ha import Refused
+from ..models import Cluster
+from .ha import _listed
 
 REASONS = {
     "memory": "memory (RAM less reserve)",

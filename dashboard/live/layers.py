@@ -13,9 +13,11 @@ import asyncio
 import logging
 import uuid
 
-from channels.layers import InMemoryChannelLayer
+import redis
+from asgiref.sync import async_to_sync
+from channels.layers import BaseChannelLayer, InMemoryChannelLayer
 from channels_redis.pubsub import RedisPubSubChannelLayer, RedisPubSubLoopLayer, RedisSingleShardConnection
-from channels_redis.utils import _wrap_close, create_pool, decode_hosts
+from channels_redis.utils import _consistent_hash, _wrap_close, create_pool, decode_hosts
 from redis import asyncio as aioredis
 from redis.asyncio.client import PubSub
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -73,12 +75,29 @@ class RedisBroadcastChannelLayer(RedisPubSubChannelLayer):
       meanwhile a join is refused, as it was with the list layer.
     """
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._publishers: dict[str, redis.Redis] = {}  # address -> client, for group_send_blocking
+
     def _get_layer(self):
         loop = asyncio.get_running_loop()
         if loop not in self._layers:
             self._layers[loop] = BroadcastLoopLayer(*self._args, **self._kwargs, channel_layer=self)
             _wrap_close(self, loop)
         return self._layers[loop]
+
+    def group_send_blocking(self, group: str, message: dict) -> None:
+        """group_send for synchronous code (the worker's pushes): the same PUBLISH on one Redis
+        connection kept by the process. Through async_to_sync every push made a thread and an
+        event loop, hence a layer and a Redis connection of its own (they are kept per loop),
+        and closed them again: 2-24 ms before the event left the worker (bench/README.md)."""
+        hosts = decode_hosts(self._kwargs.get("hosts"))
+        channel = f"{self._kwargs.get('prefix', 'asgi')}__group__{group}"  # RedisPubSubLoopLayer's name
+        host = hosts[_consistent_hash(channel, len(hosts))]
+        if host["address"] not in self._publishers:
+            options = {key: value for key, value in host.items() if key != "address"}
+            self._publishers[host["address"]] = redis.Redis.from_url(host["address"], **options)
+        self._publishers[host["address"]].publish(channel, self.serialize(message))
 
 
 LOST = {"type": "layer.lost"}
@@ -144,3 +163,12 @@ class WatchedPubSub(PubSub):
                 self.broken = True
                 self.lost()
             raise
+
+
+def group_send_blocking(layer: BaseChannelLayer, group: str, message: dict) -> None:
+    """Send to a group from synchronous code, whichever the layer: the Redis layer publishes
+    on a connection it keeps; the in-memory one runs its group_send on the server's loop."""
+    if isinstance(layer, RedisBroadcastChannelLayer):
+        layer.group_send_blocking(group, message)
+    else:
+        async_to_sync(layer.group_send)(group, message)

@@ -9,8 +9,8 @@ from django.contrib.auth.decorators import permission_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from . import ha
-from .models import Cluster, HaRule
+from .. import ha
+from ..models import Cluster, HaRule
 
 SEPARATORS = re.compile(r"[\s,]+")
 

@@ -13,7 +13,7 @@ import crs.fits
 import crs.usage
 from crs.model import Snapshot
 
-from .models import Cluster, Migration
+from ..models import Cluster, Migration
 
 GIB = 2**30
 STATE_WORDS = {"started": "running", "request_stop": "stopping", "migrate": "migrating", "relocate": "relocating"}

@@ -1,7 +1,7 @@
 """The REST API of capacity and power (/api/v1/clusters/{id}/capacity/, …/capacity-settings/,
 …/power-down/ and …/power-down/standby/).
 
-Its own router beside ha_api's under /api/v1/: the serializers check the JSON types (each
+Its own router beside ha.py's under /api/v1/: the serializers check the JSON types (each
 error under its field's name); capacity.py checks the bounds, as the page does.
 """
 
@@ -15,10 +15,10 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from . import capacity, maintenance, power, tasks
-from .api import ApiViewSet
-from .ha import Refused
-from .models import Cluster
+from .. import capacity, maintenance, power, tasks
+from ..ha import Refused
+from ..models import Cluster
+from .views import ApiViewSet
 
 
 class SizeSerializer(serializers.Serializer):

@@ -1,7 +1,7 @@
 """The REST API of HA rules, auto-rebalance opt-outs and the N+1 verdict (/api/v1/, dashboard/ha.py).
 
-Its own router, included beside api.py's under the same /api/v1/ prefix: the serializers
-check the JSON types (each error under its field's name); ha.py checks the rest, as the
+Its own router, included beside views.py's under the same /api/v1/ prefix: the serializers
+check the JSON types (each error under its field's name); the domain's ha.py checks the rest, as the
 page and the admin do.
 """
 
@@ -15,9 +15,9 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from . import ha, violations
-from .api import ApiViewSet, filtered, form_parameters
-from .models import Cluster, HaRule, RebalanceOptOut
+from .. import ha, violations
+from ..models import Cluster, HaRule, RebalanceOptOut
+from .views import ApiViewSet, filtered, form_parameters
 
 CONFLICT = OpenApiResponse(
     description="Not editable here (a Proxmox cluster's rules) or no snapshot yet: `cluster` says why."

@@ -9,7 +9,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .replay import Replay, ping_pongs, summary
+from ..replay import Replay, ping_pongs, summary
 
 
 def write_html(result: Replay, path: str) -> None:

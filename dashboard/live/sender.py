@@ -9,13 +9,13 @@ import logging
 import time
 from datetime import timedelta
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from .models import Cluster, Migration, Round
+from ..models import Cluster, Migration, Round
+from .layers import group_send_blocking
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def push(cluster_id: int, payload: dict) -> None:
     # Encoded once here, not once per page: the consumers pass the text on as it is.
     text = json.dumps({**payload, "sent_at": time.time()})  # sent_at: bench/latency.py times round → browser
     try:
-        async_to_sync(get_channel_layer().group_send)(group_name(cluster_id), {"type": "cluster.event", "text": text})
+        group_send_blocking(get_channel_layer(), group_name(cluster_id), {"type": "cluster.event", "text": text})
     except (OSError, RedisError) as exc:
         log.warning("cluster %s: live update not sent (pages catch up on reconnect): %s", cluster_id, exc)
 

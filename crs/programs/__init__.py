@@ -1,0 +1,1 @@
+"""The command-line programs (`python -m crs ...`): parse, call the engine, print."""

@@ -1,0 +1,1 @@
+"""Live push: the WebSocket consumer, the one sender, the channel layers, the routing."""

@@ -1,0 +1,93 @@
+"""The folders keep the shape DESIGN.md ("How it grows") gives them: imports run one way.
+
+The web side is split by what admins see: the domain in `dashboard/` (models, rounds, plans,
+expiry, windows, …), the pages in `dashboard/pages/`, the REST API in `dashboard/api/`, live push
+in `dashboard/live/`. Pages, API and live use the domain; the domain never uses them, so a
+change to a page cannot break a round. The engine `crs/` uses neither Django nor the dashboard.
+Read from the source with `ast`, so an import added inside a function is caught too.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FACES = ("dashboard.pages", "dashboard.api", "dashboard.live")  # what admins see: pages, API, live push
+# The Django project's wiring, which names every part to serve it.
+WIRING = {"dashboard.urls", "dashboard.asgi", "dashboard.settings", "dashboard.test_settings"}
+# Celery tasks are the domain's one way to push: a thin task calls the engine, persists, then
+# pushes what changed to the live pages (DESIGN.md: "thin tasks ... persist, then push").
+PUSHERS = {"dashboard.tasks": ("dashboard.live.sender",)}
+
+
+def is_package(module: str) -> bool:
+    return (ROOT / module.replace(".", "/") / "__init__.py").exists()
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path) -> set[str]:
+    """Every module `path` imports, relative imports resolved, `from X import y` counted as X.y too
+    (y may be a module); packages left out: their `__init__.py` holds only a docstring."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            found.add(module)
+            found |= {f"{module}.{alias.name}" for alias in node.names}
+    return {m for m in found if not is_package(m)}  # `from .live import sender` imports live/sender.py
+
+
+def modules(folder: str) -> list[Path]:
+    return sorted(p for p in (ROOT / folder).rglob("*.py") if "migrations" not in p.parts)
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def domain(path: Path) -> bool:
+    name = module_name(path)
+    return name not in WIRING and not any(within(name, face) for face in FACES)
+
+
+@pytest.mark.parametrize("path", [p for p in modules("dashboard") if domain(p)], ids=module_name)
+def test_the_domain_never_imports_pages_api_or_live_push(path):
+    allowed = PUSHERS.get(module_name(path), ())
+    wrong = sorted(
+        m for m in imported(path) if any(within(m, face) for face in FACES) and not any(within(m, a) for a in allowed)
+    )
+    assert not wrong, f"{module_name(path)} (domain) imports {wrong}: pages, API and live push use the domain, not back"
+
+
+@pytest.mark.parametrize("path", modules("crs"), ids=module_name)
+def test_the_engine_imports_neither_django_nor_the_dashboard(path):
+    wrong = sorted(m for m in imported(path) if m.split(".")[0] in {"django", "dashboard", "celery", "channels"})
+    assert not wrong, f"{module_name(path)} imports {wrong}: the engine is pure"
+
+
+def math(path: Path) -> bool:
+    return module_name(path) != "crs.__main__" and not within(module_name(path), "crs.programs")
+
+
+@pytest.mark.parametrize("path", [p for p in modules("crs") if math(p)], ids=module_name)
+def test_the_engine_math_never_imports_the_command_line_programs(path):
+    wrong = sorted(m for m in imported(path) if within(m, "crs.programs"))
+    assert not wrong, f"{module_name(path)} imports {wrong}: the programs call the engine, not back"
+
+
+def test_the_check_sees_a_wrong_import():
+    """The checks above would pass on an empty list: this one proves `imported` finds what they look for."""
+    paths = {p.name: p for p in modules("dashboard")}
+    assert "dashboard.live.sender" in imported(paths["tasks.py"])
+    assert "dashboard.models.Cluster" in imported(ROOT / "dashboard/pages/views.py")
+    assert len([p for p in modules("dashboard") if domain(p)]) > 20
