@@ -327,6 +327,54 @@ def wait_until(predicate, timeout=60.0, step=0.1):
     raise TimeoutError(f"not true after {timeout} s: {predicate.__doc__ or predicate}")
 
 
+def keep_collecting(cluster):
+    """A predicate's helper: a collect (and so a round) about every second, as beat would queue them."""
+    from dashboard.tasks import collect
+
+    last = [0.0]
+
+    def tick():
+        if time.monotonic() - last[0] > 1.0:
+            last[0] = time.monotonic()
+            collect.delay(cluster.pk)
+
+    return tick
+
+
+def race(action, timeout: float) -> None:
+    """Run `action` in two threads released at once (two workers at the same step), each with its
+    own database connection, closed after."""
+    import threading
+
+    from django.db import connection
+
+    barrier = threading.Barrier(2)
+
+    def run():
+        barrier.wait()
+        try:
+            action()
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+
+
+@pytest.fixture
+def pve(tmp_path):
+    """The fake PVE over HTTPS (tests/fakepve.py) serving its recorded cluster; stopped after."""
+    from fakepve import FakePve
+
+    fake = FakePve(tmp_path)
+    fake.port = fake.start()
+    yield fake
+    fake.stop()
+
+
 def processes_of_a_stack(env: dict, name: str) -> tuple[int, list[subprocess.Popen]]:
     """The static files, then web (daphne), one supervised worker and supervised beat, as
     `make web`, `make worker` and `make beat` start them, on `env`'s database and Redis (an

@@ -4,20 +4,12 @@ import json
 import math
 
 import pytest
-from fakepve import TOKEN, FakePve
+from fakepve import TOKEN
 
 from crs.sources import ConfigError, SourceError, open_source
 from crs.sources.proxmox import config_from_env, parse_config
 
 T0 = 1_800_000_000.0
-
-
-@pytest.fixture
-def pve(tmp_path):
-    fake = FakePve(tmp_path)
-    fake.port = fake.start()
-    yield fake
-    fake.stop()
 
 
 def connect(pve, state=None, **config):

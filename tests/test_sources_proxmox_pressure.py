@@ -2,20 +2,12 @@
 migrate preconditions (where a VM may go, and whether it could be recovered elsewhere)."""
 
 import pytest
-from fakepve import RESPONSES, TOKEN, FakePve, recorded
+from fakepve import RESPONSES, TOKEN, recorded
 
 from crs.model import Pressure
 from crs.sources import open_source
 
 T0 = 1_800_000_000.0
-
-
-@pytest.fixture
-def pve(tmp_path):
-    fake = FakePve(tmp_path)
-    fake.port = fake.start()
-    yield fake
-    fake.stop()
 
 
 def connect(pve, state=None, **extra):

@@ -1,10 +1,8 @@
 """Maintenance from the API with a real worker: enter → evacuated → leave → failback; a rule
 violation becoming a priority-1 recommendation that takes over from a balancing plan."""
 
-import time
-
 import pytest
-from conftest import service_or_skip, set_policy, wait_until
+from conftest import keep_collecting, service_or_skip, set_policy, wait_until
 from test_web_tasks import worker  # noqa: F401 (a fixture)
 
 from crs import snapshot as contract
@@ -19,18 +17,6 @@ SETTLED = ("done", "failed", "expired")
 
 def url(cluster, what):
     return f"/api/v1/clusters/{cluster.pk}/maintenance/{what + '/' if what else ''}"
-
-
-def keep_collecting(cluster):
-    """A predicate's helper: a collect (and so a round) about every second, as beat would."""
-    last = [0.0]
-
-    def tick():
-        if time.monotonic() - last[0] > 1.0:
-            last[0] = time.monotonic()
-            collect.delay(cluster.pk)
-
-    return tick
 
 
 def on_node(cluster, node):

@@ -3,21 +3,19 @@ reads the state back from the HA status, and plans only the guests Proxmox leave
 
 import pytest
 from conftest import run_rounds
-from fakepve import TOKEN, FakePve
+from fakepve import TOKEN
 
 from dashboard.models import AuditEvent, Cluster, Migration
 from dashboard.tasks import collect
 
 
 @pytest.fixture
-def pve(tmp_path):
-    fake = FakePve(tmp_path)
-    fake.port = fake.start()
-    # node2 holds the HA guest vm:104 (Proxmox's to move) beside the non-HA vm:100 (the product's)
-    fake.entry("qemu/104")["node"] = "node2"
-    fake.services["vm:104"]["node"] = "node2"
-    yield fake
-    fake.stop()
+def pve(pve):
+    """conftest's fake PVE, where node2 holds the HA guest vm:104 (Proxmox's to move) beside the
+    non-HA vm:100 (the product's)."""
+    pve.entry("qemu/104")["node"] = "node2"
+    pve.services["vm:104"]["node"] = "node2"
+    return pve
 
 
 @pytest.fixture

@@ -4,14 +4,10 @@ is standby in the next snapshot (a simulated cluster stops at "power it off by h
 admin marks it standby); every refusal names its reason; the hourly capacity counts run in a
 task of their own, so a count stuck on its table never holds the next round up."""
 
-import threading
-import time
-
 import psycopg
 import pytest
-from conftest import shared_database_url, wait_until
-from django.db import connection
-from fakepve import TOKEN, FakePve
+from conftest import keep_collecting, race, shared_database_url, wait_until
+from fakepve import TOKEN
 from test_web_capacity import UNDERUSED, api
 from test_web_tasks import worker  # noqa: F401 (a fixture)
 
@@ -25,31 +21,10 @@ def power_down(client, cluster, node, what=""):
     return client.post(api(cluster, "")[: -len("capacity/")] + f"power-down/{what}", {"node": node}, "application/json")
 
 
-def collecting(cluster):
-    """A predicate's helper: a collect (and its round) now and then, as beat would queue them."""
-    last = [0.0]
-
-    def tick():
-        if time.monotonic() - last[0] > 1.0:
-            last[0] = time.monotonic()
-            collect.delay(cluster.pk)
-
-    return tick
-
-
 def trail(cluster, node):
     events = AuditEvent.objects.filter(cluster=cluster, action__startswith="power-down").order_by("pk")
     events = events | AuditEvent.objects.filter(cluster=cluster, action="maintenance-entered")
     return [(e.action, e.actor_name) for e in events.order_by("pk") if e.details.get("node") == node]
-
-
-@pytest.fixture
-def pve(tmp_path):
-    """The fake PVE; node2 holds only vm:100 (not HA): the product's to move."""
-    fake = FakePve(tmp_path)
-    fake.port = fake.start()
-    yield fake
-    fake.stop()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -75,7 +50,7 @@ def test_proxmox_node_is_emptied_shut_down_through_the_api_and_standby_in_the_ne
     assert power_down(admin_client, cluster, "node2").json()["power_downs"] == [down]  # safe to repeat
 
     pve.lrm_mode["node2"] = "maintenance"  # the admin ran it
-    tick = collecting(cluster)
+    tick = keep_collecting(cluster)
 
     def standby():
         """the power-down reached standby"""
@@ -123,7 +98,7 @@ def test_a_simulated_node_is_emptied_then_waits_to_be_powered_off_by_hand(admin_
 
     answer = admin_client.post(f"/clusters/{cluster.pk}/capacity/power/down", {"node": node})
     assert answer.status_code == 302
-    tick = collecting(cluster)
+    tick = keep_collecting(cluster)
 
     def emptied():
         """the power-down is emptied"""
@@ -222,7 +197,7 @@ def test_a_capacity_count_stuck_on_its_table_does_not_hold_the_next_round_up(wor
     cluster = Cluster.objects.create(name="quiet", source_kind="simulator", source_config=UNDERUSED)
     with psycopg.connect(shared_database_url()) as other:
         other.execute("LOCK TABLE dashboard_capacitysample IN EXCLUSIVE MODE")  # held until the block ends
-        tick = collecting(cluster)
+        tick = keep_collecting(cluster)
 
         def rounds():
             """three rounds while the count waits"""
@@ -250,20 +225,7 @@ def test_two_workers_moving_a_drained_power_down_on_at_once_shut_the_node_down_o
     pve.lrm_mode["node1"] = "maintenance"
     collect.apply(args=[cluster.pk])
     PowerDown.objects.create(cluster=cluster, node="node1")
-    barrier = threading.Barrier(2)
-
-    def advance():
-        barrier.wait()
-        try:
-            power.advance(cluster.pk)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=advance) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    race(lambda: power.advance(cluster.pk), 30)
     shutdowns = [r for r in pve.requests if r[:2] == ("POST", "nodes/node1/status")]
     assert shutdowns == [("POST", "nodes/node1/status", {"command": "shutdown"})]
     assert PowerDown.objects.get().state == "standby"

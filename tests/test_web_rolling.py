@@ -7,7 +7,7 @@ import time
 
 import pytest
 from celery import Celery
-from conftest import service_or_skip, set_policy, shared_database_url, single_worker, wait_until
+from conftest import race, service_or_skip, set_policy, shared_database_url, single_worker, wait_until
 from django.db.models import F
 from django.urls import reverse
 
@@ -211,26 +211,10 @@ def test_a_node_that_would_break_n1_is_flagged_and_goes_on_only_when_told(admin_
 
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_advancing_at_once_take_each_step_once(admin, collected):
-    import threading
-
-    from django.db import connection
-
     rolling.start(collected, ["node06"], 1, True, admin)
     RollingNode.objects.update(go_on=True, step="flagged")  # as after an admin's "go on anyway"
-    barrier, results = threading.Barrier(2), []
-
-    def advance():
-        barrier.wait()
-        try:
-            results.append(rolling.advance(collected.pk))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=advance) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    results = []
+    race(lambda: results.append(rolling.advance(collected.pk)), 60)
     assert sorted(results) == [False, True]
     assert steps(collected) == {"node06": "draining"}
     assert AuditEvent.objects.filter(action="rolling-step").count() == 1

@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from conftest import run_rounds, set_policy
-from fakepve import TOKEN, FakePve
+from fakepve import TOKEN
 
 from dashboard.models import AuditEvent, Blackout, ChangeWindow, Cluster, Migration
 from dashboard.tasks import collect
@@ -66,14 +66,6 @@ def test_manual_automation_is_never_held_nor_audited_as_held(cluster, django_cap
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
     assert Migration.objects.filter(cluster=cluster, state="suggested").exists()
     assert not AuditEvent.objects.filter(action="automation-held").exists()
-
-
-@pytest.fixture
-def pve(tmp_path):
-    fake = FakePve(tmp_path)
-    fake.port = fake.start()
-    yield fake
-    fake.stop()
 
 
 def proxmox_cluster(pve):
