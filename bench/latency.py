@@ -1,14 +1,16 @@
 """Round → browser latency with 1, 50 and 200 WebSocket clients, and the memory of each process.
 
-Starts the product as the Makefile does (Redis mode: daphne, a Celery worker and beat on
-PostgreSQL and Redis; embedded mode: runembedded), connects N logged-in WebSocket clients
-and times every round push from `live.push` (the payload's `sent_at`, just after the
-round commits) to its arrival at each client. Same host, so one clock.
+Starts the product as the Makefile does (Redis mode: daphne, a supervised Celery worker and
+beat on PostgreSQL and Redis, started by tests/stack.py as the distributed tests start them;
+embedded mode: runembedded), connects N logged-in WebSocket clients and times every round
+push from `live.push` (the payload's `sent_at`, just after the round commits) to its arrival
+at each client. Same host, so one clock.
 
     .venv/bin/python bench/latency.py [--mode redis|embedded] [--rounds 30]
         [--database-url postgres://postgres@127.0.0.1:5432/crs_bench] [--redis-url redis://127.0.0.1:6379/0]
 
-The Redis database given is flushed; the PostgreSQL database is dropped and recreated.
+The Redis database given is flushed; the PostgreSQL database is dropped and recreated. Server
+logs go to $TMPDIR/crs-bench/.
 """
 
 import argparse
@@ -18,67 +20,44 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from conftest import COLLECTSTATIC, free_port, fresh_database, start, stop, wait_for_port  # noqa: E402
+from stack import distributed_stack, free_port, fresh_database, start, stop, wait_for_port  # noqa: E402
 from wsclient import Client, login  # noqa: E402
 
 PASSWORD = "bench-password"
-BIN = Path(sys.executable).parent
 LOGS = Path(tempfile.gettempdir()) / "crs-bench"
 
 
-def redis_stack(args, port):
+@contextmanager
+def redis_stack(args):
+    """The distributed mode as the tests start it (tests/stack.py), on a fresh database and Redis."""
     import redis
 
     fresh_database(args.database_url)
     redis.Redis.from_url(args.redis_url).flushdb()
-    env = {
-        "DATABASE_URL": args.database_url,
-        "REDIS_URL": args.redis_url,
-        "CRS_ADMIN_PASSWORD": PASSWORD,
-        "CRS_SECRET_KEY": "bench-latency",
-    }
-    for setup in (["manage.py", "migrate", "--noinput"], COLLECTSTATIC, ["manage.py", "demo", "--round-interval", "1"]):
-        assert start(setup, env, LOGS / "setup.log").wait(600) == 0  # collectstatic compresses every file
-    return {
-        "web (daphne)": start(
-            [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"],
-            env,
-            LOGS / "web.log",
-        ),
-        "worker (celery)": start(
-            [str(BIN / "celery"), "-A", "dashboard", "worker", "-l", "warning"], env, LOGS / "worker.log"
-        ),
-        "beat (celery)": start(
-            [
-                str(BIN / "celery"),
-                "-A",
-                "dashboard",
-                "beat",
-                "-l",
-                "warning",
-                "--scheduler",
-                "django_celery_beat.schedulers:DatabaseScheduler",
-            ],
-            env,
-            LOGS / "beat.log",
-        ),
-    }
+    with distributed_stack(args.database_url, args.redis_url, PASSWORD, "latency", LOGS) as (url, processes):
+        yield url, dict(zip(("web (daphne)", "worker (celery)", "beat (celery)"), processes))
 
 
-def embedded_stack(args, port):
+@contextmanager
+def embedded_stack(args):
     env = {"DATABASE_URL": f"sqlite:///{LOGS}/bench.sqlite3", "REDIS_URL": "", "CRS_ADMIN_PASSWORD": PASSWORD}
     for path in LOGS.glob("bench.sqlite3*"):
         path.unlink()
-    return {
-        "runembedded": start(
-            ["manage.py", "runembedded", "--port", str(port), "--round-interval", "1"], env, LOGS / "embedded.log"
-        )
-    }
+    port = free_port()
+    process = start(
+        ["manage.py", "runembedded", "--port", str(port), "--round-interval", "1"], env, LOGS / "embedded.log"
+    )
+    try:
+        wait_for_port(port, process)
+        yield f"http://127.0.0.1:{port}", {"runembedded": process}
+    finally:
+        stop(process)
 
 
 async def measure(base_url: str, cookie: str, clients: int, rounds: int) -> list[float]:
@@ -152,12 +131,7 @@ def main() -> int:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     args = parser.parse_args()
     LOGS.mkdir(exist_ok=True)
-    port = free_port()
-    processes = (redis_stack if args.mode == "redis" else embedded_stack)(args, port)
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        first = next(iter(processes.values()))
-        wait_for_port(port, first)
+    with (redis_stack if args.mode == "redis" else embedded_stack)(args) as (base_url, processes):
         cookie = login(base_url, "admin", PASSWORD)
         print(f"mode {args.mode}, {args.rounds} rounds per client count, one round per second")
         print("| clients | pushes timed | median ms | p95 ms | max ms |")
@@ -170,9 +144,6 @@ def main() -> int:
         for name, process in processes.items():
             rss, pss = memory_mb(process.pid)
             print(f"| {name} | {rss:.0f} | {pss:.0f} |")
-    finally:
-        for process in processes.values():
-            stop(process)
     return 0
 
 

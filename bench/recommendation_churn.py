@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from conftest import free_port, start, stop, wait_for_port  # noqa: E402
+from stack import free_port, start, stop, wait_for_port  # noqa: E402
 from wsclient import login  # noqa: E402
 
 PASSWORD = "bench-password"

@@ -1,44 +1,18 @@
 """Fixtures for the web tests. Engine tests use none of them and need no database."""
 
 import os
-import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.parse
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from stack import ARTIFACTS, SINGLE_WORKER, drop_database, free_port, fresh_database, start, stop, wait_for_port
 
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = Path(__file__).parent / "artifacts"  # server logs, kept by CI
 REQUIRE_SERVICES = os.environ.get("CRS_TEST_REQUIRE_SERVICES", "") in ("1", "true")
 # Migrations of the test cluster take the simulator's minimum of one second.
 FAST_SIMULATOR = {"migration_mib_s": 1e9, "nodes": 6, "hot_nodes": 2}
-VENV_BIN = Path(sys.executable).parent
-# The commands of docker-compose.yml and the Makefile; the web's bind address and port vary.
-WEB = ["daphne", "-b", "0.0.0.0", "-p", "8000", "dashboard.asgi:application"]
-WORKER = ["celery", "-A", "dashboard", "worker", "-l", "info"]
-# Worker and beat run restarted when they stop, as `make worker`, `make beat` and the compose
-# restart policy do.
-SUPERVISE = [str(ROOT / "scripts" / "supervise")]
-# One worker process as the single-worker tests run it: the production command, one process,
-# no mingle/gossip chatter to wait for at start.
-SINGLE_WORKER = [str(VENV_BIN / WORKER[0]), *WORKER[1:], "--concurrency", "1", "--without-mingle", "--without-gossip"]
-# `make web` collects the static files (hashed, compressed) before daphne starts.
-COLLECTSTATIC = ["manage.py", "collectstatic", "--noinput", "-v", "0"]
-BEAT = [
-    "celery",
-    "-A",
-    "dashboard",
-    "beat",
-    "-l",
-    "info",
-    "--scheduler",
-    "django_celery_beat.schedulers:DatabaseScheduler",
-]
 
 
 def pytest_configure(config):
@@ -183,24 +157,6 @@ def migration_fields(migration) -> dict:
     return {name: getattr(migration, name) for name in names + ["relative_gain", "margin", "method"]}
 
 
-def fresh_database(url: str) -> None:
-    """Drop and create the PostgreSQL database named in `url` (for the server subprocesses)."""
-    import psycopg
-
-    parts = urllib.parse.urlsplit(url)
-    with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{parts.path.lstrip("/")}"')
-
-
-def drop_database(url: str) -> None:
-    import psycopg
-
-    parts = urllib.parse.urlsplit(url)
-    with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
-
-
 @contextmanager
 def own_database(suffix: str):
     """A database of its own on the test PostgreSQL server, made fresh and dropped afterwards."""
@@ -213,42 +169,6 @@ def own_database(suffix: str):
         drop_database(url)
 
 
-@contextmanager
-def distributed_stack(database_url: str, redis_url: str, password: str, name: str):
-    """web, worker and beat, started exactly as `make web`, `make worker` and `make beat` do, on a
-    migrated database with the demo cluster (one-second rounds) and `admin` / `password`.
-    Yields the web's URL; logs go to artifacts/<name>-*.log."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    port = free_port()
-    env = {
-        "DATABASE_URL": database_url,
-        "REDIS_URL": redis_url,
-        "CRS_ADMIN_PASSWORD": password,
-        "CRS_SECRET_KEY": f"{name}-test",
-        "CRS_STATIC_ROOT": str(ARTIFACTS / f"{name}-static"),  # its own: the suite's other servers collect too
-    }
-    for setup in (["manage.py", "migrate", "--noinput"], COLLECTSTATIC, ["manage.py", "demo", "--round-interval", "1"]):
-        assert start(setup, env, ARTIFACTS / f"{name}-setup.log").wait(120) == 0
-    web = [str(VENV_BIN / WEB[0]), "-b", "127.0.0.1", "-p", str(port), *WEB[5:]]
-    processes = [start(web, env, ARTIFACTS / f"{name}-web.log")] + [
-        start(
-            [*supervised, str(VENV_BIN / command[0]), *command[1:]],
-            env,
-            ARTIFACTS / f"{name}-{command[3]}.log",
-            new_session=bool(supervised),
-        )
-        for supervised, command in ((SUPERVISE, WORKER), (SUPERVISE, BEAT))
-    ]
-    try:
-        wait_for_port(
-            port, processes[0], timeout=180
-        )  # daphne's start on a busy machine (the soak runs beside the suite)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        for process in processes:
-            stop(process)
-
-
 def shared_database_url() -> str:
     """The URL of the database this test runs on, for server subprocesses to share it
     (its rows must be committed: `django_db(transaction=True)`)."""
@@ -256,53 +176,6 @@ def shared_database_url() -> str:
 
     db = connection.settings_dict
     return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode} before listening on {port}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise TimeoutError(f"nothing listens on port {port} after {timeout} s")
-
-
-def start(args: list[str], env: dict, log: Path, new_session: bool = False) -> subprocess.Popen:
-    """A server subprocess of this repository, logging to `log` (kept for CI artifacts).
-
-    It runs the production settings: pytest-django exports the test settings module, which
-    the subprocess would otherwise inherit along with the test database.
-    """
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env}
-    return subprocess.Popen(
-        [sys.executable, *args] if args[0].endswith(".py") else args,
-        cwd=ROOT,
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=new_session,
-    )
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.terminate()  # SIGTERM: servers started from scripts ignore SIGINT (stack-notes.md)
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        if os.getpgid(process.pid) == process.pid:  # its own session (a supervisor and its child)
-            os.killpg(process.pid, signal.SIGKILL)
-        else:
-            process.kill()
-        process.wait()
 
 
 def single_worker(database_url: str, redis_url: str, log: str) -> subprocess.Popen:
@@ -373,22 +246,6 @@ def pve(tmp_path):
     fake.port = fake.start()
     yield fake
     fake.stop()
-
-
-def processes_of_a_stack(env: dict, name: str) -> tuple[int, list[subprocess.Popen]]:
-    """The static files, then web (daphne), one supervised worker and supervised beat, as
-    `make web`, `make worker` and `make beat` start them, on `env`'s database and Redis (an
-    outage test's own); (the web's port, the processes). Logs go to artifacts/<name>-*.log."""
-    env = {**env, "CRS_STATIC_ROOT": str(ARTIFACTS / f"{name}-static")}
-    assert start(COLLECTSTATIC, env, ARTIFACTS / f"{name}-setup.log").wait(120) == 0
-    port = free_port()
-    web = [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "dashboard.asgi:application"]
-    beat = [str(VENV_BIN / BEAT[0]), *BEAT[1:]]
-    return port, [
-        start(web, env, ARTIFACTS / f"{name}-web.log"),
-        start([*SUPERVISE, *SINGLE_WORKER], env, ARTIFACTS / f"{name}-worker.log", new_session=True),
-        start([*SUPERVISE, *beat], env, ARTIFACTS / f"{name}-beat.log", new_session=True),
-    ]
 
 
 class RedisServer:

@@ -11,13 +11,11 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
-from conftest import ROOT, free_port, start, stop, wait_for_port
+from stack import ARTIFACTS, ROOT, free_port, start, stop, wait_for_port
 
 pytestmark = pytest.mark.e2e
-ARTIFACTS = Path(__file__).parent / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
     "--headless",

@@ -7,7 +7,8 @@ test process touches none.
 """
 
 import pytest
-from conftest import ARTIFACTS, distributed_stack, own_database
+from conftest import own_database
+from stack import ARTIFACTS, distributed_stack
 from test_e2e_dashboard import CHART_POINTS, PASSWORD, browser, chart_points, page, wait_until  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.e2e
@@ -18,7 +19,7 @@ OUTAGE_WAIT_MS = 90_000  # reconnects back off; beat and the worker reconnect to
 def server(redis_server):
     """The stack on a Redis of the test's own, which the test stops and starts again."""
     with own_database("e2e_outage") as database_url:
-        with distributed_stack(database_url, redis_server.url, PASSWORD, "e2e-outage") as url:
+        with distributed_stack(database_url, redis_server.url, PASSWORD, "e2e-outage") as (url, _):
             yield url
 
 

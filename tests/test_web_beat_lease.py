@@ -4,7 +4,8 @@ when the first stops."""
 import time
 
 import psycopg
-from conftest import ARTIFACTS, BEAT, VENV_BIN, distributed_stack, own_database, start, stop
+from conftest import own_database
+from stack import ARTIFACTS, BEAT, VENV_BIN, distributed_stack, start, stop
 
 PASSWORD = "beat-password"
 

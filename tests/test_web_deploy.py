@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from stack import ROOT
 
 # The environment README's production section asks for (distributed mode, served over HTTPS).
 PRODUCTION = {

@@ -7,7 +7,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import BEAT, ROOT, WEB, WORKER, distributed_stack, own_database
+from conftest import own_database
+from stack import BEAT, ROOT, WEB, WORKER, distributed_stack
 from wsclient import Client, login
 
 PASSWORD = "distributed-password"
@@ -23,7 +24,7 @@ def test_compose_runs_the_commands_tested_here():
 @pytest.fixture
 def stack(redis_url):
     with own_database("distributed") as database_url:
-        with distributed_stack(database_url, redis_url, PASSWORD, "distributed") as url:
+        with distributed_stack(database_url, redis_url, PASSWORD, "distributed") as (url, _):
             yield url
 
 

@@ -9,7 +9,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
-from conftest import ARTIFACTS, distributed_stack, own_database, start
+from conftest import own_database
+from stack import ARTIFACTS, distributed_stack, start
 from wsclient import login
 
 PASSWORD = "load-password"
@@ -42,7 +43,10 @@ def status_of(url: str, cookie: str, post: bool = False) -> int:
 
 
 def test_a_burst_of_200_viewers_gets_no_5xx_and_the_pool_bounds_connections(redis_url):
-    with own_database("load") as database_url, distributed_stack(database_url, redis_url, PASSWORD, "load") as base:
+    with (
+        own_database("load") as database_url,
+        distributed_stack(database_url, redis_url, PASSWORD, "load") as (base, _),
+    ):
         make_viewer = (
             "from django.contrib.auth.models import Group, User; "
             "u = User.objects.create_user('viewer', password='viewer-password'); "

@@ -7,9 +7,10 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import free_port, migration_fields, run_rounds, service_or_skip, set_policy
+from conftest import migration_fields, run_rounds, service_or_skip, set_policy
 from django.db import connection
 from django.db.models import F
+from stack import free_port
 
 from dashboard import notify
 from dashboard.celery import app

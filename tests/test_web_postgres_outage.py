@@ -16,20 +16,10 @@ import urllib.request
 from datetime import timedelta
 
 import pytest
-from conftest import (
-    ARTIFACTS,
-    FAST_SIMULATOR,
-    free_port,
-    guest_on,
-    make_migration,
-    processes_of_a_stack,
-    service_or_skip,
-    shared_database_url,
-    stop,
-    wait_for_port,
-)
+from conftest import FAST_SIMULATOR, guest_on, make_migration, service_or_skip, shared_database_url
 from django.conf import settings
 from django.utils import timezone
+from stack import ARTIFACTS, free_port, processes_of_a_stack, stop, wait_for_port
 from tcpproxy import TcpProxy
 
 from dashboard import tasks

@@ -5,22 +5,11 @@ import time
 from datetime import timedelta
 
 import pytest
-from conftest import (
-    ARTIFACTS,
-    BEAT,
-    FAST_SIMULATOR,
-    SINGLE_WORKER,
-    SUPERVISE,
-    VENV_BIN,
-    make_migration,
-    service_or_skip,
-    shared_database_url,
-    start,
-    stop,
-)
+from conftest import FAST_SIMULATOR, make_migration, service_or_skip, shared_database_url
 from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
+from stack import ARTIFACTS, BEAT, SINGLE_WORKER, SUPERVISE, VENV_BIN, start, stop
 
 from dashboard import tasks
 from dashboard.models import AuditEvent, Cluster, Migration, Policy

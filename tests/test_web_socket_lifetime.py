@@ -6,7 +6,8 @@ import asyncio
 import time
 
 import pytest
-from conftest import ARTIFACTS, distributed_stack, own_database
+from conftest import own_database
+from stack import ARTIFACTS, distributed_stack
 from wsclient import Client, login
 
 PASSWORD = "socket-password"
@@ -43,7 +44,10 @@ LONGEST_SILENCE = 30 * ROUND_INTERVAL
 def test_a_socket_stays_open_and_keeps_receiving_rounds(redis_server, seconds):
     """On a Redis of the test's own: the soak runs beside the suite, whose tests flush the shared one."""
     name = f"socket{seconds}"
-    with own_database(name) as database_url, distributed_stack(database_url, redis_server.url, PASSWORD, name) as base:
+    with (
+        own_database(name) as database_url,
+        distributed_stack(database_url, redis_server.url, PASSWORD, name) as (base, _),
+    ):
         cookie = login(base, "admin", PASSWORD)
         rounds, longest = asyncio.run(hold(base, cookie, seconds))  # a close by the server fails here
     assert longest < LONGEST_SILENCE

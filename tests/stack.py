@@ -1,0 +1,145 @@
+"""The distributed mode's processes (daphne, a Celery worker and beat on PostgreSQL and Redis),
+started with the commands of the Makefile and docker-compose.yml: one start-up for the tests that
+run it (conftest's fixtures) and for bench/latency.py, so the benchmark times the stack the tests
+check. No pytest and no Django here: a benchmark imports it as a plain module."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = Path(__file__).parent / "artifacts"  # server logs, kept by CI
+VENV_BIN = Path(sys.executable).parent
+# The commands of docker-compose.yml and the Makefile; the web's bind address and port vary.
+WEB = ["daphne", "-b", "0.0.0.0", "-p", "8000", "dashboard.asgi:application"]
+WORKER = ["celery", "-A", "dashboard", "worker", "-l", "info"]
+BEAT = [
+    "celery",
+    "-A",
+    "dashboard",
+    "beat",
+    "-l",
+    "info",
+    "--scheduler",
+    "django_celery_beat.schedulers:DatabaseScheduler",
+]
+# Worker and beat run restarted when they stop, as `make worker`, `make beat` and the compose
+# restart policy do.
+SUPERVISE = [str(ROOT / "scripts" / "supervise")]
+# One worker process as the single-worker tests run it: the production command, one process,
+# no mingle/gossip chatter to wait for at start.
+SINGLE_WORKER = [str(VENV_BIN / WORKER[0]), *WORKER[1:], "--concurrency", "1", "--without-mingle", "--without-gossip"]
+# `make web` collects the static files (hashed, compressed) before daphne starts.
+COLLECTSTATIC = ["manage.py", "collectstatic", "--noinput", "-v", "0"]
+
+
+@contextmanager
+def distributed_stack(database_url: str, redis_url: str, password: str, name: str, logs: Path = ARTIFACTS):
+    """web, worker and beat, started exactly as `make web`, `make worker` and `make beat` do, on a
+    migrated database with the demo cluster (one-second rounds) and `admin` / `password`.
+    Yields the web's URL and the processes (web, worker, beat); logs go to <logs>/<name>-*.log."""
+    env = {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "CRS_ADMIN_PASSWORD": password,
+        "CRS_SECRET_KEY": f"{name}-test",
+    }
+    for setup in (["manage.py", "migrate", "--noinput"], ["manage.py", "demo", "--round-interval", "1"]):
+        assert start(setup, env, logs / f"{name}-setup.log").wait(120) == 0
+    port, processes = processes_of_a_stack(env, name, [str(VENV_BIN / WORKER[0]), *WORKER[1:]], logs)
+    try:
+        wait_for_port(port, processes[0], timeout=180)  # daphne's start on a busy machine (the soak runs beside)
+        yield f"http://127.0.0.1:{port}", processes
+    finally:
+        for process in processes:
+            stop(process)
+
+
+def processes_of_a_stack(
+    env: dict, name: str, worker: list[str] = SINGLE_WORKER, logs: Path = ARTIFACTS
+) -> tuple[int, list[subprocess.Popen]]:
+    """The static files, then web (daphne), the supervised `worker` and supervised beat, as
+    `make web`, `make worker` and `make beat` start them, on `env`'s database and Redis (an
+    outage test's own); (the web's port, the processes). Logs go to <logs>/<name>-*.log."""
+    env = {**env, "CRS_STATIC_ROOT": str(logs / f"{name}-static")}  # its own: the suite's other servers collect too
+    assert start(COLLECTSTATIC, env, logs / f"{name}-setup.log").wait(120) == 0
+    port = free_port()
+    web = [str(VENV_BIN / WEB[0]), "-b", "127.0.0.1", "-p", str(port), *WEB[5:]]
+    beat = [str(VENV_BIN / BEAT[0]), *BEAT[1:]]
+    return port, [
+        start(web, env, logs / f"{name}-web.log"),
+        start([*SUPERVISE, *worker], env, logs / f"{name}-worker.log", new_session=True),
+        start([*SUPERVISE, *beat], env, logs / f"{name}-beat.log", new_session=True),
+    ]
+
+
+def fresh_database(url: str) -> None:
+    """Drop and create the PostgreSQL database named in `url` (for the server subprocesses)."""
+    import psycopg
+
+    parts = urllib.parse.urlsplit(url)
+    with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{parts.path.lstrip("/")}"')
+
+
+def drop_database(url: str) -> None:
+    import psycopg
+
+    parts = urllib.parse.urlsplit(url)
+    with psycopg.connect(parts._replace(path="/postgres").geturl(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode} before listening on {port}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"nothing listens on port {port} after {timeout} s")
+
+
+def start(args: list[str], env: dict, log: Path, new_session: bool = False) -> subprocess.Popen:
+    """A server subprocess of this repository, logging to `log` (kept for CI artifacts).
+
+    It runs the production settings: pytest-django exports the test settings module, which
+    the subprocess would otherwise inherit along with the test database.
+    """
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env}
+    log.parent.mkdir(exist_ok=True)
+    return subprocess.Popen(
+        [sys.executable, *args] if args[0].endswith(".py") else args,
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=new_session,
+    )
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()  # SIGTERM: servers started from scripts ignore SIGINT (stack-notes.md)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        if os.getpgid(process.pid) == process.pid:  # its own session (a supervisor and its child)
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
+        process.wait()
