@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import maintenance, n1
+from . import maintenance, n1_batch
 from .balancer import apply_move
 from .fits import Limits
 from .model import Snapshot
@@ -62,14 +62,14 @@ def breaks_n1(snapshot: Snapshot, nodes: list[str], limits: Limits = Limits()) -
     """Why taking `nodes` down, emptied as their evacuations leave them (Proxmox's placement),
     breaks N+1: it holds now and would not, or it fails now and more nodes' losses would fail
     then ("" = neither). The question a rolling maintenance asks before each step."""
-    now = n1.n1(snapshot, limits)
+    now = n1_batch.verdict(snapshot, limits)  # the same verdict as crs.n1.n1, a loss at a time only where it fails
     after = snapshot
     for node in nodes:
         plan = maintenance.evacuate(after, node)
         after = maintenance.in_maintenance(after, node)
         for step in plan.steps:
             after = apply_move(after, step.move)
-    report = n1.n1(after, limits)
+    report = n1_batch.verdict(after, limits)
     failing = sum(not loss.survived for loss in report.losses)
     if report.survives or failing <= sum(not loss.survived for loss in now.losses):
         return ""

@@ -97,9 +97,15 @@ def why_not(cluster: Cluster, node: str) -> str:
             f"{node} is not a node the power suggestion can empty while every other keeps room for "
             f"{capacity.TARGET:g} standard guests ({now})"
         )
-    if warning := rolling.breaks_n1(cluster, [node]):
-        return f"powering {node} down breaks N+1: {warning}"
-    return ""
+    return breaks_n1(cluster, node)
+
+
+def breaks_n1(cluster: Cluster, node: str) -> str:
+    """Why powering `node` down breaks N+1 ("" = it does not). The suggestion counts room as
+    hsqueeze does, not N+1: the page asks this of each suggested node too, so a button sure
+    to be refused shows the reason instead."""
+    warning = rolling.breaks_n1(cluster, [node])
+    return f"powering {node} down breaks N+1: {warning}" if warning else ""
 
 
 def mark_standby(cluster: Cluster, node, actor) -> PowerDown:

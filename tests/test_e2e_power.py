@@ -68,6 +68,8 @@ def test_a_node_powered_down_on_the_page_drains_waits_for_the_admin_and_is_stand
     refusal = page.inner_text("#power-error")
     assert refusal.startswith(f"powering {node} down breaks N+1: with {node} in maintenance, N+1 fails"), refusal
     assert power_down_state(page, node) is None  # nothing started
+    # the page drawn now knows the rule: no second click sure to be refused
+    assert page.is_disabled(f"text=Power down {node}") and refusal in page.inner_text("#power-refused")
     check_page(page, "refused")
     shell(
         env, "from dashboard import ha; from dashboard.models import HaRule; ha.delete_rule(HaRule.objects.get(), None)"

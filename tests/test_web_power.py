@@ -4,6 +4,8 @@ is standby in the next snapshot (a simulated cluster stops at "power it off by h
 admin marks it standby); every refusal names its reason; the hourly capacity counts run in a
 task of their own, so a count stuck on its table never holds the next round up."""
 
+from html import escape
+
 import psycopg
 import pytest
 from conftest import keep_collecting, race, shared_database_url, wait_until
@@ -154,6 +156,9 @@ def test_refusals_name_the_reason(admin_client, operator, client, collected):
     assert answer.status_code == 400 and answer.json()["node"][0].startswith("node must be one of node01, node02")
     assert power_down(admin_client, collected, "").status_code == 400
 
+    capacity_page = f"/clusters/{underused.pk}/capacity/"
+    before = admin_client.get(capacity_page).content.decode()
+    assert f'<button type="submit">Power down {suggested[0]}</button>' in before and "power-refused" not in before
     # N+1: a strict rule keeps a guest of the suggested node on it or one other node; emptied, that
     # node's loss would leave the guest nowhere to go
     node, other = suggested[0], next(n for n in suggested[1:])
@@ -170,6 +175,10 @@ def test_refusals_name_the_reason(admin_client, operator, client, collected):
     answer = power_down(admin_client, underused, node)
     assert answer.status_code == 409
     assert answer.json()["detail"].startswith(f"powering {node} down breaks N+1: with {node} in maintenance, N+1 fails")
+    # the page does not offer a click sure to be refused: its button is off, with the same reason
+    page = admin_client.get(capacity_page).content.decode()
+    assert f'disabled aria-describedby="power-refused">Power down {node}</button>' in page
+    assert f"<li>{escape(answer.json()['detail'])}</li>" in page
 
     assert admin_client.patch(api(underused, "-settings"), {"standby": [other]}, content_type="application/json")
     answer = power_down(admin_client, underused, other)

@@ -90,6 +90,20 @@ def power_act(request, pk, what):
     return redirect("dashboard:capacity", pk)
 
 
+POWER_CHECK_NODES = 100  # Proxmox clusters stay well under it
+
+
+def _power_refused(cluster: Cluster, report: dict) -> dict[str, str]:
+    """The suggested nodes whose power-down the N+1 check would refuse, with its reason. Each
+    check is an N+1 verdict before and after the node's evacuation (0.17 s at 100 nodes, 4 s at
+    1000): past `POWER_CHECK_NODES` nodes the page leaves it to the click."""
+    snapshot = cluster.latest_snapshot()
+    if snapshot is None or len(snapshot.nodes) > POWER_CHECK_NODES:
+        return {}
+    reasons = {node: power.breaks_n1(cluster, node) for node in report["power"]["power_off"]}
+    return {node: reason for node, reason in reasons.items() if reason}
+
+
 def _page(request, cluster: Cluster, errors: dict | None = None, power_error: str = "", code: int = 200):
     report = capacity.report(cluster)
     settings = capacity.as_dict(capacity.settings_of(cluster))
@@ -119,13 +133,15 @@ def _page(request, cluster: Cluster, errors: dict | None = None, power_error: st
         {"name": n, "label": labels[n], "value": v, "help": helps[n], "errors": (errors or {}).get(n, [])}
         for n, v in form.items()
     ]
+    can_power = request.user.has_perm("dashboard.change_cluster") and not cluster.read_only
     context = {
         "cluster": cluster,
         "report": report,
         "fields": fields,
         "reserve_gib": report["memory_reserve_bytes"] / capacity.GIB if report else 0,
         "can_edit": request.user.has_perm("dashboard.change_policy"),
-        "can_power": request.user.has_perm("dashboard.change_cluster") and not cluster.read_only,
+        "can_power": can_power,
+        "power_refused": _power_refused(cluster, report) if report and can_power else {},
         "power_downs": power.status(cluster),
         "power_error": power_error,
         "spark": {"width": capacity.SPARK_WIDTH, "height": capacity.SPARK_HEIGHT},
