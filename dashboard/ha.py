@@ -8,12 +8,12 @@ edited here, so the two never disagree. The opt-out is the product's on every cl
 balancer is.
 
 N+1 (crs.n1) places every HA guest once per node; at the demo size (12 nodes, 416 guests)
-that is about a second, so rounds recompute it every N1_EVERY rather than every round, and
-the verdict says when it was computed. The stored verdict keeps per lost node what goes
-wrong (the overloaded nodes with their loads, up to EXAMPLES lost guests, counts): where each
-guest would go is computed from the latest snapshot when an admin opens that node
-(`n1_loss`), so the verdict grows with the nodes, not with nodes² as every node's load after
-every loss did (27 MB at 1000 nodes).
+that is about a second, so it is recomputed every N1_EVERY rather than every round, by a task
+a round queues beside itself (tasks.n1_refresh), and the verdict says when it was computed.
+The stored verdict keeps per lost node what goes wrong (the overloaded nodes with their loads,
+up to EXAMPLES lost guests, counts): where each guest would go is computed from the latest
+snapshot when an admin opens that node (`n1_loss`), so the verdict grows with the nodes, not
+with nodes² as every node's load after every loss did (27 MB at 1000 nodes).
 """
 
 import math
@@ -54,7 +54,7 @@ class Refused(Exception):
 
 def editable(cluster: Cluster) -> bool:
     """Rules are edited here unless Proxmox keeps them."""
-    return cluster.source_kind != "proxmox"
+    return not cluster.is_proxmox
 
 
 def proxmox_rules_url(cluster: Cluster) -> str | None:
@@ -117,7 +117,7 @@ def _engine_rules(snapshot: crs.model.Snapshot, rules: list[dict]) -> list[crs.m
 
 def refresh_snapshot(cluster: Cluster) -> None:
     """Apply an edit to the stored snapshot at once (the page shows it before the next collect),
-    and let the next round recompute the N+1 verdict. Call under the cluster row's lock."""
+    and make the N+1 verdict due (the next round queues its refresh). Call under the cluster row's lock."""
     if cluster.snapshot is None:
         return
     snapshot = applied(cluster, crs.snapshot.parse(cluster.snapshot))
@@ -335,11 +335,13 @@ def rules_state(cluster: Cluster) -> dict:
 
 
 def n1_due(cluster: Cluster) -> bool:
+    """Never computed, older than N1_EVERY, or cleared by a change the verdict must see."""
     return cluster.n1_at is None or timezone.now() - cluster.n1_at >= N1_EVERY
 
 
 def refresh_n1(cluster: Cluster, snapshot: crs.model.Snapshot) -> dict | None:
-    """Compute, store and return the verdict when it is due; None when the last one is fresh."""
+    """Compute, store and return the verdict when it is due; None when the last one is fresh
+    (a refresh delivered twice computes it once)."""
     if not n1_due(cluster):
         return None
     started = time.monotonic()

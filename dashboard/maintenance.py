@@ -165,7 +165,7 @@ def states(cluster: Cluster) -> list[NodeState]:
         left = [g.sid for g in snapshot.guests if g.node == node.name and g.state in ("started", "migrate", "relocate")]
         evacuating = cluster.migrations.filter(kind__in=EMPTYING, source=node.name, state__in=OWED_STATES).count()
         since = open_[node.name].entered_at.isoformat() if node.name in open_ else None
-        proxmox = cluster.source_kind == "proxmox"
+        proxmox = cluster.is_proxmox
         out.append(
             NodeState(
                 node.name,
@@ -187,7 +187,7 @@ def drained(state: NodeState | None) -> bool:
 
 def proxmox_moves(cluster: Cluster, snapshot: crs.model.Snapshot) -> frozenset[str]:
     """Guests Proxmox's own HA manager evacuates and brings back: not the product's to plan."""
-    if cluster.source_kind != "proxmox":
+    if not cluster.is_proxmox:
         return frozenset()
     return frozenset(g.sid for g in snapshot.guests if g.proxmox_ha)
 

@@ -56,9 +56,9 @@ def whole_number_validators(field: str, low: int, high: int, unit: str) -> list:
 
 
 class ClusterManager(models.Manager):
-    # Longer than the longest round seen (1000 nodes × 20 000 guests with the minute's N+1 and the
-    # hour's capacity counts: about 15 s on a loaded machine); short enough that a worker killed
-    # mid-round stops its cluster's rounds for a minute at most.
+    # Longer than the longest round seen (1000 nodes × 20 000 guests when rounds still computed
+    # the minute's N+1 and the hour's capacity counts: about 15 s on a loaded machine); short
+    # enough that a worker killed mid-round stops its cluster's rounds for a minute at most.
     ROUND_LEASE = timedelta(seconds=60)
 
     def get_queryset(self) -> models.QuerySet:
@@ -74,27 +74,26 @@ class ClusterManager(models.Manager):
         A lease rather than a lock held open: a worker that dies mid-round blocks the
         cluster for at most ROUND_LEASE, and no transaction spans the engine call.
         """
-        now = timezone.now()
-        free = models.Q(round_lease_until__isnull=True) | models.Q(round_lease_until__lt=now)
-        return self.filter(free, pk=pk).update(round_lease_until=now + self.ROUND_LEASE) == 1
+        return self.lease(pk, "round_lease_until", self.ROUND_LEASE)
 
     def release_round(self, pk: int) -> None:
-        self.filter(pk=pk).update(round_lease_until=None)
+        self.release(pk, "round_lease_until")
 
     def queue_round(self, pk: int, interval: timedelta) -> bool:
         """True if the caller may queue the cluster's round: none is queued. The mark lapses after
         one round interval, as the queued message does (it expires), so a lost one blocks nothing."""
-        return self._mark_queued(pk, "round_queued_until", interval)
+        return self.lease(pk, "round_queued_until", interval)
 
-    def queue_capacity_counts(self, pk: int, lease: timedelta) -> bool:
-        """True if the caller may queue the cluster's capacity counts: none queued or counting
-        within `lease` (rounds go on while a slow count runs, and queue no second one meanwhile)."""
-        return self._mark_queued(pk, "capacity_queued_until", lease)
-
-    def _mark_queued(self, pk: int, field: str, interval: timedelta) -> bool:
+    def lease(self, pk: int, field: str, length: timedelta) -> bool:
+        """True if the caller took the cluster's `field` lease for `length`: it was free (never
+        taken, released, or lapsed). One conditional UPDATE, so of two callers one wins, and a
+        lease its holder never releases (a worker killed, a message lost) lapses by itself."""
         now = timezone.now()
         free = models.Q(**{f"{field}__isnull": True}) | models.Q(**{f"{field}__lt": now})
-        return self.filter(free, pk=pk).update(**{field: now + interval}) == 1
+        return self.filter(free, pk=pk).update(**{field: now + length}) == 1
+
+    def release(self, pk: int, field: str) -> None:
+        self.filter(pk=pk).update(**{field: None})
 
 
 # A name goes into file names and headers (the snapshot download): no line breaks or other
@@ -126,9 +125,13 @@ class Cluster(models.Model):
     round_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     # A round is queued and not yet started (ClusterManager.queue_round): never two in the queue.
     round_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # A capacity count or an N+1 refresh queued or running beside the rounds (tasks.queue_beside):
+    # a round queues no second one meanwhile.
     capacity_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
-    # The last N+1 verdict (dashboard/ha.py, crs.n1) and when it was computed: rounds recompute it
-    # on a slower cadence than their own, since it places every HA guest once per node.
+    n1_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # The last N+1 verdict (dashboard/ha.py, crs.n1) and when it was computed: a task the rounds
+    # queue (tasks.n1_refresh) recomputes it on a slower cadence than theirs, since it places
+    # every HA guest once per node.
     n1 = models.JSONField(null=True, blank=True, editable=False)
     n1_at = models.DateTimeField(null=True, blank=True, editable=False)
     # Proxmox's own balancer (crs.coexistence.ProxmoxBalancer) as the last collect read it; None
@@ -151,7 +154,7 @@ class Cluster(models.Model):
         Proxmox defaults (read from the environment in settings.py, so an API token need not
         be stored)."""
         period = {"usage_period": self.policy.usage_period} if hasattr(self, "policy") else {}
-        if self.source_kind == "proxmox":
+        if self.is_proxmox:
             return {**settings.CRS_PVE_DEFAULTS, **self.source_config, **period}
         if self.source_kind == "simulator":
             return {**self.source_config, **period}
@@ -199,6 +202,12 @@ class Cluster(models.Model):
     def read_only(self) -> bool:
         """An imported snapshot: rounds and plans run on it, but nothing can be migrated."""
         return self.source_kind == "snapshot"
+
+    @property
+    def is_proxmox(self) -> bool:
+        """A real Proxmox cluster: Proxmox keeps its HA rules and maintenance and runs its own
+        commands (shutdowns, maintenance mode); the product only reads and migrates."""
+        return self.source_kind == "proxmox"
 
 
 class Policy(models.Model):

@@ -71,7 +71,7 @@ def start(cluster: Cluster, node: str, actor) -> PowerDown:
         with transaction.atomic():
             record = PowerDown.objects.create(cluster=cluster, node=node, requested_by=actor)
             _audit(cluster, actor, "power-down-started", node=node, guests=guests)
-            if not _proxmox(cluster):  # on Proxmox the admin runs the command the page shows
+            if not cluster.is_proxmox:  # on Proxmox the admin runs the command the page shows
                 maintenance.enter(cluster, node, actor, at_once=True)
     except IntegrityError:  # two admins at once: the other one's stands
         return cluster.power_downs.get(node=node, state__in=PowerDown.OPEN)
@@ -146,7 +146,7 @@ def advance(cluster_id: int) -> None:
             if _step(down, "draining", "cancelled", ""):
                 _audit(cluster, None, "power-down-cancelled", node=down.node, why="it left maintenance")
         elif maintenance.drained(states.get(down.node)):
-            if _proxmox(cluster):
+            if cluster.is_proxmox:
                 _shut_down(cluster, down)
             elif _step(down, "draining", "emptied", BY_HAND.format(node=down.node)):
                 _audit(cluster, None, "power-down-emptied", node=down.node, next="power it off by hand")
@@ -174,10 +174,6 @@ def _listed_standby(cluster: Cluster, node: str) -> list[str]:
     CapacitySettings.objects.filter(pk=settings.pk).update(standby=standby)
     ha.refresh_snapshot(cluster)
     return standby
-
-
-def _proxmox(cluster: Cluster) -> bool:
-    return cluster.source_kind == "proxmox"
 
 
 def _step(down: PowerDown, before: str, after: str, note: str) -> bool:
@@ -215,7 +211,7 @@ def status(cluster: Cluster, recent: int = 10) -> list[PowerDownState]:
     for down in cluster.power_downs.select_related("requested_by")[:recent]:
         state = states.get(down.node)
         draining = down.state == "draining"
-        waiting = draining and _proxmox(cluster) and not (state and state.maintenance)
+        waiting = draining and cluster.is_proxmox and not (state and state.maintenance)
         out.append(
             PowerDownState(
                 down.node,

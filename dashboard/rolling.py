@@ -157,7 +157,7 @@ def node_is_back(cluster: Cluster, node, actor) -> list[int]:
         return []
     if entry.step != "waiting-admin":
         raise Refused(f"{node} is {LABELS[entry.step]}: it is not waiting for the admin yet")
-    expired = [] if _proxmox(cluster) else maintenance.leave(cluster, node, actor)
+    expired = [] if cluster.is_proxmox else maintenance.leave(cluster, node, actor)
     with transaction.atomic():
         if _step(entry, "waiting-admin", "returning"):
             _audit(rolling, actor, "rolling-step", node=node, step="returning")
@@ -194,7 +194,7 @@ def advance(cluster_id: int) -> bool:
             node = nodes.get(entry.node)
             if entry.step == "draining" and maintenance.drained(states.get(entry.node)):
                 _moved(rolling, entry, "draining", "waiting-admin", {"uptime_s": node.uptime_s if node else None})
-            elif entry.step == "waiting-admin" and _proxmox(cluster) and (why := _rebooted(entry, node)):
+            elif entry.step == "waiting-admin" and cluster.is_proxmox and (why := _rebooted(entry, node)):
                 _moved(rolling, entry, "waiting-admin", "returning", reason=why)
             elif entry.step == "returning" and _returned(cluster, entry.node):
                 _moved(rolling, entry, "returning", "done")
@@ -228,7 +228,7 @@ def _start_group(cluster: Cluster, rolling: RollingMaintenance, entries: list[Ro
     for entry in entries:
         if entry.step not in ("waiting", "flagged"):
             continue
-        if not _proxmox(cluster):  # on Proxmox the admin runs the command the page shows
+        if not cluster.is_proxmox:  # on Proxmox the admin runs the command the page shows
             maintenance.enter(cluster, entry.node, None, rolling.at_once)
         entered |= _moved(rolling, entry, entry.step, "draining")
     return entered
@@ -283,10 +283,6 @@ def _returned(cluster: Cluster, node: str) -> bool:
     return not cluster.migrations.filter(kind="failback", target=node, state__in=OWED_STATES).exists()
 
 
-def _proxmox(cluster: Cluster) -> bool:
-    return cluster.source_kind == "proxmox"
-
-
 def _step(entry: RollingNode, before: str, after: str, fields: dict | None = None) -> bool:
     """The conditional UPDATE that takes a step: True for the one caller that took it."""
     taken = RollingNode.objects.filter(pk=entry.pk, step=before)
@@ -301,7 +297,7 @@ def _moved(
             return False
         action = "rolling-flagged" if after == "flagged" else "rolling-step"
         _audit(rolling, None, action, node=entry.node, step=after, **details)
-        # the next round recomputes the N+1 verdict, so the page shows it for this step
+        # the N+1 verdict due: the next round queues its refresh, so the page shows it for this step
         Cluster.objects.filter(pk=rolling.cluster_id).update(n1_at=None)
     entry.step = after
     return after == "draining"
@@ -344,12 +340,12 @@ def status(cluster: Cluster) -> dict | None:
         label = STOPPED_LABELS.get((rolling.state, e.step), LABELS[e.step])
         if e.step == "waiting" and e.group in (current, upcoming) and rolling.state in UNDER_WAY:
             label = "next"
-        if e.step == "waiting-admin" and rolling.state == "running" and _proxmox(cluster) and e.uptime_s is not None:
+        if e.step == "waiting-admin" and rolling.state == "running" and cluster.is_proxmox and e.uptime_s is not None:
             label = "waiting for admin (or its reboot: seen by its uptime)"
         if e.step == "flagged" and e.go_on:
             label = "going on despite N+1"
         command = ""
-        if _proxmox(cluster) and e.step in ("draining", "returning"):
+        if cluster.is_proxmox and e.step in ("draining", "returning"):
             command = proxmox_command(e.node, e.step == "draining")
         queue.append(
             QueuedNode(

@@ -1,17 +1,19 @@
 """Celery tasks: thin shells that load, call the engine or the adapter, persist, then push.
 
 Beat runs `collect` per cluster (a PeriodicTask row per cluster, see signals.py);
-`collect` queues `balancing_round`; an approval queues `execute`, which starts the
+`collect` queues `balancing_round`, which queues `n1_refresh` and `capacity_counts` beside
+itself when they are due; an approval queues `execute`, which starts the
 migration and hands over to `follow` until the adapter reports it done or failed.
 """
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -45,6 +47,9 @@ DATABASE_RETRY_SECONDS = 5
 # A capacity count queued or running keeps a second one from being queued for this long (a lost
 # or failed one is queued again after it); the N+1 counts take seconds, minutes at 1000 nodes.
 COUNT_LEASE = timedelta(minutes=15)
+# The same for an N+1 refresh: about a second at 1000 nodes (6 s when every loss fails), so a
+# lost one leaves the verdict a few minutes stale at most.
+N1_LEASE = timedelta(minutes=3)
 WHATIF_QUEUE = "whatif"  # read-only what-if clusters' collects and rounds (settings.CELERY_TASK_QUEUES)
 
 
@@ -118,12 +123,10 @@ def balancing_round(cluster_id: int) -> None:
         )
         recorded = rounds.record(cluster, snapshot, result, duration=time.monotonic() - started)
         transaction.on_commit(lambda: announce(cluster, recorded))
-        if verdict := ha.refresh_n1(cluster, snapshot):  # on its own cadence (ha.N1_EVERY)
-            live.push(cluster.pk, verdict)
-        # the capacity trend, counted beside the round, not in it (one count queued at a time)
-        if capacity.missing_sizes(cluster) and Cluster.objects.queue_capacity_counts(cluster_id, COUNT_LEASE):
-            queue = task_queue(cluster)
-            transaction.on_commit(partial(capacity_counts.apply_async, (cluster_id,), queue=queue), robust=True)
+        if ha.n1_due(cluster):  # the N+1 verdict, on its own cadence (ha.N1_EVERY)
+            queue_beside(cluster, n1_refresh, "n1_queued_until", N1_LEASE)
+        if capacity.missing_sizes(cluster):  # the capacity trend, once an hour
+            queue_beside(cluster, capacity_counts, "capacity_queued_until", COUNT_LEASE)
         for pk in recorded.approved:  # robust: with the broker down, later rounds queue them again
             transaction.on_commit(partial(execute.delay, pk), robust=True)
     finally:
@@ -134,6 +137,28 @@ def balancing_round(cluster_id: int) -> None:
         live.push_migration(pk)
     rolling_round(cluster_id)  # on this round's snapshot: a node drained or back takes its next step
     power_round(cluster_id)  # and a node emptied for a power-down is shut down or waits to be
+
+
+def queue_beside(cluster: Cluster, task: Task, lease_field: str, lease: timedelta) -> None:
+    """Queue `task` (n1_refresh, capacity_counts) for the cluster once this round commits, unless
+    one is queued or running: slow work runs beside the rounds, never holding one (or its lease)
+    up. The task releases `lease_field` when done; a lost or failed one is queued again once
+    `lease` lapses. Robust: with the broker down, a later round queues it again."""
+    if Cluster.objects.lease(cluster.pk, lease_field, lease):
+        queue = task_queue(cluster)
+        transaction.on_commit(partial(task.apply_async, (cluster.pk,), queue=queue), robust=True)
+
+
+def beside_round(cluster_id: int, lease_field: str, work: Callable[[Cluster, crs.model.Snapshot], object]) -> None:
+    """Run `work(cluster, snapshot)` on the latest stored snapshot (nothing if the cluster or its
+    snapshot is gone), then release the lease the round took in queue_beside."""
+    try:
+        cluster = Cluster.objects.select_related("policy").filter(pk=cluster_id).first()
+        snapshot = cluster.latest_snapshot() if cluster is not None else None
+        if cluster is not None and snapshot is not None:
+            work(cluster, snapshot)
+    finally:
+        Cluster.objects.release(cluster_id, lease_field)
 
 
 def announce(cluster: Cluster, recorded: rounds.Recorded) -> None:
@@ -394,15 +419,23 @@ def rolling_round(cluster_id: int) -> None:
 @shared_task(ignore_result=True)
 def capacity_counts(cluster_id: int) -> None:
     """This hour's capacity figures (capacity.record_hourly), queued by a round that found them
-    missing: the N+1-safe counts take seconds on a big cluster, so they run beside the rounds,
-    never holding one (or its lease) up. Safe to run twice: one figure per size an hour."""
-    try:
-        cluster = Cluster.objects.select_related("policy").filter(pk=cluster_id).first()
-        snapshot = cluster.latest_snapshot() if cluster is not None else None
-        if cluster is not None and snapshot is not None:
-            capacity.record_hourly(cluster, snapshot)
-    finally:
-        Cluster.objects.filter(pk=cluster_id).update(capacity_queued_until=None)  # a size edited later counts at once
+    missing: the N+1-safe counts take seconds on a big cluster, so they run beside the rounds.
+    Safe to run twice: one figure per size an hour. Released when done, so a size edited later
+    counts at once."""
+    beside_round(cluster_id, "capacity_queued_until", capacity.record_hourly)
+
+
+@shared_task(ignore_result=True)
+def n1_refresh(cluster_id: int) -> None:
+    """The N+1 verdict on the latest stored snapshot, stored and pushed to the cluster's pages,
+    queued by a round that found it due (ha.N1_EVERY): about a second at 1000 nodes, so it
+    runs beside the rounds and keeps each under one. Safe to run twice: a fresh verdict is kept."""
+    beside_round(cluster_id, "n1_queued_until", _refreshed_and_pushed)
+
+
+def _refreshed_and_pushed(cluster: Cluster, snapshot: crs.model.Snapshot) -> None:
+    if verdict := ha.refresh_n1(cluster, snapshot):
+        live.push(cluster.pk, verdict)
 
 
 @shared_task(ignore_result=True)

@@ -13,7 +13,7 @@ import crs.n1
 import crs.power
 from crs.fits import Limits
 from dashboard.models import AuditEvent, CapacitySample, CapacitySettings, Cluster
-from dashboard.tasks import capacity_counts, collect
+from dashboard.tasks import capacity_counts, collect, n1_refresh
 
 GIB = 2**30
 # Few guests on big nodes: most of the cluster idles, so nodes could sleep.
@@ -21,11 +21,12 @@ UNDERUSED = {"migration_mib_s": 1e9, "nodes": 6, "hot_nodes": 2, "node_sizes": [
 
 
 def run_rounds(cluster, count, capture):
-    """`count` rounds, each followed by the capacity count it queues when this hour's figures are
-    missing (the in-memory broker here has no worker: test_web_tasks runs them on a real one)."""
+    """`count` rounds, each followed by the capacity count and the N+1 refresh it queues when they
+    are due (the in-memory broker here has no worker: test_web_tasks runs them on a real one)."""
     for _ in range(count):
         rounds_only(cluster, 1, capture)
         capacity_counts.apply(args=[cluster.pk])
+        n1_refresh.apply(args=[cluster.pk])
 
 
 def api(cluster, what=""):

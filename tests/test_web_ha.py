@@ -1,20 +1,20 @@
 """HA rules, the auto-rebalance opt-out and the N+1 verdict on the web side: rule edits through the
 API, the page and the admin (valid, infeasible as Proxmox would drop them, bad input naming the
 field), a Proxmox cluster's rules read-only, and the N+1 verdict of a cluster built to fail it,
-computed by a real worker's round, stored, served and pushed."""
+computed by the refresh task a real worker's round queues, stored, served and pushed."""
 
 import json
 
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from conftest import wait_until
+from conftest import run_rounds, wait_until
 from django.urls import reverse
 from test_web_tasks import worker  # noqa: F401 (a fixture)
 
 from dashboard.live import sender as live
 from dashboard.models import AuditEvent, Cluster, HaRule, RebalanceOptOut
-from dashboard.tasks import balancing_round, collect
+from dashboard.tasks import balancing_round, collect, n1_refresh
 
 GIB = 2**30
 RULES = "/api/v1/rules/"
@@ -211,7 +211,7 @@ def failing_snapshot() -> dict:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_n1_verdict_of_a_cluster_built_to_fail_it_is_computed_by_a_round_served_and_pushed(
+def test_n1_verdict_of_a_cluster_built_to_fail_it_is_computed_beside_a_round_served_and_pushed(
     admin_client,
     worker,  # noqa: F811
 ):
@@ -224,7 +224,7 @@ def test_n1_verdict_of_a_cluster_built_to_fail_it_is_computed_by_a_round_served_
     collect.delay(cluster.pk)
 
     def computed():
-        """the round stored an N+1 verdict"""
+        """the refresh the round queued stored an N+1 verdict"""
         return Cluster.objects.get(pk=cluster.pk).n1
 
     verdict = wait_until(computed)
@@ -254,15 +254,27 @@ def test_n1_verdict_of_a_cluster_built_to_fail_it_is_computed_by_a_round_served_
 
 
 @pytest.mark.django_db
-def test_a_round_stores_the_verdict_and_the_next_waits_its_cadence(collected):
-    from dashboard import ha
+def test_a_round_queues_the_n1_refresh_once_and_the_verdict_appears_when_it_runs(
+    collected, monkeypatch, django_capture_on_commit_callbacks
+):
+    from dashboard import ha, tasks
 
-    collected.refresh_from_db()
-    balancing_round.apply(args=[collected.pk])
-    collected.refresh_from_db()
-    first = collected.n1
-    assert first is not None and first["losses"]
-    assert ha.refresh_n1(collected, collected.latest_snapshot()) is None  # fresh: not recomputed every round
+    computed, queued = [], []
+    refresh = ha.refresh_n1
+    monkeypatch.setattr(ha, "refresh_n1", lambda *args: computed.append(args) or refresh(*args))
+    monkeypatch.setattr(tasks.n1_refresh, "apply_async", lambda args, **options: queued.append(args))
+    run_rounds(collected, 2, django_capture_on_commit_callbacks)  # the second while the first's is queued
+    assert queued == [(collected.pk,)] and computed == []  # the rounds computed no verdict themselves
+    assert Cluster.objects.get(pk=collected.pk).n1 is None
+
+    n1_refresh.apply(args=[collected.pk])  # as the worker runs it
+    stored = Cluster.objects.get(pk=collected.pk)
+    assert len(computed) == 1 and stored.n1["losses"] and stored.n1_queued_until is None
+    run_rounds(collected, 1, django_capture_on_commit_callbacks)
+    assert queued == [(collected.pk,)]  # fresh: the next round waits its cadence
+    Cluster.objects.filter(pk=collected.pk).update(n1_at=None)  # due again, as a minute later
+    run_rounds(collected, 1, django_capture_on_commit_callbacks)
+    assert queued == [(collected.pk,)] * 2
 
 
 @pytest.mark.django_db

@@ -286,7 +286,7 @@ class ClusterHaViewSet(ApiViewSet):
         (the product leaves them to it): evacuations of nodes in maintenance and rule fixes."""
         cluster = self.get_object()
         moves = violations.proxmox_own(cluster, cluster.latest_snapshot())
-        return Response({"proxmox": cluster.source_kind == "proxmox", "moves": moves})
+        return Response({"proxmox": cluster.is_proxmox, "moves": moves})
 
 
 router = SimpleRouter()
