@@ -5,16 +5,12 @@ from datetime import datetime, time, timedelta
 from django import forms
 from django.utils import timezone
 
-from .models import AuditEvent, Cluster
+from .forms import cluster_choice
+from .models import AuditEvent, with_cluster
 
 
 class AuditFilterForm(forms.Form):
-    cluster = forms.ModelChoiceField(
-        Cluster.objects.all(),
-        required=False,
-        empty_label="all clusters",
-        error_messages={"invalid_choice": "cluster: no such cluster"},
-    )
+    cluster = cluster_choice(empty_label="all clusters")
     actor = forms.CharField(
         max_length=150,
         required=False,
@@ -43,7 +39,7 @@ class AuditFilterForm(forms.Form):
 
     def events(self):
         """The events matching the valid filters, newest first."""
-        events = AuditEvent.objects.select_related("cluster", "migration")
+        events = with_cluster(AuditEvent.objects.all(), "migration")
         data = self.cleaned_data
         if data["cluster"]:
             events = events.filter(cluster=data["cluster"])

@@ -14,7 +14,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 
 from . import wording
-from .models import TIME_ZONE_CHOICES, AuditEvent, Policy
+from .models import TIME_ZONE_CHOICES, AuditEvent, Cluster, Policy
 
 POLICY_FIELDS = [
     "mode",
@@ -289,3 +289,11 @@ class RejectForm(forms.Form):
             "max_length": "reason must be at most 500 characters",
         },
     )
+
+
+def cluster_choice(**extra) -> forms.ModelChoiceField:
+    """The `cluster` filter of the lists (audit, rounds, migrations, recommendations, rules): a
+    cluster's id, refused by name when unknown. Only the name is read: a chosen cluster's stored
+    snapshot (megabytes at 1000 nodes) is no part of a filter."""
+    messages = {"invalid_choice": "cluster: no such cluster"}
+    return forms.ModelChoiceField(Cluster.objects.only("name"), required=False, error_messages=messages, **extra)

@@ -16,7 +16,8 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
 from .. import ha, violations
-from ..models import Cluster, HaRule, RebalanceOptOut
+from ..forms import cluster_choice
+from ..models import Cluster, HaRule, RebalanceOptOut, with_cluster
 from .views import ApiViewSet, filtered, form_parameters
 
 CONFLICT = OpenApiResponse(
@@ -75,9 +76,7 @@ class OptOutSerializer(serializers.ModelSerializer):
 
 
 class ClusterFilterForm(forms.Form):
-    cluster = forms.ModelChoiceField(
-        Cluster.objects.all(), required=False, error_messages={"invalid_choice": "cluster: no such cluster"}
-    )
+    cluster = cluster_choice()
 
 
 def refused(exc: ha.Refused) -> Response:
@@ -90,7 +89,7 @@ class RuleViewSet(ApiViewSet):
     drop is refused with its "Drop rule …" message; a Proxmox cluster's rules answer 409."""
 
     serializer_class = RuleSerializer
-    queryset = HaRule.objects.select_related("cluster")
+    queryset = with_cluster(HaRule.objects.all())
     write_permission = "dashboard.change_policy"
 
     def _with_dropped(self, rules):

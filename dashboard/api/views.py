@@ -39,7 +39,7 @@ import crs.model
 
 from .. import history, maintenance, outcomes, tasks, whatif, windows
 from ..audit import AuditFilterForm
-from ..forms import POLICY_FIELDS, PolicyApiForm, RejectForm, json_type_errors
+from ..forms import POLICY_FIELDS, PolicyApiForm, RejectForm, cluster_choice, json_type_errors
 from ..live import sender as live
 from ..models import (
     EVENTS,
@@ -53,6 +53,7 @@ from ..models import (
     Round,
     WhatIf,
     weekdays,
+    with_cluster,
 )
 from ..notify import DeliveryFailed, send_test
 from ..pages.views import approve_migration, decision_conflict, reject_migration
@@ -424,9 +425,7 @@ class OutcomeSummarySerializer(serializers.Serializer):
 
 
 class RoundFilterForm(forms.Form):
-    cluster = forms.ModelChoiceField(
-        Cluster.objects.all(), required=False, error_messages={"invalid_choice": "cluster: no such cluster"}
-    )
+    cluster = cluster_choice()
     since = forms.DateTimeField(
         required=False, help_text="ISO 8601; from this time on.", error_messages={"invalid": "since must be ISO 8601"}
     )
@@ -449,9 +448,7 @@ class RoundFilterForm(forms.Form):
 
 
 class MigrationFilterForm(forms.Form):
-    cluster = forms.ModelChoiceField(
-        Cluster.objects.all(), required=False, error_messages={"invalid_choice": "cluster: no such cluster"}
-    )
+    cluster = cluster_choice()
     state = forms.ChoiceField(
         choices=[("", "any")] + [(s, s) for s in Migration.STATES],
         required=False,
@@ -807,7 +804,7 @@ class RecommendationViewSet(ApiViewSet):
     serializer_class = MigrationSerializer
     read_permission = "dashboard.view_migration"
     write_permission = "dashboard.approve_migration"
-    queryset = Migration.objects.select_related("cluster", "decided_by").filter(state="suggested")
+    queryset = with_cluster(Migration.objects.filter(state="suggested"), "decided_by")
 
     @extend_schema(parameters=form_parameters(RecommendationFilterForm))
     def list(self, request):
