@@ -37,22 +37,26 @@ def run_round(
     stats = node_stats(snapshot, settings.mode)
     loads = {s.name: s.load for s in stats}
     current = imbalance(list(loads.values()), settings.imbalance_scale)
+    short = None  # why no pressure move can help this round (the cluster as a whole lacks the CPU)
     if settings.objective != "even":
         wait, state = gating.gate(snapshot, state)  # every round: a state change restarts the quiet minute
         lasting = frozenset(state.stalled_nodes)
         state = replace(state, stalled_nodes=pressure.stalled_nodes(snapshot, _limits(settings)))
-        relieving = None if wait or snapshot.in_motion else _relief(snapshot, guards, current, lasting)
+        short = pressure.cluster_short(snapshot, _limits(settings)) if pressure.has_data(snapshot) else None
+        relieving = None if wait or short or snapshot.in_motion else _relief(snapshot, guards, current, lasting)
         if not snapshot.in_motion and (relieving is not None or settings.objective == "pressure"):
-            decision, reason, steps = relieving or _no_relief(snapshot, wait)
+            decision, reason, steps = relieving or _no_relief(snapshot, wait or short)
             return _result(settings, loads, current, decision, reason, state, state.hold_count, len(steps), steps)
+    note = f" No pressure move: {short}." if short else ""
     waiting = _waiting(snapshot, stats, state, current, proxmox_gate)
     if waiting is not None:
         decision, reason, new_state = waiting
-        return _result(settings, loads, current, decision, reason, new_state, new_state.hold_count)
+        return _result(settings, loads, current, decision, reason + note, new_state, new_state.hold_count)
     served = state.hold_count + 1  # the hold duration is served: this round acts, the next starts over
     steps, candidates = plan_moves(snapshot, guards, settings.moves_per_round, evenness_target(settings), stats)
     decision, reason = _verdict(settings, current, steps)
-    return _result(settings, loads, current, decision, reason, replace(state, hold_count=0), served, candidates, steps)
+    state = replace(state, hold_count=0)
+    return _result(settings, loads, current, decision, reason + note, state, served, candidates, steps)
 
 
 def evenness_target(settings: Settings) -> float:

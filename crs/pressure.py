@@ -103,7 +103,31 @@ def node_cpu_used(snapshot: Snapshot, node: Node) -> float:
 def cpu_stall(used: float, node: Node) -> float:
     """The share of time a node's guests wait when its CPU demand exceeds its threads (the
     simulator's contention model): the expected stall after a move, before it is measured."""
-    return max(0.0, used - node.cpus) / used if used > 0 else 0.0
+    return _contention(used, node.cpus)
+
+
+def _contention(used: float, threads: float) -> float:
+    return max(0.0, used - threads) / used if used > 0 else 0.0
+
+
+def cluster_short(snapshot: Snapshot, limits: Limits) -> str | None:
+    """Why no pressure move can help now, or None: the usable nodes' guests together want so
+    much more CPU than all their threads that, spread perfectly, they would still stall beyond
+    the limit. A move then only shifts the stall from one node's guests to another's (and a
+    migration adds load to both ends); on the Bitbrains day such peaks (181.6 cores on 144
+    threads) ended by the next sample, and the moves made at them relieved next to nobody
+    (bench/README.md, "Objective both: fewer migrations")."""
+    usable = [n for n in snapshot.nodes if n.usable]
+    unmeasured = {n.name for n in usable if n.cpu_usage is None}
+    demand = sum(n.cpu_usage or 0.0 for n in usable) + sum(g.cpu_usage for g in snapshot.guests if g.node in unmeasured)
+    threads = sum(n.cpus for n in usable)
+    stall = _contention(demand, threads)
+    if stall <= limits.cpu:
+        return None
+    return (
+        f"the cluster's guests want {demand:.1f} cores of its {threads:g} CPU threads, so even spread evenly "
+        f"they would stall {stall:.0%} of the time (limit {limits.cpu:.0%}): a move would only shift the stall"
+    )
 
 
 def skip_reason(guest: Guest, online: set[str], limits: Limits, last_moved: str | None) -> str | None:

@@ -19,7 +19,10 @@ DECISIONS: dict[str, str] = {
     "disabled": "Balancing is off: automation is not automatic, or the mode is basic",
     "no-pressure-data": "No pressure figures: the source does not report them (Proxmox VE 8)",
     "no-pressure": "No guest is short of CPU or memory, or none that is has a node to go to",
-    "pressure-wait": "Waiting: pressure moves come at most once a minute, a minute after the cluster last changed",
+    "pressure-wait": (
+        "Waiting: pressure moves come at most once a minute, a minute after the cluster last changed, "
+        "and not while the whole cluster lacks the CPU"
+    ),
 }
 
 # What a recommendation is for (crs.precedence.KINDS, highest precedence first), as the

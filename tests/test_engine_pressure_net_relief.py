@@ -38,3 +38,27 @@ def test_a_stall_seen_at_the_round_before_is_relieved_a_move_at_a_time():
     result = run_round(saturated(1), RoundState(stalled_nodes=("a",)))
     assert result.decision == "migrate" and result.move.source == "a"
     assert result.state.stalled_nodes == ("a",)  # the next round sees it lasting too
+
+
+def short_cluster(objective: str) -> Snapshot:
+    """`saturated` with b busy too: 8 + 15 cores wanted on 4 + 16 threads. Spread perfectly, the
+    guests would still stall 3 / 23 = 13 % of the time, beyond the 10 % limit."""
+    a = saturated(5)
+    busy = Pressure(cpu_some=0.0)
+    b = Node("b", 16, 64 * GIB, cpu_usage=15.0, mem_usage_bytes=8 * GIB, pressure=busy)
+    settings = Settings(objective=objective, moves_per_round=5, threshold=0.0, hold_duration=0, margin=0.0)
+    return Snapshot((a.nodes[0], b), a.guests, settings=settings)
+
+
+def test_no_pressure_move_while_the_cluster_as_a_whole_lacks_the_cpu():
+    """23 cores wanted on 20 threads: a move would only shift the stall from a's guests to b's."""
+    result = run_round(short_cluster("pressure"), RoundState())
+    assert result.decision == "pressure-wait" and not result.plan
+    assert "want 23.0 cores of its 20 CPU threads" in result.explanation.reason
+    assert "stall 13% of the time (limit 10%)" in result.explanation.reason
+
+
+def test_objective_both_evens_out_instead_and_says_why_no_pressure_move():
+    result = run_round(short_cluster("both"), RoundState())
+    assert result.decision == "migrate" and all(step.move.objective == "even" for step in result.plan)
+    assert "No pressure move: the cluster's guests want 23.0 cores" in result.explanation.reason
