@@ -49,10 +49,19 @@ function markStarted(m) {
   if (shown) trendMark(mark);
 }
 
+// The hold counter restarts once a round acts, so "1 of 3 rounds above" would read wrong while a
+// plan is kept for the tenth minute: the count shows only while the round is still holding.
+function holdWords(r) {
+  const threshold = pct(r.threshold);
+  if (r.decision === "holding") return `${r.hold_count} of ${r.hold_duration} rounds above ${threshold}`;
+  if (r.imbalance <= r.threshold) return `at or below ${threshold}`;
+  return `above ${threshold}, hold duration ${r.hold_duration} round${r.hold_duration === 1 ? "" : "s"} served`;
+}
+
 function showRound(r) {
   el("imbalance").textContent = pct(r.imbalance);
   el("threshold").textContent = pct(r.threshold);
-  el("hold").textContent = `${r.hold_count} of ${r.hold_duration} rounds above ${pct(r.threshold)}`;
+  el("hold").textContent = holdWords(r);
   // What really blocks a new plan, as the round recorded it (dashboard/rounds.py waiting_reason).
   const waiting = r.explanation.waiting ? ` Waiting: ${r.explanation.waiting}.` : "";
   const words = document.createElement("strong");

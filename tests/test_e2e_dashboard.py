@@ -136,7 +136,10 @@ def test_chart_grows_from_live_pushes(page):
     before = chart_points(page)
     chart_points(page, before + 3)
     assert page.locator("#nodes tbody tr").count() == 12
-    assert "rounds above" in page.inner_text("#hold")
+    imbalance, threshold, hold = (page.inner_text(f"#{i}") for i in ("imbalance", "threshold", "hold"))
+    above = float(imbalance.rstrip(" %")) > float(threshold.rstrip(" %"))
+    expected = rf"\d+ of \d+ rounds above {threshold}|above {threshold}, hold duration \d+ rounds? served"
+    assert re.fullmatch(expected if above else f"at or below {threshold}", hold), (imbalance, hold)
 
 
 def test_the_chart_is_drawn_without_plotly_and_turns_interactive_when_pointed_at(page):
@@ -164,7 +167,7 @@ def test_changed_setting_is_applied_at_the_next_round(page):
     wait_until(
         page,
         "document.getElementById('threshold').textContent === '20.0 %'"
-        " && document.getElementById('hold').textContent.includes(' of 1 rounds')",
+        " && document.getElementById('hold').textContent === 'above 20.0 %, hold duration 1 round served'",
     )
     wait_until(page, "document.querySelector('#chart svg .legend')?.textContent.includes('threshold 20.0 %')")
 
