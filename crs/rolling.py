@@ -61,16 +61,18 @@ def groups(snapshot: Snapshot, nodes: tuple[str, ...] | None = None, size: int =
 def breaks_n1(snapshot: Snapshot, nodes: list[str], limits: Limits = Limits()) -> str:
     """Why taking `nodes` down, emptied as their evacuations leave them (Proxmox's placement),
     breaks N+1: it holds now and would not, or it fails now and more nodes' losses would fail
-    then ("" = neither). The question a rolling maintenance asks before each step."""
-    now = n1_batch.verdict(snapshot, limits)  # the same verdict as crs.n1.n1, a loss at a time only where it fails
+    then ("" = neither). The question a rolling maintenance asks before each step. The verdict
+    now is needed only when the one after fails, so a step that keeps N+1 costs one verdict."""
     after = snapshot
     for node in nodes:
         plan = maintenance.evacuate(after, node)
         after = maintenance.in_maintenance(after, node)
         for step in plan.steps:
             after = apply_move(after, step.move)
-    report = n1_batch.verdict(after, limits)
+    report = n1_batch.verdict(after, limits)  # the same verdict as crs.n1.n1, a loss at a time only where it fails
+    if report.survives:
+        return ""
     failing = sum(not loss.survived for loss in report.losses)
-    if report.survives or failing <= sum(not loss.survived for loss in now.losses):
+    if failing <= sum(not loss.survived for loss in n1_batch.verdict(snapshot, limits).losses):
         return ""
     return f"with {', '.join(nodes)} in maintenance, N+1 fails: {report.verdict}"

@@ -70,10 +70,11 @@ class ClusterManager(models.Manager):
     ROUND_LEASE = timedelta(seconds=60)
 
     def get_queryset(self) -> models.QuerySet:
-        """Rows without the stored N+1 verdict: it lists every node's load after each node's
-        loss, so it grows with nodes² (tens of MB of JSON at 1000 nodes, decoded in about a
-        second), and only the pages and the API that show it read it. They still get it as
-        before: Django loads a deferred field on first access, with one query."""
+        """Rows without the stored N+1 verdict: only the pages and the API that show it read it,
+        and it grows with what goes wrong (a loss per node, with its overloaded nodes and up to
+        ha.EXAMPLES guests: 10.8 kB at 1000 nodes when every loss is survived, far more when
+        many fail). They still get it as before: Django loads a deferred field on first
+        access, with one query."""
         return super().get_queryset().defer("n1")
 
     def claim_round(self, pk: int) -> bool:

@@ -34,10 +34,9 @@ from django.utils import timezone
 
 import crs.model
 import crs.rolling
-from crs.fits import Limits
 from crs.sources.proxmox import command as proxmox_command
 
-from . import maintenance, plans
+from . import ha, maintenance, plans
 from .maintenance import OWED_STATES, Refused
 from .models import AuditEvent, Cluster, Migration, RollingMaintenance, RollingNode
 
@@ -239,8 +238,7 @@ def breaks_n1(cluster: Cluster, nodes: list[str]) -> str:
     snapshot = cluster.latest_snapshot()
     if snapshot is None:
         return ""
-    policy = cluster.policy
-    return crs.rolling.breaks_n1(snapshot, nodes, Limits(float(policy.memory_reserve), policy.cpu_overcommit))
+    return crs.rolling.breaks_n1(snapshot, nodes, ha.limits_of(cluster))
 
 
 def _rebooted(entry: RollingNode, node: crs.model.Node | None) -> str:

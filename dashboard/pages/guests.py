@@ -13,6 +13,7 @@ import crs.fits
 import crs.usage
 from crs.model import Snapshot
 
+from .. import ha
 from ..models import Cluster, Migration
 
 GIB = 2**30
@@ -103,12 +104,10 @@ def node_rows(snapshot: Snapshot, limits: crs.fits.Limits) -> list[dict]:
 def guests_page(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
     snapshot = cluster.latest_snapshot()
-    policy = cluster.policy
-    limits = crs.fits.Limits(float(policy.memory_reserve), policy.cpu_overcommit)
     context = {
         "cluster": cluster,
         "guests": guest_rows(cluster, snapshot) if snapshot else [],
-        "nodes": node_rows(snapshot, limits) if snapshot else [],
+        "nodes": node_rows(snapshot, ha.limits_of(cluster)) if snapshot else [],
         "node_names": [n.name for n in snapshot.nodes] if snapshot else [],
     }
     return render(request, "dashboard/guests.html", context)
