@@ -95,8 +95,9 @@ POWER_CHECK_NODES = 100  # Proxmox clusters stay well under it
 
 def _power_refused(cluster: Cluster, report: dict) -> dict[str, str]:
     """The suggested nodes whose power-down the N+1 check would refuse, with its reason. Each
-    check is an N+1 verdict before and after the node's evacuation (0.17 s at 100 nodes, 4 s at
-    1000): past `POWER_CHECK_NODES` nodes the page leaves it to the click."""
+    check is the N+1 verdict after the node's evacuation, and before it when that one fails
+    (0.13 s at 100 nodes, 2.7 s at 1000): past `POWER_CHECK_NODES` nodes the page leaves it
+    to the click."""
     snapshot = cluster.latest_snapshot()
     if snapshot is None or len(snapshot.nodes) > POWER_CHECK_NODES:
         return {}
