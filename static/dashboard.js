@@ -53,9 +53,13 @@ function markStarted(m) {
 // plan is kept for the tenth minute: the count shows only while the round is still holding.
 function holdWords(r) {
   const threshold = pct(r.threshold);
-  if (r.decision === "holding") return `${r.hold_count} of ${r.hold_duration} rounds above ${threshold}`;
+  const rounds = `${r.hold_duration} round${r.hold_duration === 1 ? "" : "s"}`;
   if (r.imbalance <= r.threshold) return `at or below ${threshold}`;
-  return `above ${threshold}, hold duration ${r.hold_duration} round${r.hold_duration === 1 ? "" : "s"} served`;
+  // While a plan waits for a decision the counter only paces its comparison with a fresh plan:
+  // shown as "1 of 3", it restarted after every comparison as if no plan were there.
+  if (r.explanation.kept_plan) return `above ${threshold}, plan ${r.explanation.kept_plan} waiting; compared with a fresh plan every ${rounds}`;
+  if (r.decision === "holding") return `${r.hold_count} of ${r.hold_duration} rounds above ${threshold}`;
+  return `above ${threshold}, hold duration ${rounds} served`;
 }
 
 function showRound(r) {
