@@ -14,12 +14,13 @@ from dataclasses import replace
 from . import gating, pressure
 from .bundles import movable_bundles
 from .decision import Decision, Explanation, Move, RoundResult, RoundState, Step, total_gain
+from .fits import committed, guest_cores, room
 from .imbalance import imbalance
 from .model import Guards, Settings, Snapshot
-from .planner import NOISE, plan_moves, target_refusal
+from .planner import NOISE, limits_of, plan_moves, target_refusal
 from .planner import apply_move as _apply
 from .rules import compile_rules
-from .usage import NodeStats, node_loads, node_stats
+from .usage import NodeStats, counted_nodes, node_loads, node_stats, usable_nodes
 
 
 def run_round(
@@ -55,6 +56,8 @@ def run_round(
     served = state.hold_count + 1  # the hold duration is served: this round acts, the next starts over
     steps, candidates = plan_moves(snapshot, guards, settings.moves_per_round, evenness_target(settings), stats)
     decision, reason = _verdict(settings, current, steps)
+    if not steps or total_gain(steps) <= NOISE:
+        reason += _held_back(snapshot, stats)
     state = replace(state, hold_count=0)
     return _result(settings, loads, current, decision, reason + note, state, served, candidates, steps)
 
@@ -233,6 +236,43 @@ def _result(
     )
     move = steps[0].move if steps else None
     return RoundResult(decision, current, loads, candidates, move, state, explanation, plan=steps)
+
+
+def _held_back(snapshot: Snapshot, stats: list[NodeStats]) -> str:
+    """Why the busiest node keeps its guests when the capacity rule (`crs.fits`) is what
+    stops every move off it: no other usable node has room for even its smallest guest.
+    Without it the round said only "nothing to gain" while one node's guests stalled at
+    139 % of its CPU (Bitbrains, 6 nodes: after the crowded start every other node carried
+    more configured cores than 4 per thread), and the admin's answer, a higher CPU
+    overcommit or more nodes, was nowhere."""
+    limits = limits_of(snapshot.settings)
+    busiest = max(stats, key=lambda s: (s.load, s.name)).name
+    leaving = [g for g in snapshot.guests if g.node == busiest and g.state == "started"]
+    if limits is None or not leaving:
+        return ""
+    usable = frozenset(usable_nodes(snapshot))
+    by_cpu, by_memory = [], []
+    for node in snapshot.nodes:
+        if node.name == busiest or node.name not in usable:
+            continue
+        carried = committed(node, (g for g in snapshot.guests if node.name in counted_nodes(g, usable)))
+        left = room(node, carried, limits)
+        if left.memory_bytes < min(g.memory_bytes for g in leaving):
+            by_memory.append(node.name)
+        elif left.cores < min(guest_cores(g, node) for g in leaving):
+            by_cpu.append(f"{node.name} {carried.cores:g} (limit {node.cpus * limits.cpu_overcommit:g})")
+        else:
+            return ""  # a node has room: what stops the moves is not the capacity rule
+    if not by_cpu and not by_memory:
+        return ""
+    cpu = (
+        f" configured cores: {', '.join(by_cpu)}, at the CPU overcommit of {limits.cpu_overcommit:g} per CPU thread"
+        if by_cpu
+        else ""
+    )
+    memory = f"{';' if by_cpu else ''} memory: {', '.join(by_memory)}" if by_memory else ""
+    ending = "Raise the limit, or add a node."
+    return f" No guest of the busiest node, {busiest}, fits on another; full by{cpu}{memory}. {ending}"
 
 
 def _fmt(value: float) -> str:

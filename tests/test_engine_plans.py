@@ -124,6 +124,27 @@ def test_fits_keeps_the_product_from_overfilling_a_node():
     )
 
 
+def test_a_node_whose_guests_fit_nowhere_says_which_limit_holds_them():
+    """Every other node beyond its configured cores: the round names them and the limit
+    instead of only "nothing to gain" while the busiest node is at 150 % of its CPU."""
+    nodes = [node("node1", 4, 64 * GIB), node("node2", 4, 64 * GIB), node("node3", 4, 16 * GIB)]
+    guests = [
+        *(vm(f"vm:{100 + i}", "node1", cores=2, cpu=1.5) for i in range(4)),
+        *(vm(f"vm:{200 + i}", "node2", cores=4, cpu=0.1) for i in range(4)),
+        vm("vm:300", "node3", cores=2, memory_bytes=14 * GIB, cpu=0.1),
+    ]
+    full = run_round(snapshot(nodes, guests, mode="dynamic", preset="product", **ACT_NOW), RoundState())
+    assert full.decision == "below-margin"
+    assert full.explanation.reason.endswith(
+        " No guest of the busiest node, node1, fits on another; full by configured cores: node2 16 (limit 16),"
+        " at the CPU overcommit of 4 per CPU thread; memory: node3. Raise the limit, or add a node."
+    )
+    room = run_round(
+        snapshot(nodes, guests, mode="dynamic", preset="product", cpu_overcommit=5, **ACT_NOW), RoundState()
+    )
+    assert room.decision == "migrate" and room.move.target == "node2"
+
+
 # -- properties of every plan ------------------------------------------------------
 
 guest_strategy = st.tuples(
