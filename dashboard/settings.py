@@ -274,6 +274,10 @@ SPECTACULAR_SETTINGS = {
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 DATABASES = {"default": database_config(DATABASE_URL) if DATABASE_URL else sqlite_config(VAR_DIR / "crs.sqlite3")}
+# HTTP requests inside Django at once (one connection each), and how long one waits for its
+# turn before a 503: dashboard/admission.py.
+REQUESTS_AT_ONCE = DATABASES["default"].get("OPTIONS", {}).get("pool", {}).get("max_size", 10)
+REQUEST_QUEUE_TIMEOUT = env_int("CRS_REQUEST_QUEUE_TIMEOUT", 60)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
