@@ -170,7 +170,7 @@ def test_changed_setting_is_applied_at_the_next_round(page):
     wait_until(
         page,
         "document.getElementById('threshold').textContent === '20.0 %'"
-        " && ['above 20.0 %, hold duration 1 round served', 'compared with a fresh plan every round']"
+        " && ['above 20.0 %, hold duration 1 round served', 'compared with a fresh plan every 1 round']"
         ".some(words => document.getElementById('hold').textContent.endsWith(words))",
     )
     wait_until(page, "document.querySelector('#chart svg .legend')?.textContent.includes('threshold 20.0 %')")
