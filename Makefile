@@ -26,19 +26,12 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(PY) manage.py runembedded --port $(PORT)
 
-# Unit, integration and web tests first, then the browser tests as their own run
-# (Playwright's sync API and pytest-django's DB setup do not mix in one process).
-# The soak probes (mostly idle: a socket held 10 minutes on a stack and Redis of their own)
-# run meanwhile in the background; their output is shown at the end and their failure fails
-# the target. A failed suite skips the browser run but still waits for the soak's verdict.
+# The long probes (soak), the browser tests and the rest as three pytest runs side by side,
+# each on a database and Redis number of its own (scripts/testsuite.py says why); the browser
+# tests are their own run anyway (Playwright's sync API and pytest-django's DB setup do not
+# mix in one process). Any failed run fails the target.
 test: $(STAMP)
-	@mkdir -p tests/artifacts
-	@$(PY) -m pytest -m soak -q -p no:cacheprovider >tests/artifacts/soak.log 2>&1 & soak=$$!; \
-	echo "soak probes running in the background (pid $$soak, tests/artifacts/soak.log)"; \
-	$(PY) -m pytest -m "not e2e and not soak" -q && $(PY) -m pytest -m e2e -q; suite=$$?; \
-	wait $$soak; soaked=$$?; \
-	echo "--- soak probes (exit $$soaked) ---"; cat tests/artifacts/soak.log; \
-	test $$suite -eq 0 && test $$soaked -eq 0
+	@$(PY) scripts/testsuite.py
 
 # The long probes of the distributed stack alone (`make test` runs them too, in parallel).
 soak: $(STAMP)

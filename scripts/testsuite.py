@@ -1,0 +1,63 @@
+"""`make test`: the whole suite as three pytest runs side by side, each on services of its own.
+
+Most of the suite's time is waiting (servers starting, rounds, outages of 30 s, a socket
+held 10 minutes), not computing: run one after the other, the browser tests alone added
+6-11 minutes after the rest. So the long probes (`soak`), the browser tests (`e2e`) and the
+rest run at once, each with its own PostgreSQL database name and Redis database number
+(derived from CRS_TEST_DATABASE_URL and CRS_TEST_REDIS_URL when they are set) so that no run
+flushes or drops another's. The rest streams to the terminal; the other two are printed
+when they end. The exit status is non-zero if any run failed.
+"""
+
+import os
+import subprocess
+import sys
+import urllib.parse
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "tests" / "artifacts"
+# name, marker expression, offset added to the Redis database number
+RUNS = [("soak", "soak", 2), ("e2e", "e2e", 1), ("main", "not e2e and not soak", 0)]
+
+
+def services(name: str, offset: int) -> dict[str, str]:
+    """This run's CRS_TEST_DATABASE_URL and CRS_TEST_REDIS_URL: the database name with the
+    run's name appended, the Redis database number moved by `offset` (the main run keeps both)."""
+    env = {}
+    database = os.environ.get("CRS_TEST_DATABASE_URL", "")
+    if database and offset:
+        parts = urllib.parse.urlsplit(database)
+        env["CRS_TEST_DATABASE_URL"] = parts._replace(path=f"/{parts.path.lstrip('/') or 'crs'}_{name}").geturl()
+    redis = os.environ.get("CRS_TEST_REDIS_URL", "")
+    if redis and offset:
+        parts = urllib.parse.urlsplit(redis)
+        number = int(parts.path.lstrip("/") or 0) + offset
+        env["CRS_TEST_REDIS_URL"] = parts._replace(path=f"/{number}").geturl()
+    return env
+
+
+def main() -> int:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    started = {}
+    for name, marker, offset in RUNS:
+        command = [sys.executable, "-m", "pytest", "-m", marker, "-q", "-p", "no:cacheprovider", "--durations=10"]
+        env = {**os.environ, **services(name, offset)}
+        if name == "main":
+            started[name] = subprocess.Popen(command, cwd=ROOT, env=env)
+        else:
+            log = ARTIFACTS / f"{name}.log"
+            started[name] = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+            print(f"{name} tests running beside the rest (pid {started[name].pid}, {log.relative_to(ROOT)})")
+        sys.stdout.flush()
+    codes = {name: process.wait() for name, process in reversed(started.items())}
+    for name in ("e2e", "soak"):
+        print(f"--- {name} tests (exit {codes[name]}) ---")
+        print((ARTIFACTS / f"{name}.log").read_text(), flush=True)
+    failed = [name for name, code in codes.items() if code != 0]
+    print(f"--- {'failed: ' + ', '.join(failed) if failed else 'all runs passed'} ---")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
