@@ -1,7 +1,8 @@
 """Settings for pytest: the production module (dashboard.settings), with only what tests must change.
 
 What changes, and why:
-* DATABASES — the test server CRS_TEST_DATABASE_URL (PostgreSQL, pooled as in production), or
+* DATABASES — the test server CRS_TEST_DATABASE_URL (PostgreSQL, pooled as in production but
+  waiting up to 60 s for a connection, see below), or
   SQLite without it: pytest-django creates and drops its own `test_...` database there, and a
   test must never touch the operator's DATABASE_URL.
 * REDIS_URL, CHANNEL_LAYERS, CELERY_BROKER_URL — in-process (in-memory layer, `memory://`
@@ -26,6 +27,11 @@ DATABASES = {
     if CRS_TEST_DATABASE_URL
     else sqlite_config(VAR_DIR / "test.sqlite3")
 }
+if CRS_TEST_DATABASE_URL:
+    # Django's test client bypasses the ASGI door (dashboard/admission.py) that keeps a served
+    # burst out of the pool's queue, so the threads of a concurrency test (50 approvals at once)
+    # wait in the pool itself: long enough for a busy CI machine, as the door would let them.
+    DATABASES["default"]["OPTIONS"]["pool"]["timeout"] = 60
 REDIS_URL = ""
 CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.live.layers.ThreadSafeInMemoryChannelLayer"}}
 CELERY_BROKER_URL = "memory://"
