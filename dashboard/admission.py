@@ -2,10 +2,11 @@
 connections; the rest wait at the door.
 
 Under ASGI every request runs in a thread of its own and takes a pooled connection for its
-whole length. One web process serves some 12 pages a second, so a burst of 150 page loads is
-13 s of work: the last requests waited in the pool past its timeout and failed with a 500
-(measured with the production settings: 16 of 150). Waiting here costs neither a thread nor
-a connection, so the burst is served in the same 13 s and every request is answered; one that
+whole length. One web process serves some 8-12 pages a second, so a burst of 150 page loads
+is 13-20 s of work: the last requests waited in the pool past its 10 s timeout and failed with
+a 500 (measured with the production settings: 47-56 of 150). Waiting here costs neither a
+thread nor a connection, so the burst is served in about the same time and every request is
+answered (150 of 150 in 19 s, bench/README.md); one that
 waits longer than the queue timeout gets a 503 with Retry-After, which browsers, proxies and
 scripts know to retry, instead of a 500. WebSockets pass: they hold no connection between
 pushes.

@@ -1,8 +1,9 @@
 """`make test`: the whole suite as three pytest runs side by side, each on services of its own.
 
-Most of the suite's time is waiting (servers starting, rounds, outages of 30 s, a socket
-held 10 minutes), not computing: run one after the other, the browser tests alone added
-6-11 minutes after the rest. So the long probes (`soak`), the browser tests (`e2e`) and the
+Run one after the other, the browser tests added 6-11 minutes after the rest, and on a slow
+machine the suite took 36 minutes. Side by side the runs share two CPUs (the rest slowed from
+23.6 to 25.7 minutes), but the browser tests and the soak's ten minutes come free: the whole
+took 26.5-27.5 minutes. So the long probes (`soak`), the browser tests (`e2e`) and the
 rest run at once, each with its own PostgreSQL database name and Redis database number
 (derived from CRS_TEST_DATABASE_URL and CRS_TEST_REDIS_URL when they are set) so that no run
 flushes or drops another's. The rest streams to the terminal; the other two are printed
