@@ -47,6 +47,22 @@ STATIC_SEED = Path(tempfile.gettempdir()) / f"crs-static-seed-{os.getpid()}"
 atexit.register(shutil.rmtree, STATIC_SEED, ignore_errors=True)
 
 
+def own_static(static: Path) -> dict[str, str]:
+    """The environment that gives a server `static` as its STATIC_ROOT, seeded with this test
+    process's first collect. Every server of the suite needs its own: collectstatic deletes a
+    hashed file before it writes it again, and a server (or the in-process tests' WhiteNoise)
+    scanning a shared directory meanwhile fails on the missing file (seen in CI, var/static)."""
+    if STATIC_SEED.exists():
+        shutil.copytree(STATIC_SEED, static, dirs_exist_ok=True)
+    return {"CRS_STATIC_ROOT": str(static)}
+
+
+def keep_static_seed(env: dict[str, str]) -> None:
+    """After a server's collect: its static files seed the next servers' (see STATIC_SEED)."""
+    if not STATIC_SEED.exists():
+        shutil.copytree(env["CRS_STATIC_ROOT"], STATIC_SEED)
+
+
 @contextmanager
 def distributed_stack(database_url: str, redis_url: str, password: str, name: str, logs: Path = ARTIFACTS):
     """web, worker and beat, started exactly as `make web`, `make worker` and `make beat` do, on a
@@ -75,13 +91,9 @@ def processes_of_a_stack(
     """The static files, then web (daphne), the supervised `worker` and supervised beat, as
     `make web`, `make worker` and `make beat` start them, on `env`'s database and Redis (an
     outage test's own); (the web's port, the processes). Logs go to <logs>/<name>-*.log."""
-    static = logs / f"{name}-static"  # its own: the suite's other servers collect too
-    env = {**env, "CRS_STATIC_ROOT": str(static)}
-    if STATIC_SEED.exists():
-        shutil.copytree(STATIC_SEED, static, dirs_exist_ok=True)
+    env = {**env, **own_static(logs / f"{name}-static")}
     assert start(COLLECTSTATIC, env, logs / f"{name}-setup.log").wait(120) == 0
-    if not STATIC_SEED.exists():
-        shutil.copytree(static, STATIC_SEED)
+    keep_static_seed(env)
     port = free_port()
     web = [str(VENV_BIN / WEB[0]), "-b", "127.0.0.1", "-p", str(port), *WEB[5:]]
     beat = [str(VENV_BIN / BEAT[0]), *BEAT[1:]]

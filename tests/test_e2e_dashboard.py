@@ -11,9 +11,10 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
-from stack import ARTIFACTS, ROOT, free_port, start, stop, wait_for_port
+from stack import ARTIFACTS, ROOT, free_port, keep_static_seed, own_static, start, stop, wait_for_port
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = "/usr/bin/chromium"
@@ -42,11 +43,13 @@ def embedded(log: str, *options: str, start_timeout: float = 60.0):
             "REDIS_URL": "",
             "CRS_ADMIN_PASSWORD": PASSWORD,
             "CRS_SECRET_KEY": "e2e-only",
+            **own_static(Path(tmp) / "static"),
         }
         args = ["manage.py", "runembedded", "--port", str(port), "--round-interval", "1", *options]
         process = start(args, env, ARTIFACTS / log)
         try:
             wait_for_port(port, process, start_timeout)
+            keep_static_seed(env)
             yield f"http://127.0.0.1:{port}", env
         finally:
             stop(process)
