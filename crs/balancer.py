@@ -16,11 +16,11 @@ from .bundles import movable_bundles
 from .decision import Decision, Explanation, Move, RoundResult, RoundState, Step, total_gain
 from .fits import committed, guest_cores, room
 from .imbalance import imbalance
-from .model import Guards, Guest, Settings, Snapshot
+from .model import Guards, Settings, Snapshot
 from .planner import NOISE, limits_of, plan_moves, target_refusal
 from .planner import apply_move as _apply
 from .rules import compile_rules
-from .usage import NodeStats, counted_nodes, node_loads, node_stats, usable_nodes
+from .usage import NodeStats, carried_by, node_loads, node_stats, usable_nodes
 
 
 def run_round(
@@ -251,10 +251,7 @@ def _held_back(snapshot: Snapshot, stats: list[NodeStats]) -> str:
     if limits is None or not leaving:
         return ""
     usable = frozenset(usable_nodes(snapshot))
-    held: dict[str, list[Guest]] = {name: [] for name in usable}
-    for guest in snapshot.guests:  # one pass: a scan per node is nodes × guests at 1000 × 20 000
-        for name in counted_nodes(guest, usable):
-            held[name].append(guest)
+    held = carried_by(snapshot.guests, usable, usable)
     smallest_memory = min(g.memory_bytes for g in leaving)
     by_cpu, by_memory = [], []
     for node in snapshot.nodes:

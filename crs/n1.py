@@ -21,7 +21,7 @@ from .fits import Commitment, Limits, committed, guest_cores, refusal
 from .model import Guest, Node, Snapshot
 from .placement import EXACT_TOPSIS_CELLS, Occupancy, select_node
 from .rules import CompiledRules, compile_rules
-from .usage import counted_demand, counted_nodes
+from .usage import carried_by, counted_demand, counted_nodes
 
 NOT_RECOVERED = frozenset({"disabled", "ignored"})  # Proxmox recovers started and stopped guests alike
 
@@ -292,12 +292,8 @@ def _count(
 def _holdings(snapshot: Snapshot) -> dict[str, Commitment]:
     """Usable node → configured sizes of the guests that run or will run there."""
     usable = frozenset(n.name for n in snapshot.nodes if n.usable)
-    held: dict[str, list[Guest]] = {name: [] for name in usable}
-    for guest in snapshot.guests:
-        if guest.state == "request_stop":
-            continue  # stopping: it holds nothing
-        for name in counted_nodes(guest, usable):
-            held[name].append(guest)
+    holding = (g for g in snapshot.guests if g.state != "request_stop")  # stopping: it holds nothing
+    held = carried_by(holding, usable, usable)
     return {name: committed(snapshot.node(name), guests) for name, guests in held.items()}
 
 

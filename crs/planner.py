@@ -20,10 +20,10 @@ from .bundles import Bundle, movable_bundles
 from .decision import Move, Step
 from .fits import Limits, committed, refusal, room
 from .imbalance import imbalance, relative_gain, truncated
-from .model import Guards, Guest, Settings, Snapshot
+from .model import Guards, Settings, Snapshot
 from .moves import CHUNK_CELLS, Cluster, Scored, best_bruteforce, best_topsis, lowest_squared, scored, top_moves
 from .rules import compile_rules
-from .usage import NodeStats, counted_nodes, demand, node_stats, usable_nodes
+from .usage import NodeStats, carried_by, demand, node_stats, usable_nodes
 
 # A step must lower the imbalance by more than this fraction of it. Imbalances carry
 # ~1e-15 of rounding (and are compared on 15 decimals), so anything below 1e-9 is noise
@@ -50,8 +50,11 @@ def target_refusal(snapshot: Snapshot, guests: tuple[str, ...], target: str) -> 
     if limits is None:
         return None
     node = snapshot.node(target)
-    usable = frozenset(usable_nodes(snapshot))
-    carried = [g for g in snapshot.guests if target in counted_nodes(g, usable) and g.sid not in guests]
+    carried = [
+        g
+        for g in carried_by(snapshot.guests, (target,), frozenset(usable_nodes(snapshot)))[target]
+        if g.sid not in guests
+    ]
     members = [snapshot.guest(sid) for sid in guests]
     return refusal(node, committed(node, [*carried, *members]), limits)
 
@@ -183,13 +186,7 @@ class _Capacity:
     def _ask(self, snapshot: Snapshot, names: Iterable[str]) -> None:
         """Refresh the columns of `names` from what their nodes carry in `snapshot`."""
         cols = {name: self.names.index(name) for name in names}
-        usable = frozenset(self.names)
-        carried: dict[str, list[Guest]] = {name: [] for name in cols}
-        for guest in snapshot.guests:
-            if guest.node in carried or guest.target in carried:  # the only nodes it may count on
-                for name in counted_nodes(guest, usable):
-                    if name in carried:
-                        carried[name].append(guest)
+        carried = carried_by(snapshot.guests, cols, frozenset(self.names))
         for name, col in cols.items():
             node = snapshot.node(name)
             left = room(node, committed(node, carried[name]), self.limits)  # type: ignore[arg-type]
