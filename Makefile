@@ -26,10 +26,10 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(PY) manage.py runembedded --port $(PORT)
 
-# The long probes (soak), the browser tests and the rest as three pytest runs side by side,
-# each on a database and Redis number of its own (scripts/testsuite.py says why); the browser
-# tests are their own run anyway (Playwright's sync API and pytest-django's DB setup do not
-# mix in one process). Any failed run fails the target.
+# The long probes (soak), the browser tests, the tests with servers of their own and the rest
+# as four pytest runs side by side, each on a database and Redis number of its own
+# (scripts/testsuite.py says why); the browser tests are their own run anyway (Playwright's
+# sync API and pytest-django's DB setup do not mix in one process). Any failed run fails it.
 test: $(STAMP)
 	@$(PY) scripts/testsuite.py
 

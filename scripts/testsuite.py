@@ -1,12 +1,13 @@
-"""`make test`: the whole suite as three pytest runs side by side, each on services of its own.
+"""`make test`: the whole suite as four pytest runs side by side, each on services of its own.
 
 Run one after the other, the browser tests added 6-11 minutes after the rest, and on a slow
-machine the suite took 36 minutes. Side by side the runs share two CPUs (the rest slowed from
-23.6 to 25.7 minutes), but the browser tests and the soak's ten minutes come free: the whole
-took 26.5-27.5 minutes. So the long probes (`soak`), the browser tests (`e2e`) and the
+machine the suite took 36 minutes. Side by side the runs share two CPUs, but the browser
+tests and the soak's ten minutes mostly wait, and so do the tests that start servers of
+their own (`servers`: stacks, outages, killed workers), which took 9-10 of the rest's 23
+minutes. So the long probes (`soak`), the browser tests (`e2e`), the server tests and the
 rest run at once, each with its own PostgreSQL database name and Redis database number
 (derived from CRS_TEST_DATABASE_URL and CRS_TEST_REDIS_URL when they are set) so that no run
-flushes or drops another's. The rest streams to the terminal; the other two are printed
+flushes or drops another's. The rest streams to the terminal; the other three are printed
 when they end. The exit status is non-zero if any run failed.
 """
 
@@ -19,7 +20,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
 # name, marker expression, offset added to the Redis database number
-RUNS = [("soak", "soak", 2), ("e2e", "e2e", 1), ("main", "not e2e and not soak", 0)]
+RUNS = [
+    ("soak", "soak", 2),
+    ("e2e", "e2e", 1),
+    ("servers", "servers and not soak and not e2e", 3),
+    ("main", "not e2e and not soak and not servers", 0),
+]
 
 
 def services(name: str, offset: int) -> dict[str, str]:
@@ -52,7 +58,7 @@ def main() -> int:
             print(f"{name} tests running beside the rest (pid {started[name].pid}, {log.relative_to(ROOT)})")
         sys.stdout.flush()
     codes = {name: process.wait() for name, process in reversed(started.items())}
-    for name in ("e2e", "soak"):
+    for name in ("servers", "e2e", "soak"):
         print(f"--- {name} tests (exit {codes[name]}) ---")
         print((ARTIFACTS / f"{name}.log").read_text(), flush=True)
     failed = [name for name, code in codes.items() if code != 0]

@@ -4,6 +4,7 @@ when the first stops."""
 import time
 
 import psycopg
+import pytest
 from conftest import own_database
 from stack import ARTIFACTS, BEAT, VENV_BIN, distributed_stack, start, stop
 
@@ -15,6 +16,7 @@ def rounds_of_demo(database_url: str) -> int:
         return conn.execute("SELECT count(*) FROM dashboard_round").fetchone()[0]
 
 
+@pytest.mark.servers
 def test_a_second_beat_waits_and_the_rounds_are_not_doubled(redis_url):
     with own_database("beat") as database_url, distributed_stack(database_url, redis_url, PASSWORD, "beat"):
         env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "CRS_SECRET_KEY": "beat-test"}

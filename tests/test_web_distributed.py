@@ -14,6 +14,7 @@ from wsclient import Client, login
 PASSWORD = "distributed-password"
 
 
+@pytest.mark.servers
 def test_compose_runs_the_commands_tested_here():
     compose = (ROOT / "docker-compose.yml").read_text()
     assert " ".join(WEB) in compose
@@ -28,6 +29,7 @@ def stack(redis_url):
             yield url
 
 
+@pytest.mark.servers
 def test_round_reaches_the_browser_through_redis(stack):
     cookie = login(stack, "admin", PASSWORD)
 
@@ -58,6 +60,7 @@ BAD_SETTINGS = [
 ]
 
 
+@pytest.mark.servers
 def test_bad_input_to_the_production_stack_is_a_400_naming_the_field(stack):
     cookie = login(stack, "admin", PASSWORD)
     csrf = dict(part.split("=", 1) for part in cookie.split("; "))["csrftoken"]

@@ -9,6 +9,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
+import pytest
 from conftest import own_database
 from stack import ARTIFACTS, distributed_stack, start
 from wsclient import login
@@ -43,6 +44,7 @@ def status_of(url: str, cookie: str, post: bool = False) -> int:
         return error.code
 
 
+@pytest.mark.servers
 def test_a_burst_of_200_viewers_gets_no_5xx_and_the_pool_bounds_connections(redis_url):
     with (
         own_database("load") as database_url,

@@ -53,6 +53,7 @@ def state(pk: int) -> str:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.servers
 def test_a_migration_running_across_a_postgres_outage_settles_within_60_s(redis_server):
     service_or_skip("CRS_TEST_DATABASE_URL")
     cluster = Cluster.objects.create(name="pg-outage", source_kind="simulator", source_config=FAST_SIMULATOR)

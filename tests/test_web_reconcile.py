@@ -77,6 +77,7 @@ def test_a_viewer_cannot_mark_a_migration_failed(suggested, viewer, client, monk
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.servers
 def test_a_migration_running_across_a_redis_outage_settles_within_60_s(redis_server, monkeypatch):
     """The real worker and beat on PostgreSQL and a Redis of the test's own, stopped for OUTAGE
     seconds while a migration runs whose follower the outage dropped."""

@@ -78,6 +78,7 @@ async def reconnect(base: str, path: str, cookie: str, after: float) -> float:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.servers
 def test_redis_outage_pauses_live_updates_and_everything_resumes(stack, redis_server, admin):
     base, cluster = stack
     cookie = session_cookie(admin)
@@ -117,6 +118,7 @@ async def handshake(base: str, path: str, cookie: str) -> int:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.servers
 def test_around_a_redis_restart_no_websocket_handshake_is_a_500(stack, redis_server, admin):
     """Issue 12: after a Redis restart one handshake in 12 returned 500. When Redis goes, open
     sockets close; while it is away a handshake is refused (403: the page says paused and

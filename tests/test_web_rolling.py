@@ -103,6 +103,7 @@ def started_on(cluster, node):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.servers
 def test_three_nodes_in_turn_with_a_worker_restart_in_the_middle(admin_client, redis_server):
     service_or_skip("CRS_TEST_DATABASE_URL")
     from dashboard.tasks import collect
@@ -234,6 +235,7 @@ def evacuations(cluster, node):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.servers
 def test_pause_mid_drain_lets_the_move_under_way_finish_and_starts_no_other_until_resumed(admin_client, redis_server):
     service_or_skip("CRS_TEST_DATABASE_URL")
     from dashboard.models import Round

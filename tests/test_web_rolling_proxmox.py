@@ -41,6 +41,7 @@ def test_the_queue_shows_the_command_and_follows_the_nodes_state(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.servers
 def test_a_node_seen_rebooted_moves_on_without_the_admin_s_word(admin_client, pve, redis_server):  # noqa: F811
     service_or_skip("CRS_TEST_DATABASE_URL")
     config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file}

@@ -38,6 +38,7 @@ def finished_by_a_new_worker(migration_id: int, database_url: str, redis_url: st
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.servers
 def test_worker_killed_during_execute_leaves_a_migration_that_is_resumed_once(suggested, redis_server):
     service_or_skip("CRS_TEST_DATABASE_URL")
     database_url = shared_database_url()
@@ -70,6 +71,7 @@ def test_worker_killed_during_execute_leaves_a_migration_that_is_resumed_once(su
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.servers
 def test_worker_killed_while_following_a_migration_leaves_it_followed_to_its_end(suggested, redis_server):
     service_or_skip("CRS_TEST_DATABASE_URL")
     database_url = shared_database_url()
