@@ -99,17 +99,27 @@ def verdict(cluster: Cluster, snapshot: Snapshot, pending: list[Migration], resu
     if _same(pending, rival):
         return Verdict("", f"{kept}; this round's plan is the same.")
     new_gain = total_gain(rival)
-    moves = f"{len(rival)} move{'s' if len(rival) > 1 else ''}"
+    moves = _moves(len(rival), len(result.plan))
     if new_gain - gain >= settings.margin:
         return Verdict(
-            f"a new plan gains {new_gain:.1%} with {moves} on fresh data where this one still gains {gain:.1%}: "
+            f"a new plan gains {new_gain:.1%} {moves} on fresh data where this one still gains {gain:.1%}: "
             f"better by at least the margin {settings.margin:.0%}"
         )
     return Verdict(
         "",
         f"{kept}; this round's plan, starting with {_first(rival[0].move)}, would gain {new_gain:.1%} "
-        f"with {moves}, not better by the margin {settings.margin:.0%}.",
+        f"{moves}, not better by the margin {settings.margin:.0%}.",
     )
+
+
+def _moves(compared: int, planned: int) -> str:
+    """The new plan's moves weighed against the kept plan's, in words: "with 2 moves", or
+    "with its first 2 moves of 3" when the new plan has more. An admin read "a new plan gains
+    32.5% with 2 moves", then saw a plan of 3 suggested, and could not tell why."""
+    if compared == planned:
+        return f"with {compared} move{'s' if compared > 1 else ''}"
+    first = "its first move" if compared == 1 else f"its first {compared} moves"
+    return f"with {first} of {planned}"
 
 
 def _first(move) -> str:
