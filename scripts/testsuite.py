@@ -58,7 +58,7 @@ def main() -> int:
             print(f"{name} tests running beside the rest (pid {started[name].pid}, {log.relative_to(ROOT)})")
         sys.stdout.flush()
     codes = {name: process.wait() for name, process in reversed(started.items())}
-    for name in ("servers", "e2e", "soak"):
+    for name in reversed([name for name, _, _ in RUNS if name != "main"]):  # the longest last
         print(f"--- {name} tests (exit {codes[name]}) ---")
         print((ARTIFACTS / f"{name}.log").read_text(), flush=True)
     failed = [name for name, code in codes.items() if code != 0]

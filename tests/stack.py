@@ -40,9 +40,10 @@ SUPERVISE = [str(ROOT / "scripts" / "supervise")]
 SINGLE_WORKER = [str(VENV_BIN / WORKER[0]), *WORKER[1:], "--concurrency", "1", "--without-mingle", "--without-gossip"]
 # `make web` collects the static files (hashed, compressed) before daphne starts.
 COLLECTSTATIC = ["manage.py", "collectstatic", "--noinput", "-v", "0"]
-# This test process's first stack's static files, copied into the next stacks' before they
-# collect: the compressed copies are kept (dashboard/staticfiles.py), so a collect takes 4 s
-# instead of 30 s of Brotli on a slow machine, and the suite starts eight stacks.
+# This test process's first server's static files (a stack's or runembedded's), copied into
+# the next servers' before they collect: the compressed copies are kept (dashboard/staticfiles.py),
+# so a collect takes 4 s instead of 30 s of Brotli on a slow machine, and the suite starts some
+# twenty servers.
 STATIC_SEED = Path(tempfile.gettempdir()) / f"crs-static-seed-{os.getpid()}"
 atexit.register(shutil.rmtree, STATIC_SEED, ignore_errors=True)
 
