@@ -8,12 +8,21 @@ PORT ?= 8000
 
 .PHONY: run test soak check test-unit test-e2e web worker beat bench venv lock clean
 
+# One install at a time: `make web`, `make worker` and `make beat` started together (three
+# service units after an upgrade) each found the stamp stale and ran pip into the same .venv
+# at once, and beat failed on a file another pip had just replaced. The first takes the lock
+# (flock on this Makefile) and installs; the others wait for it, then find the stamp fresh.
+ifdef CRS_VENV_LOCKED
 $(STAMP): pyproject.toml requirements-test.lock
 	@test -x $(PY) || $$(scripts/python312) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-test.lock
 	$(PY) -m pip install -q --no-deps -e .
 	@touch $(STAMP)
+else
+$(STAMP): pyproject.toml requirements-test.lock
+	@flock Makefile $(MAKE) --no-print-directory CRS_VENV_LOCKED=1 $(STAMP)
+endif
 
 # The locks: exact versions for the image (runtime) and for development and CI (with the tests' tools).
 lock: $(STAMP)
