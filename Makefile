@@ -73,7 +73,7 @@ beat: $(STAMP)
 	scripts/supervise $(VENV)/bin/celery -A dashboard beat -l info --scheduler django_celery_beat.schedulers:DatabaseScheduler
 
 bench: $(STAMP)
-	$(PY) bench/engine_speed.py
+	$(PY) -m bench.engine_speed
 
 clean:
 	rm -rf $(VENV)

@@ -1,7 +1,7 @@
 """Engine speed and memory: whole `python -m crs plan` processes at scale, and the
 vectorized move scoring against Proxmox's direct per-candidate recompute, side by side.
 
-Run: .venv/bin/python bench/engine_speed.py [--quick]
+Run: .venv/bin/python -m bench.engine_speed [--quick]
 """
 
 from __future__ import annotations
@@ -15,21 +15,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.make_snapshot import synthetic
+from crs.balancer import plan
+from crs.bundles import movable_bundles
+from crs.errors import SnapshotError
+from crs.fields import read_json
+from crs.imbalance import imbalance, truncated
+from crs.moves import Cluster, best_bruteforce
+from crs.rules import compile_rules
+from crs.snapshot import parse
+from crs.usage import node_stats
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from make_snapshot import synthetic  # noqa: E402
-
-from crs.balancer import plan  # noqa: E402
-from crs.bundles import movable_bundles  # noqa: E402
-from crs.errors import SnapshotError  # noqa: E402
-from crs.fields import read_json  # noqa: E402
-from crs.imbalance import imbalance, truncated  # noqa: E402
-from crs.moves import Cluster, best_bruteforce  # noqa: E402
-from crs.rules import compile_rules  # noqa: E402
-from crs.snapshot import parse  # noqa: E402
-from crs.usage import node_stats  # noqa: E402
 
 
 def whole_process(argv: list[str], repeat: int) -> tuple[float, float, float, bytes]:

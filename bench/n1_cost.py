@@ -1,19 +1,15 @@
 """The N+1 verdict's cost at the demo size: why rounds compute it once a minute (dashboard/ha.py
 N1_EVERY), not every round.
 
-Run: .venv/bin/python bench/n1_cost.py
+Run: .venv/bin/python -m bench.n1_cost
 """
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import crs.sources  # noqa: E402
-from crs.n1 import n1  # noqa: E402
+import crs.sources
+from crs.n1 import n1
 
 
 def main() -> None:

@@ -2,20 +2,16 @@
 node goes down (crs.rolling.breaks_n1: the verdict now and with the node emptied) against one
 N+1 verdict (the baseline rounds already pay once a minute), and the order with groups of two.
 
-Run: .venv/bin/python bench/rolling_check.py
+Run: .venv/bin/python -m bench.rolling_check
 """
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import crs.sources  # noqa: E402
-from crs.n1 import n1  # noqa: E402
-from crs.rolling import breaks_n1, groups, order  # noqa: E402
+import crs.sources
+from crs.n1 import n1
+from crs.rolling import breaks_n1, groups, order
 
 
 def best_of(runs: int, work) -> float:

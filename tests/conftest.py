@@ -8,7 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from stack import ARTIFACTS, SINGLE_WORKER, drop_database, free_port, fresh_database, start, stop, wait_for_port
+
+from harness.stack import ARTIFACTS, SINGLE_WORKER, drop_database, free_port, fresh_database, start, stop, wait_for_port
 
 REQUIRE_SERVICES = os.environ.get("CRS_TEST_REQUIRE_SERVICES", "") in ("1", "true")
 # Migrations of the test cluster take the simulator's minimum of one second.
