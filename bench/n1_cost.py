@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import crs.sources
+from bench.results import record
 from crs.n1 import n1
 
 
@@ -23,6 +24,11 @@ def main() -> None:
     size = f"{len(snapshot.nodes)} nodes, {len(snapshot.guests)} guests"
     print(f"{size}: best of 3 {best_wall:.2f} s wall, {best_cpu:.2f} s CPU")
     print(report.verdict)
+    record(
+        "n1-verdict-demo",
+        f"one N+1 verdict, the demo cluster ({size})",
+        f"{best_wall:.2f} s wall, {best_cpu:.2f} s CPU",
+    )
 
 
 if __name__ == "__main__":

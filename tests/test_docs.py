@@ -27,3 +27,32 @@ def test_the_settings_reference_gives_each_setting_its_api_key_unit_default_and_
     assert "| `hold_duration` | rounds | `3` | 0 to 1000 |" in page
     assert "| `memory_reserve` | bytes |" in page
     assert "`automatic`: automatic (auto-rebalance on)" in page
+
+
+def test_the_benchmark_table_is_what_the_results_hold():
+    from bench import table
+
+    readme = table.README.read_text()
+    assert readme == table.rewritten(readme), "bench/README.md's table is out of date: run make bench-table"
+
+
+def test_the_benchmark_table_takes_a_new_result_in_place_of_the_old_table(tmp_path):
+    import json
+
+    from bench import table
+
+    (tmp_path / "web-1-latency.json").write_text(
+        json.dumps(
+            {
+                "what": "round → browser",
+                "figure": "p95 9 ms",
+                "command": "python -m bench.latency",
+                "date": "2026-11-27",
+                "load": "0.4",
+            }
+        )
+    )
+    readme = f"# Benchmarks\n\n{table.START}\n| old | row |\n{table.END}\n\n## How\n"
+    new = table.rewritten(readme, tmp_path)
+    assert "| round → browser | p95 9 ms |  | `python -m bench.latency` | 2026-11-27 | 0.4 |" in new
+    assert "| old | row |" not in new and new.endswith(f"{table.END}\n\n## How\n")
