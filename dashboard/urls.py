@@ -60,7 +60,7 @@ handler500 = "dashboard.pages.errors.server_error"
 urlpatterns = [
     path("", include((app_patterns, "dashboard"))),
     path("healthz", views.healthz, name="healthz"),
-    path("api/", include("dashboard.api.views")),
+    path("api/", include("dashboard.api.urls")),
     path("api/v1/", include((ha_api.router.urls, "api-ha"))),
     path("api/v1/", include((rolling_api.router.urls, "api-rolling"))),
     path("api/v1/", include((capacity_api.router.urls, "api-capacity"))),
