@@ -86,7 +86,10 @@ def plan_moves(
             break
         moving = chosen.bundle
         following = apply_move(current, moving.guests, moving.node, chosen.target)
-        stats_after = _restat(stats, following, mode, (moving.node, chosen.target))
+        if settings.preset == "proxmox":
+            stats_after = _as_if_moved(stats, moving, chosen.target)
+        else:
+            stats_after = _restat(stats, following, mode, (moving.node, chosen.target))
         after = truncated(imbalance([s.load for s in stats_after], scale))
         gain = relative_gain(before, after)
         if steps and gain <= NOISE:
@@ -132,9 +135,25 @@ def _pick(cluster: Cluster, method: str, budget: int) -> Scored | None:
     return greedy if best is None else scored(cluster, *best)
 
 
+def _as_if_moved(stats: list[NodeStats], bundle: Bundle, target: str) -> list[NodeStats]:
+    """Proxmox's figures after a move (`proxmox` preset): the bundle's summed demand taken off
+    its source (clamped at zero) and added to the target, nothing recounted. A `cores` 0 guest
+    thus moves 0 CPU, though where it sits it counts as all of the node's CPUs; the scoring
+    (`crs.moves`) does the same sums, so the step's figure is the one Proxmox logs."""
+    out = []
+    for s in stats:
+        if s.name == bundle.node:
+            s = replace(s, cpu=max(0.0, s.cpu - bundle.cpu), mem=max(0.0, s.mem - bundle.mem))
+        elif s.name == target:
+            s = replace(s, cpu=s.cpu + bundle.cpu, mem=s.mem + bundle.mem)
+        out.append(s)
+    return out
+
+
 def _restat(stats: list[NodeStats], snapshot: Snapshot, mode: str, changed: tuple[str, str]) -> list[NodeStats]:
-    """`node_stats` after a move: only its two nodes change, recomputed from their guests in
-    the same order as a full recomputation, so the figures are the same bits."""
+    """`node_stats` after a move (`product` preset), as a fresh round will see the cluster: a
+    `cores` 0 guest counts as all of its new node's CPUs. Only the move's two nodes change,
+    recomputed from their guests in the same order as a full recomputation (the same bits)."""
     part = replace(
         snapshot,
         nodes=tuple(n for n in snapshot.nodes if n.name in changed),
