@@ -19,17 +19,12 @@ import numpy as np
 from .bundles import Bundle, movable_bundles
 from .decision import Move, Step
 from .fits import Limits, committed, refusal, room
-from .imbalance import imbalance, relative_gain, truncated
+from .imbalance import NOISE, cluster_imbalance, relative_gain, truncated
 from .model import Guards, Settings, Snapshot
 from .moves import CHUNK_CELLS, Cluster, Scored, best_bruteforce, best_topsis, lowest_squared, scored, top_moves
 from .rules import compile_rules
 from .usage import NodeStats, carried_by, demand, node_stats, usable_nodes
 
-# A step must lower the imbalance by more than this fraction of it. Imbalances carry
-# ~1e-15 of rounding (and are compared on 15 decimals), so anything below 1e-9 is noise
-# that could reverse on recomputation; the smallest real move (one small guest among
-# thousands) gains orders of magnitude more.
-NOISE = 1e-9
 ALTERNATIVES = 3  # next-best targets kept per step, for claims that find their target full
 LOOKAHEAD = 3  # first moves (the best by themselves) whose best follow-up is weighed, per step
 LOOKAHEAD_CELLS = CHUNK_CELLS  # beyond this many bundle × node cells the look-ahead's 4× scoring is not paid
@@ -71,7 +66,7 @@ def plan_moves(
     rules = compile_rules(snapshot)
     bundles = movable_bundles(snapshot, rules, mode, guards)
     capacity = _Capacity(snapshot, bundles, limits_of(settings))
-    before = imbalance([s.load for s in stats], scale)
+    before = cluster_imbalance(snapshot, stats)
     moved: set[str] = set()
     steps: list[Step] = []
     candidates = 0
@@ -90,7 +85,7 @@ def plan_moves(
             stats_after = _as_if_moved(stats, moving, chosen.target)
         else:
             stats_after = _restat(stats, following, mode, (moving.node, chosen.target))
-        after = truncated(imbalance([s.load for s in stats_after], scale))
+        after = truncated(cluster_imbalance(following, stats_after))
         gain = relative_gain(before, after)
         if steps and gain <= NOISE:
             break

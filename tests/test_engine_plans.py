@@ -13,9 +13,9 @@ from crs import fits
 from crs.balancer import apply_move, plan, run_round, stale_reason
 from crs.decision import RoundState, total_gain
 from crs.errors import SnapshotError
-from crs.imbalance import imbalance, truncated
+from crs.imbalance import NOISE, imbalance, truncated
 from crs.model import PROXMOX, Guards
-from crs.planner import NOISE, limits_of
+from crs.planner import limits_of
 from crs.snapshot import parse, to_dict
 from crs.usage import counted_nodes, node_loads, node_stats, usable_nodes
 
