@@ -51,6 +51,7 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
         default=None,
         help="preview the planner rounds use with a budget of K moves (down to the file's target imbalance)",
     )
+    p.add_argument("--objective", choices=OBJECTIVES, help="even, pressure or both, instead of the file's objective")
     p.set_defaults(handler=_plan)
     s = sub.add_parser("score", help="rank the nodes for placing one guest")
     s.add_argument("snapshot")
@@ -79,6 +80,8 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
 
 def _plan(args: argparse.Namespace) -> int:
     snap = snapshot.load_file(args.snapshot)
+    if args.objective:
+        snap = snap.with_settings(dataclasses.replace(snap.settings, objective=args.objective))
     result = balancer.plan(snap, steps=args.steps)
     if args.json:
         print(json.dumps(result.to_plan_dict(steps=args.steps is not None), indent=2))
@@ -90,7 +93,8 @@ def _plan(args: argparse.Namespace) -> int:
 def _plan_table(snap: Snapshot, result: RoundResult, with_steps: bool) -> str:
     s = snap.settings
     lines = [
-        f"cluster {snap.cluster or '-'}: mode {s.mode}, method {s.method}, scale {s.imbalance_scale}",
+        f"cluster {snap.cluster or '-'}: mode {s.mode}, objective {s.objective}, method {s.method}, "
+        f"scale {s.imbalance_scale}",
         "",
         f"{'node':<16} {'load':>7}",
     ]
