@@ -22,6 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import pve_schema
+
 RESPONSES = Path(__file__).resolve().parent / "fixtures" / "pve-api" / "responses"
 TOKEN = "root@pam!crs=0b8f2f5e-6a4c-4c4e-9a57-3b1d2c9d7e11"
 GIB = 2**30
@@ -92,6 +94,9 @@ class FakePve:
         self.options: dict | None = {"keyboard": "en-us"}
         self.tasks: dict[str, dict] = {}
         self.requests: list[tuple[str, str, dict]] = []
+        # What the real API would not have: a request outside Proxmox VE's schema or an answer
+        # its `returns` refuses (tests/pve_schema.py). The `pve` fixture fails a test that leaves any.
+        self.strays: list[str] = []
         self.steps_per_migration = 3  # status polls a migration stays running
         self.fail_next: str | None = None  # exit status of the next migration, e.g. "migration aborted"
         self.ha_lists_before_start = 1  # task list queries before the HA manager starts the qmigrate
@@ -374,7 +379,11 @@ class FakePve:
                 if self.headers.get("Authorization") != f"PVEAPIToken={TOKEN}":
                     status, data = 401, "authentication failure"
                 else:
-                    status, data = fake.handle(method, path, {k: v[-1] for k, v in query.items()})
+                    params = {k: v[-1] for k, v in query.items()}
+                    status, data = fake.handle(method, path, params)
+                    fake.strays += pve_schema.request_errors(method, path, params)
+                    if status == 200:
+                        fake.strays += pve_schema.answer_errors(method, path, data)
                 body = json.dumps(
                     {"data": data if status == 200 else None} | ({} if status == 200 else {"message": data})
                 ).encode()
