@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import hashlib
 import ipaddress
 import json
 import re
@@ -92,6 +93,13 @@ class FakePve:
         # datacenter.cfg as GET /cluster/options returns it; `crs` absent = Proxmox's defaults
         # (basic mode, no auto-rebalance). None = a PVE answering 501 (tests of old versions).
         self.options: dict | None = {"keyboard": "en-us"}
+        self.version = {"version": "9.0.3", "release": "9.0", "repoid": "025864202ebb6109"}
+        # The token's effective privileges as GET /access/permissions answers (path → privilege →
+        # propagate); a test takes some away to play a token that lacks them.
+        self.permissions: dict[str, dict[str, int]] = {
+            path: {p: 1 for p in ("Sys.Audit", "Sys.Modify", "Sys.PowerMgmt", "VM.Audit", "VM.Migrate")}
+            for path in ("/", "/nodes", "/vms", "/storage")
+        }
         self.tasks: dict[str, dict] = {}
         self.requests: list[tuple[str, str, dict]] = []
         # What the real API would not have: a request outside Proxmox VE's schema or an answer
@@ -105,6 +113,7 @@ class FakePve:
         self._clock = 0x6A000000
         self._cert, self._key = _self_signed(cert_dir)
         self.ca_file = str(self._cert)
+        self.fingerprint = _fingerprint(self._cert)  # SHA-256 of the certificate, AB:CD:… as pvenode shows it
         self._server: ThreadingHTTPServer | None = None
 
     def power_off(self, node: str) -> None:
@@ -131,6 +140,10 @@ class FakePve:
         if method == "GET" and path == "cluster/resources":
             wanted = {"vm": ("qemu", "lxc"), "node": ("node",)}.get(params.get("type"))
             return 200, [e for e in self.resources if not wanted or e.get("type") in wanted]
+        if method == "GET" and path == "version":
+            return 200, self.version
+        if method == "GET" and path == "access/permissions":
+            return 200, self.permissions
         if method == "GET" and path == "cluster/ha/resources":
             return 200, self.ha_resources
         if method == "GET" and path == "cluster/ha/status/manager_status":
@@ -408,6 +421,12 @@ class FakePve:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def _fingerprint(cert_file: Path) -> str:
+    der = ssl.PEM_cert_to_DER_cert(cert_file.read_text())
+    digest = hashlib.sha256(der).hexdigest().upper()
+    return ":".join(digest[i : i + 2] for i in range(0, 64, 2))
 
 
 def _self_signed(directory: Path) -> tuple[Path, Path]:
