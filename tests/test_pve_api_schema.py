@@ -58,9 +58,9 @@ def test_every_call_the_connector_makes_is_in_the_pve_api_and_the_fakes_answers_
     cluster.abort(cluster.migrate("vm:100", "node1", T0 + 20), T0 + 21)
     cluster.shutdown("node4", T0 + 30)
 
+    assert pve.strays == []  # and the fixture checks again after the test
     made = {(method, endpoint(path)[0]) for method, path, _ in pve.requests}
     assert made == CALLS
-    assert pve.strays == []  # and the fixture checks again after the test
 
 
 @pytest.mark.parametrize(
