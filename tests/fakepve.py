@@ -28,6 +28,19 @@ import pve_schema
 RESPONSES = Path(__file__).resolve().parent / "fixtures" / "pve-api" / "responses"
 TOKEN = "root@pam!crs=0b8f2f5e-6a4c-4c4e-9a57-3b1d2c9d7e11"
 GIB = 2**30
+# What PVE checks before answering (the schema's `permissions`): 403 without it. /cluster/resources
+# refuses nothing but leaves out the entries the token may not see.
+NEEDS = {
+    ("GET", path): ("/", "Sys.Audit")
+    for path in (
+        "cluster/options",
+        "cluster/ha/resources",
+        "cluster/ha/rules",
+        "cluster/ha/status/current",
+        "cluster/ha/status/manager_status",
+    )
+}
+VISIBLE = {"node": ("/nodes", "Sys.Audit"), "qemu": ("/vms", "VM.Audit"), "lxc": ("/vms", "VM.Audit")}
 
 
 def recorded(name: str):
@@ -137,9 +150,16 @@ class FakePve:
 
     def handle(self, method: str, path: str, params: dict) -> tuple[int, object]:
         self.requests.append((method, path, params))
+        if (method, path) in NEEDS and not self.allowed(*NEEDS[method, path]):
+            where, privilege = NEEDS[method, path]
+            return 403, f"Permission check failed ({where}, {privilege})"
         if method == "GET" and path == "cluster/resources":
             wanted = {"vm": ("qemu", "lxc"), "node": ("node",)}.get(params.get("type"))
-            return 200, [e for e in self.resources if not wanted or e.get("type") in wanted]
+            return 200, [
+                e
+                for e in self.resources
+                if (not wanted or e.get("type") in wanted) and self.allowed(*VISIBLE.get(e.get("type"), ("/", "")))
+            ]
         if method == "GET" and path == "version":
             return 200, self.version
         if method == "GET" and path == "access/permissions":
@@ -196,6 +216,12 @@ class FakePve:
         if m := re.fullmatch(r"nodes/([^/]+)/tasks", path):
             return 200, self._task_list(m[1], params)
         return 501, f"Method '{method} /{path}' not implemented"
+
+    def allowed(self, path: str, privilege: str) -> bool:
+        """Whether the token holds `privilege` on `path`, inherited from the nearest listed parent."""
+        while path not in self.permissions and path != "/":
+            path = path.rsplit("/", 1)[0] or "/"
+        return not privilege or privilege in self.permissions.get(path, {})
 
     def _power(self, node: str, command: str) -> tuple[int, object]:
         """`POST /nodes/{node}/status`: `shutdown` takes the node offline (its resource entry

@@ -8,7 +8,7 @@ from pathlib import Path
 from fakepve import TOKEN
 
 from crs.programs.cli import main
-from crs.sources.proxmox_check import PRIVILEGES, missing_privileges
+from crs.sources.proxmox_check import PRIVILEGES, ha_finding, missing_privileges
 
 SECRET = TOKEN.split("=", 1)[1]
 
@@ -33,9 +33,9 @@ def test_a_healthy_cluster_with_its_ca_bundle_is_all_well(pve, capsys, monkeypat
     assert code == 0 and all(ok for ok, _ in report.values()), out
     assert report["tls"][1] == f"verified against the CA bundle {pve.ca_file}; SHA-256 {pve.fingerprint}"
     assert report["version"][1] == "Proxmox VE 9.0.3 (release 9.0, repoid 025864202ebb6109)"
-    assert report["cluster"][1] == "4 nodes (4 online), 5 guests (4 VMs, 1 containers)"
+    assert report["cluster"][1] == "4 nodes (4 online), 5 guests (4 VMs, 1 container)"
     assert report["ha"][1].startswith("quorate; manager node1 (active, ")
-    assert report["ha"][1].endswith("; 1 HA resources")
+    assert report["ha"][1].endswith("; 1 HA resource")
     assert report["crs"][1] == "crs not set (Proxmox's defaults: ha=basic); Proxmox's own auto-rebalance is off"
     assert report["privileges"][1] == "the token has every privilege the scheduler uses"
     assert out.rstrip().endswith("all well")
@@ -99,6 +99,21 @@ def test_only_optional_privileges_missing_is_still_all_well(pve, capsys, monkeyp
     assert lines(out)["privileges"][1].startswith("missing Sys.Modify on /nodes (optional): without it the emergency")
 
 
+def test_without_sys_audit_the_token_sees_no_node_and_no_ha_and_says_so(pve, capsys, monkeypatch):
+    pve.permissions = {"/vms": {"VM.Audit": 1, "VM.Migrate": 1}}
+    code, out = run(pve, capsys, monkeypatch, "--ca-bundle", pve.ca_file)
+    report = lines(out)
+    assert code == 1
+    assert report["privileges"][1].startswith("missing Sys.Audit on /: without it HA resources, HA rules")
+    assert report["cluster"] == (
+        False,
+        "0 nodes (0 online), 5 guests (4 VMs, 1 container): no node visible (see privileges)",
+    )
+    refused = "refused (403): the token lacks the privilege for it"
+    assert report["ha"] == (False, f"GET /cluster/ha/status/current {refused}")
+    assert report["crs"] == (False, f"GET /cluster/options {refused}")
+
+
 def test_a_wrong_token_is_refused_by_name_without_its_secret(pve, capsys, monkeypatch):
     code, out = run(pve, capsys, monkeypatch, "--ca-bundle", pve.ca_file, token="root@pam!crs=wrong")
     assert code == 1
@@ -131,6 +146,11 @@ def test_a_malformed_fingerprint_is_refused_before_connecting(pve, capsys, monke
     assert main(["check", "proxmox", "--host", "127.0.0.1", "--port", str(pve.port), "--fingerprint", "AB:CD"]) == 2
     assert "fingerprint 'AB:CD': not a SHA-256 fingerprint" in capsys.readouterr().err
     assert pve.requests == []
+
+
+def test_ha_without_quorum_fails_and_a_cluster_without_ha_resources_has_no_manager():
+    lost = ha_finding(200, [{"id": "quorum", "type": "quorum", "node": "node1", "status": "No quorum", "quorate": 0}])
+    assert (lost.ok, lost.text) == (False, "NOT quorate; no HA manager elected (no HA resources yet); 0 HA resources")
 
 
 def test_privileges_are_inherited_from_the_nearest_listed_parent():

@@ -180,7 +180,10 @@ def cluster_finding(status: int, answer: Any) -> Finding:
     online = sum(1 for e in nodes if e.get("status") == "online")
     guests = [e for e in answer if e.get("type") in ("qemu", "lxc") and not _flag(e.get("template"))]
     vms = sum(1 for e in guests if e.get("type") == "qemu")
-    text = f"{len(nodes)} nodes ({online} online), {len(guests)} guests ({vms} VMs, {len(guests) - vms} containers)"
+    text = (
+        f"{_count(len(nodes), 'node')} ({online} online), {_count(len(guests), 'guest')} "
+        f"({_count(vms, 'VM')}, {_count(len(guests) - vms, 'container')})"
+    )
     if not nodes:
         text += ": no node visible (see privileges)"
     details = {"nodes": len(nodes), "online": online, "guests": len(guests), "vms": vms}
@@ -199,7 +202,7 @@ def ha_finding(status: int, answer: Any) -> Finding:
     manager = f"manager {master.get('status')}" if master else "no HA manager elected (no HA resources yet)"
     maintenance = sorted(str(e.get("node")) for e in by_type.get("lrm", []) if "maintenance" in str(e.get("status")))
     services = len(by_type.get("service", []))
-    text = f"{'quorate' if quorate else 'NOT quorate'}; {manager}; {services} HA resources"
+    text = f"{'quorate' if quorate else 'NOT quorate'}; {manager}; {_count(services, 'HA resource')}"
     if maintenance:
         text += f"; in maintenance: {', '.join(maintenance)}"
     details = {"quorate": quorate, "master": master.get("node") if master else None, "resources": services}
@@ -227,6 +230,10 @@ def _answered(status: int, ok_text: str) -> str:
     if status == 403:
         return "refused (403): the token lacks the privilege for it"
     return f"answered {status}" if status else "got no answer"
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'' if n == 1 else 's'}"
 
 
 def _flag(value: Any) -> bool:
