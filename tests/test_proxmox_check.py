@@ -153,6 +153,14 @@ def test_ha_without_quorum_fails_and_a_cluster_without_ha_resources_has_no_manag
     assert (lost.ok, lost.text) == (False, "NOT quorate; no HA manager elected (no HA resources yet); 0 HA resources")
 
 
+def test_a_missing_ca_bundle_is_refused_before_connecting(pve, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("CRS_PVE_TOKEN", TOKEN)
+    missing = str(tmp_path / "none.pem")
+    assert main(["check", "proxmox", "--host", "127.0.0.1", "--port", str(pve.port), "--ca-bundle", missing]) == 2
+    assert f"--ca-bundle {missing}: no such file" in capsys.readouterr().err
+    assert pve.requests == []
+
+
 def test_privileges_are_inherited_from_the_nearest_listed_parent():
     everything = {p.name: 1 for p in PRIVILEGES}
     assert missing_privileges({"/": everything}) == []

@@ -44,6 +44,8 @@ def target(args: argparse.Namespace, environ: dict[str, str]) -> Target:
     if not match:
         raise ConfigError("no token of the form USER@REALM!TOKENID=SECRET: give --token or set CRS_PVE_TOKEN")
     if args.ca_bundle:
+        if not os.path.isfile(args.ca_bundle):
+            raise ConfigError(f"--ca-bundle {args.ca_bundle}: no such file")
         tls, ca_bundle, fingerprint = "ca-bundle", args.ca_bundle, ""
     elif args.fingerprint:
         tls, ca_bundle, fingerprint = "fingerprint", "", pinned(args.fingerprint)
