@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import datetime
-import hashlib
 import ipaddress
 import json
 import re
@@ -126,7 +125,7 @@ class FakePve:
         self._clock = 0x6A000000
         self._cert, self._key = _self_signed(cert_dir)
         self.ca_file = str(self._cert)
-        self.fingerprint = _fingerprint(self._cert)  # SHA-256 of the certificate, AB:CD:… as pvenode shows it
+        self.fingerprint = _fingerprint(self._cert)
         self._server: ThreadingHTTPServer | None = None
 
     def power_off(self, node: str) -> None:
@@ -450,9 +449,12 @@ class FakePve:
 
 
 def _fingerprint(cert_file: Path) -> str:
-    der = ssl.PEM_cert_to_DER_cert(cert_file.read_text())
-    digest = hashlib.sha256(der).hexdigest().upper()
-    return ":".join(digest[i : i + 2] for i in range(0, 64, 2))
+    """The certificate's SHA-256, AB:CD:… as `pvenode cert info` shows it (worked out here with
+    `cryptography`, not with the code under test)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+
+    return x509.load_pem_x509_certificate(cert_file.read_bytes()).fingerprint(hashes.SHA256()).hex(":").upper()
 
 
 def _self_signed(directory: Path) -> tuple[Path, Path]:

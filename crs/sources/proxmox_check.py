@@ -110,8 +110,7 @@ class Report:
 
 def fingerprint(der: bytes) -> str:
     """SHA-256 of a DER certificate, as `pvenode cert info` shows it: AB:CD:…"""
-    digest = hashlib.sha256(der).hexdigest().upper()
-    return ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
+    return hashlib.sha256(der).digest().hex(":").upper()
 
 
 def pinned(text: str) -> str:
@@ -119,7 +118,7 @@ def pinned(text: str) -> str:
     digits = re.sub(r"[\s:]", "", text).upper().removeprefix("SHA256")
     if not FINGERPRINT.fullmatch(digits):
         raise ConfigError(f"fingerprint {text!r}: not a SHA-256 fingerprint (64 hex digits, colons optional)")
-    return ":".join(digits[i : i + 2] for i in range(0, 64, 2))
+    return bytes.fromhex(digits).hex(":").upper()
 
 
 def check(target: Target) -> Report:
