@@ -105,3 +105,27 @@ def test_an_answer_the_schema_refuses_is_named(path, data, error):
 def test_answers_may_carry_keys_the_schema_leaves_out_and_numbers_as_strings():
     entry = {"id": "lxc/300", "type": "lxc", "cpu": "0.0150", "mem": "268435456", "cgroup": "v2"}
     assert answer_errors("GET", "cluster/resources", [entry]) == []
+
+
+@pytest.mark.parametrize(
+    "name, path",
+    [
+        ("cluster-resources.pve-go-proxmox.json", "cluster/resources"),
+        ("cluster-status.pve-go-proxmox.json", "cluster/status"),
+        ("nodes.pve-go-proxmox.json", "nodes"),
+        ("qemu-status-current.pve8-go-proxmox.json", "nodes/node1/qemu/100/status/current"),
+        ("qemu-rrddata-hour.stopped-vm-go-proxmox.json", "nodes/node1/qemu/100/rrddata"),
+        ("qemu-migrate-preconditions.handwritten-go-proxmox.json", "nodes/node1/qemu/100/migrate"),
+        ("task-status-stopped.proxmoxer-tests.json", "nodes/node1/tasks/UPID:x/status"),
+    ],
+)
+def test_answers_recorded_from_real_clusters_validate_as_the_dialect_reads_them(name, path):
+    assert answer_errors("GET", path, recorded(name)) == []
+
+
+def test_a_pve_7_node_status_lacks_just_what_pve_9_added():
+    assert answer_errors("GET", "nodes/node1/status", recorded("node-status.pve7.4-go-proxmox.json")) == [
+        "GET /nodes/{node}/status returns: required boot-info is missing",
+        "GET /nodes/{node}/status returns: required current-kernel is missing",
+        "GET /nodes/{node}/status returns: memory: required available is missing",
+    ]
