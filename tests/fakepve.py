@@ -110,7 +110,7 @@ class FakePve:
         # propagate); a test takes some away to play a token that lacks them.
         self.permissions: dict[str, dict[str, int]] = {
             path: {p: 1 for p in ("Sys.Audit", "Sys.Modify", "Sys.PowerMgmt", "VM.Audit", "VM.Migrate")}
-            for path in ("/", "/nodes", "/vms", "/storage")
+            for path in ("/", "/nodes", "/vms")
         }
         self.tasks: dict[str, dict] = {}
         self.requests: list[tuple[str, str, dict]] = []
@@ -217,9 +217,8 @@ class FakePve:
         return 501, f"Method '{method} /{path}' not implemented"
 
     def allowed(self, path: str, privilege: str) -> bool:
-        """Whether the token holds `privilege` on `path`, inherited from the nearest listed parent."""
-        while path not in self.permissions and path != "/":
-            path = path.rsplit("/", 1)[0] or "/"
+        """Whether the token holds `privilege` on `path` (/, /nodes or /vms: PVE lists each of
+        them with its effective privileges, or leaves it out when it has none)."""
         return not privilege or privilege in self.permissions.get(path, {})
 
     def _power(self, node: str, command: str) -> tuple[int, object]:

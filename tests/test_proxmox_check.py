@@ -84,6 +84,7 @@ def test_a_token_without_privileges_names_what_stops_working(pve, capsys, monkey
     (privileges,) = [f for f in report["findings"] if f["topic"] == "privileges"]
     assert privileges["ok"] is False
     assert privileges["details"]["missing"] == [
+        {"privilege": "Sys.Audit", "path": "/nodes", "optional": False},
         {"privilege": "VM.Migrate", "path": "/vms", "optional": False},
         {"privilege": "Sys.Modify", "path": "/nodes", "optional": True},
         {"privilege": "Sys.PowerMgmt", "path": "/nodes", "optional": True},
@@ -93,7 +94,7 @@ def test_a_token_without_privileges_names_what_stops_working(pve, capsys, monkey
 
 
 def test_only_optional_privileges_missing_is_still_all_well(pve, capsys, monkeypatch):
-    pve.permissions = {"/": {"Sys.Audit": 1, "VM.Audit": 1, "VM.Migrate": 1}}
+    pve.permissions = {"/": {"Sys.Audit": 1}, "/nodes": {"Sys.Audit": 1}, "/vms": {"VM.Audit": 1, "VM.Migrate": 1}}
     code, out = run(pve, capsys, monkeypatch, "--ca-bundle", pve.ca_file)
     assert code == 0
     assert lines(out)["privileges"][1].startswith("missing Sys.Modify on /nodes (optional): without it the emergency")
@@ -161,10 +162,14 @@ def test_a_missing_ca_bundle_is_refused_before_connecting(pve, capsys, monkeypat
     assert pve.requests == []
 
 
-def test_privileges_are_inherited_from_the_nearest_listed_parent():
+def test_a_path_the_permission_map_leaves_out_holds_nothing():
+    """An ACL on / without propagation gives /vms nothing; PVE then leaves /vms out of the map."""
     everything = {p.name: 1 for p in PRIVILEGES}
-    assert missing_privileges({"/": everything}) == []
-    assert [p.name for p in missing_privileges({"/": everything, "/vms": {"VM.Audit": 1}})] == ["VM.Migrate"]
+    assert missing_privileges({"/": everything, "/nodes": everything, "/vms": everything}) == []
+    assert [(p.name, p.path) for p in missing_privileges({"/": everything, "/nodes": everything})] == [
+        ("VM.Audit", "/vms"),
+        ("VM.Migrate", "/vms"),
+    ]
 
 
 def test_the_readme_least_privilege_table_is_the_one_the_check_uses():

@@ -149,16 +149,11 @@ def version_finding(answer: Any) -> Finding:
 
 
 def missing_privileges(permissions: dict[str, dict[str, Any]]) -> list[Privilege]:
-    """The table's rows the token's effective permissions lack. GET /access/permissions lists
-    the effective privileges per path (/, /nodes and /vms always, ACL paths besides); a path
-    it leaves out has what its nearest listed parent has."""
-
-    def held(path: str) -> dict[str, Any]:
-        while path not in permissions and path != "/":
-            path = path.rsplit("/", 1)[0] or "/"
-        return permissions.get(path) or {}
-
-    return [p for p in PRIVILEGES if p.name not in held(p.path)]
+    """The table's rows the token's effective permissions lack. GET /access/permissions works
+    out the effective privileges (inherited ones included) of /, /nodes, /vms and every ACL
+    path, and leaves out a path where there are none (pve-access-control's
+    get_effective_permissions): a table path missing from the answer holds nothing."""
+    return [p for p in PRIVILEGES if p.name not in (permissions.get(p.path) or {})]
 
 
 def privileges_finding(status: int, answer: Any) -> Finding:
