@@ -41,6 +41,16 @@ def test_a_healthy_cluster_with_its_ca_bundle_is_all_well(pve, capsys, monkeypat
     assert out.rstrip().endswith("all well")
 
 
+def test_the_connection_comes_from_the_connector_s_environment_variables(pve, capsys, monkeypatch):
+    monkeypatch.setenv("CRS_PVE_TOKEN", TOKEN)
+    for name, value in (("HOST", "127.0.0.1"), ("PORT", str(pve.port)), ("VERIFY_SSL", pve.ca_file)):
+        monkeypatch.setenv(f"CRS_PVE_{name}", value)
+    assert main(["check", "proxmox"]) == 0
+    assert lines(capsys.readouterr().out)["tls"][1].startswith(f"verified against the CA bundle {pve.ca_file}")
+    assert main(["check", "proxmox", "--insecure"]) == 0  # a flag wins over the environment
+    assert lines(capsys.readouterr().out)["tls"][1].startswith("NOT verified (insecure, chosen explicitly)")
+
+
 def test_a_pinned_fingerprint_is_accepted_in_any_spelling(pve, capsys, monkeypatch):
     spelled = pve.fingerprint.replace(":", "").lower()
     code, out = run(pve, capsys, monkeypatch, "--fingerprint", spelled)
@@ -73,7 +83,7 @@ def test_a_self_signed_certificate_fails_the_system_cas_and_its_fingerprint_is_o
 def test_insecure_is_possible_only_as_a_labelled_choice(pve, capsys, monkeypatch):
     code, out = run(pve, capsys, monkeypatch, "--insecure")
     assert code == 0
-    assert lines(out)["tls"][1].startswith("NOT verified (--insecure, as asked)")
+    assert lines(out)["tls"][1].startswith("NOT verified (insecure, chosen explicitly)")
 
 
 def test_a_token_without_privileges_names_what_stops_working(pve, capsys, monkeypatch):

@@ -11,9 +11,10 @@ import argparse
 import json
 import os
 
+from ..sources import proxmox_check
 from ..sources.config import ConfigError
-from ..sources.proxmox import TOKEN
-from ..sources.proxmox_check import Report, Target, check, pinned
+from ..sources.proxmox import config_from_env, parse_config
+from ..sources.proxmox_check import Report, Target, check
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,36 +33,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def target(args: argparse.Namespace, environ: dict[str, str]) -> Target:
-    """The connection from the flags, falling back to the environment; TLS from the system's CAs
-    unless one of --ca-bundle, --fingerprint or --insecure says otherwise."""
-    host = args.host or environ.get("CRS_PVE_HOST", "").strip()
-    if not host:
+    """The connection as the connector reads it (crs.sources.proxmox: the environment, then
+    the flags over it); TLS from the system's CAs unless CRS_PVE_VERIFY_SSL, --ca-bundle,
+    --fingerprint or --insecure says otherwise."""
+    flags = {"host": args.host, "port": args.port, "token": args.token}
+    config = config_from_env(environ) | {k: v for k, v in flags.items() if v}
+    if "token" not in config:
+        raise ConfigError("no token: set CRS_PVE_TOKEN=USER@REALM!TOKENID=SECRET (or give --token)")
+    if "host" not in config:
         raise ConfigError("no host: give --host or set CRS_PVE_HOST")
-    port_text = str(args.port or environ.get("CRS_PVE_PORT", "").strip() or 8006)
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ConfigError(f"port {port_text!r}: not a port number")
-    match = TOKEN.match(args.token or environ.get("CRS_PVE_TOKEN", "").strip())
-    if not match:
-        raise ConfigError("no token of the form USER@REALM!TOKENID=SECRET: give --token or set CRS_PVE_TOKEN")
     if args.ca_bundle:
         if not os.path.isfile(args.ca_bundle):
             raise ConfigError(f"--ca-bundle {args.ca_bundle}: no such file")
-        tls, ca_bundle, fingerprint = "ca-bundle", args.ca_bundle, ""
-    elif args.fingerprint:
-        tls, ca_bundle, fingerprint = "fingerprint", "", pinned(args.fingerprint)
-    else:
-        tls, ca_bundle, fingerprint = ("insecure" if args.insecure else "system"), "", ""
-    return Target(
-        host=host,
-        port=int(port_text),
-        user=match["user"],
-        token_name=match["name"],
-        token_value=match["value"],
-        tls=tls,
-        ca_bundle=ca_bundle,
-        fingerprint=fingerprint,
-        timeout_s=args.timeout,
-    )
+        config["verify_ssl"] = args.ca_bundle
+    elif args.insecure:
+        config["verify_ssl"] = False
+    return proxmox_check.target(parse_config(config | {"timeout_s": args.timeout}), args.fingerprint or "")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from urllib.parse import quote, urlencode
 
 from ..coexistence import parse_crs
 from .config import ConfigError
+from .proxmox import ProxmoxConfig
 
 TLS_MODES = ("system", "ca-bundle", "fingerprint", "insecure")
 FINGERPRINT = re.compile(r"[0-9A-F]{64}")
@@ -119,6 +120,28 @@ def pinned(text: str) -> str:
     if not FINGERPRINT.fullmatch(digits):
         raise ConfigError(f"fingerprint {text!r}: not a SHA-256 fingerprint (64 hex digits, colons optional)")
     return bytes.fromhex(digits).hex(":").upper()
+
+
+def target(config: ProxmoxConfig, fingerprint: str = "") -> Target:
+    """The check's view of a connector config: verify_ssl true is the system's CAs, false is
+    insecure, a path is a CA bundle; a pinned fingerprint replaces all three."""
+    if fingerprint:
+        tls, ca_bundle = "fingerprint", ""
+    elif isinstance(config.verify_ssl, str):
+        tls, ca_bundle = "ca-bundle", config.verify_ssl
+    else:
+        tls, ca_bundle = ("system" if config.verify_ssl else "insecure"), ""
+    return Target(
+        host=config.host,
+        port=config.port,
+        user=config.user,
+        token_name=config.token_name,
+        token_value=config.token_value,
+        tls=tls,
+        ca_bundle=ca_bundle,
+        fingerprint=pinned(fingerprint) if fingerprint else "",
+        timeout_s=config.timeout_s,
+    )
 
 
 def check(target: Target) -> Report:
@@ -269,7 +292,7 @@ class _Connection:
             "system": "verified against the system's CAs",
             "ca-bundle": f"verified against the CA bundle {t.ca_bundle}",
             "fingerprint": "matches the pinned fingerprint",
-            "insecure": "NOT verified (--insecure, as asked): anyone on the path could read the token",
+            "insecure": "NOT verified (insecure, chosen explicitly): anyone on the path could read the token",
         }
         return reach, Finding("tls", True, f"{verdicts[t.tls]}; SHA-256 {self.seen}", {"mode": t.tls})
 
