@@ -5,10 +5,12 @@ import re
 import socket
 from pathlib import Path
 
+import pytest
 from fakepve import TOKEN
 
 from crs.programs.cli import main
-from crs.sources.proxmox_check import PRIVILEGES, ha_finding, missing_privileges
+from crs.sources import ConfigError
+from crs.sources.proxmox_check import PRIVILEGES, Target, ha_finding, missing_privileges
 
 SECRET = TOKEN.split("=", 1)[1]
 
@@ -189,3 +191,16 @@ def test_the_readme_least_privilege_table_is_the_one_the_check_uses():
     assert {(name, path, bool(optional)) for name, optional, path in rows} == {
         (p.name, p.path, p.optional) for p in PRIVILEGES
     }
+
+
+@pytest.mark.parametrize(
+    "tls, extra, message",
+    [
+        ("none", {}, "tls 'none': not one of system, ca-bundle, fingerprint, insecure"),
+        ("fingerprint", {}, "tls 'fingerprint' goes with a fingerprint"),
+        ("system", {"ca_bundle": "ca.pem"}, "tls 'system' goes with a fingerprint or a CA bundle of its own"),
+    ],
+)
+def test_a_target_s_tls_choice_is_one_and_complete(tls, extra, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        Target("pve1", 8006, "crs@pve", "crs", "secret", tls=tls, **extra)

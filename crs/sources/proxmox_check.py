@@ -75,6 +75,12 @@ class Target:
     fingerprint: str = ""  # pinned, as fingerprint() writes it
     timeout_s: float = 10.0
 
+    def __post_init__(self) -> None:
+        if self.tls not in TLS_MODES:
+            raise ConfigError(f"tls {self.tls!r}: not one of {', '.join(TLS_MODES)}")
+        if (self.tls == "fingerprint") != bool(self.fingerprint) or (self.tls == "ca-bundle") != bool(self.ca_bundle):
+            raise ConfigError(f"tls {self.tls!r} goes with a fingerprint or a CA bundle of its own, and only it")
+
     @property
     def token_id(self) -> str:
         return f"{self.user}!{self.token_name}"
