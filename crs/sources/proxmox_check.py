@@ -351,12 +351,12 @@ class _Connection:
         if self.seen:
             text += (
                 f". Its SHA-256 fingerprint is {self.seen}: if it is the one the node shows "
-                "(`pvenode cert info`), pin it with --fingerprint"
+                "(`pvenode cert info`), pin it"
             )
         return Finding("tls", False, text, {"mode": t.tls, "presented": self.seen})
 
 
-def _why(exc: BaseException, timeout_s: float) -> str:
+def _why(exc: OSError, timeout_s: float) -> str:
     if isinstance(exc, socket.gaierror):
         return "host name not found"
     if isinstance(exc, ConnectionRefusedError):
@@ -365,4 +365,4 @@ def _why(exc: BaseException, timeout_s: float) -> str:
         return f"no answer within {timeout_s:g} s"
     if isinstance(exc, ssl.SSLError):
         return f"TLS handshake failed ({exc.reason or exc})"
-    return f"{type(exc).__name__}: {exc.strerror or exc}" if isinstance(exc, OSError) else str(exc)
+    return f"{type(exc).__name__}: {exc.strerror or exc}"
