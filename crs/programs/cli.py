@@ -23,7 +23,7 @@ from ..replay_power import Power
 from ..sources import trace
 from ..sources.config import ConfigError
 from ..sources.simulator import Simulator, parse_config
-from . import capacity, export, n1, options
+from . import capacity, check, export, n1, options
 
 # The planner's settings `crs replay` takes as flags.
 PLAN_SETTINGS = {"moves_per_round": int, "target_imbalance": float, "load_floor": float}
@@ -75,6 +75,8 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
     c = sub.add_parser("capacity", help="how many more guests of a size fit, and why the next does not")
     capacity.add_arguments(c)
     c.set_defaults(handler=capacity.run)
+    k = sub.add_parser("check", help="test a connection to a cluster: reach, TLS, token, privileges")
+    check.add_arguments(k)
     return parser
 
 
