@@ -1,0 +1,93 @@
+"""The round's judgement of the pending plan on fresh data: kept, with its words, or replaced.
+
+A plan is kept round after round, re-checked on fresh data, so admins have time to read and
+approve it. It goes when a step became illegal (the stale check, with the earlier steps
+applied) or pointless, its total gain fell below the margin, or the round's new plan is
+better by at least the margin. Both plans are judged on the same fresh snapshot, with as
+many moves each, and in the margin's own sense: a share of the imbalance they start from.
+The steps before a rejected step were computed without it and stay; the ones behind it
+went when it was rejected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .balancer import apply_move, stale_reason
+from .decision import Move, RoundResult, total_gain
+from .imbalance import NOISE, cluster_imbalance, relative_gain
+from .model import Guards, Snapshot
+from .planned import PlannedMove
+
+# Decisions that mean "no move is worth making now". Not `holding`: the engine restarts the
+# hold after every recommendation, and the imbalance is still above the threshold meanwhile.
+# Not `below-margin` either: the pending plan's own gain is re-checked.
+NO_LONGER_WARRANTED = frozenset({"below-threshold", "below-load-floor", "no-candidate"})
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    replace: str = ""  # why the pending plan must go; "" while it holds
+    kept: str = ""  # while it holds: the kept plan on fresh data and why it stays
+
+
+def verdict(
+    snapshot: Snapshot, pending: list[PlannedMove], result: RoundResult, guards: Guards, running: bool
+) -> Verdict:
+    """Whether the pending plan (its steps still suggested, in order) holds on fresh data.
+    `running`: part of the plan is approved or running, so its remaining steps stay as they are."""
+    if result.decision in NO_LONGER_WARRANTED:
+        return Verdict(f"no longer recommended: {result.explanation.reason}")
+    if running:
+        return Verdict()
+    before = current = cluster_imbalance(snapshot)
+    for m in pending:
+        if reason := stale_reason(snapshot, m.move, guards):
+            return Verdict(f"step {m.name} no longer holds: {reason}")
+        snapshot = apply_move(snapshot, m.move)
+        after = cluster_imbalance(snapshot)
+        if after >= current - NOISE:
+            return Verdict(f"step {m.name} no longer helps: imbalance {current:.1%} → {after:.1%}")
+        current = after
+    gain = relative_gain(before, current)
+    margin = snapshot.settings.margin
+    if gain < margin:
+        return Verdict(f"its total gain fell to {gain:.1%}, below the margin {margin:.0%}")
+    n = len(pending)
+    kept = (
+        f"Plan {pending[0].plan} is kept: on fresh data its {n} move{'s' if n > 1 else ''}, starting with "
+        f"{_first(pending[0].move)}, take{'' if n > 1 else 's'} the imbalance from {before:.1%} to {current:.1%}, "
+        f"a total gain of {gain:.1%}"
+    )
+    if result.decision != "migrate" or not result.plan:
+        # Still above the threshold but the round makes no plan of its own (its hold counter
+        # restarted after the plan was made): the status describes the plan the list shows.
+        return Verdict("", f"{kept}; this round makes no plan of its own.")
+    rival = result.plan[:n]  # as many moves as the kept plan has left
+    if [(m.move.leader, m.move.target) for m in pending] == [(s.move.leader, s.move.target) for s in rival]:
+        return Verdict("", f"{kept}; this round's plan is the same.")
+    new_gain = total_gain(rival)
+    moves = _moves(len(rival), len(result.plan))
+    if new_gain - gain >= margin:
+        return Verdict(
+            f"a new plan gains {new_gain:.1%} {moves} on fresh data where this one still gains {gain:.1%}: "
+            f"better by at least the margin {margin:.0%}"
+        )
+    return Verdict(
+        "",
+        f"{kept}; this round's plan, starting with {_first(rival[0].move)}, would gain {new_gain:.1%} "
+        f"{moves}, not better by the margin {margin:.0%}.",
+    )
+
+
+def _moves(compared: int, planned: int) -> str:
+    """The new plan's moves weighed against the kept plan's: "with 2 moves", or "with its
+    first 2 moves of 3" when the new plan has more, so the words match the plan then shown."""
+    if compared == planned:
+        return f"with {compared} move{'s' if compared > 1 else ''}"
+    first = "its first move" if compared == 1 else f"its first {compared} moves"
+    return f"with {first} of {planned}"
+
+
+def _first(move: Move) -> str:
+    return f"{move.leader} {move.source} → {move.target}"
