@@ -14,17 +14,16 @@ import time
 from dataclasses import dataclass
 
 from django.db import IntegrityError
-from django.utils import timezone
 
-import crs.maintenance
 import crs.model
+import crs.owed
 import crs.precedence
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 from crs.sources.proxmox import command
 
-from . import expiry, plans
-from .models import AuditEvent, Cluster, Maintenance, RollingNode
+from . import expiry
+from .models import AuditEvent, Cluster, Maintenance
 from .sources import opened_source
 
 OWED_STATES = ("suggested", "approved", "running")
@@ -93,66 +92,6 @@ def leave(cluster: Cluster, node: str, actor) -> list[int]:
     return expired
 
 
-def reconcile(
-    cluster: Cluster, snapshot: crs.model.Snapshot, powering_down: frozenset[str] = frozenset()
-) -> tuple[list[int], list[int]]:
-    """One round's part: evacuation plans for nodes in maintenance, failback plans for nodes back.
-    Called inside the round's transaction. Returns (migrations changed, migrations approved).
-
-    `powering_down`: nodes emptied for a power-down (dashboard/power.py): their evacuation is a
-    consolidation (ranked below balancing) and runs without waiting for approval, also when they
-    are seen entering maintenance at the source (Proxmox's CLI)."""
-    down = {n.name for n in snapshot.nodes if n.maintenance}
-    changed: list[int] = []
-    approved: list[int] = []
-    for node in sorted(down - set(cluster.maintenances.filter(left_at=None).values_list("node", flat=True))):
-        guests = [g.sid for g in snapshot.guests if g.node == node and g.state == "started"]
-        # entered at the source (Proxmox CLI); at once if a rolling maintenance under way or a power-down asked for it
-        at_once = (
-            RollingNode.objects.filter(
-                rolling__cluster=cluster,
-                rolling__state__in=("running", "paused"),
-                rolling__at_once=True,
-                node=node,
-                step="draining",
-            ).exists()
-            or node in powering_down
-        )
-        Maintenance.objects.create(cluster=cluster, node=node, guests=guests, at_once=at_once)
-        AuditEvent.objects.create(
-            actor=None,
-            action="maintenance-entered",
-            cluster=cluster,
-            details={"node": node, "guests": guests, "at_once": at_once},
-        )
-    theirs = proxmox_moves(cluster, snapshot)
-    for record in cluster.maintenances.filter(left_at=None).exclude(node__in=down):
-        if cluster.collected_at is None or cluster.collected_at <= record.entered_at:
-            continue  # a snapshot from before the node entered: it cannot say the node left
-        if not any(n.name == record.node and n.usable for n in snapshot.nodes):
-            continue  # offline: it left maintenance by failing, nothing comes back to it
-        Maintenance.objects.filter(pk=record.pk, left_at=None).update(left_at=timezone.now())
-        if record.left_by_id is None:  # left at the source (Proxmox CLI), not from here
-            AuditEvent.objects.create(
-                actor=None, action="maintenance-left", cluster=cluster, details={"node": record.node}
-            )
-        changed += expiry.maintenance_ended(cluster, record.node)
-        plan = crs.maintenance.failback(snapshot, record.node, [sid for sid in record.guests if sid not in theirs])
-        c, a = plans.owe(cluster, snapshot, plan.steps, plan.reasons, "failback", record.at_once)
-        changed, approved = changed + c, approved + a
-    for record in cluster.maintenances.filter(left_at=None, node__in=down).order_by("node"):
-        covered = set(
-            cluster.migrations.filter(kind__in=EMPTYING, source=record.node, state__in=OWED_STATES).values_list(
-                "leader", flat=True
-            )
-        )
-        plan = crs.maintenance.evacuate(snapshot, record.node, skip=frozenset(covered | theirs))
-        kind = "consolidation" if record.node in powering_down else "evacuation"
-        c, a = plans.owe(cluster, snapshot, plan.steps, plan.reasons, kind, record.at_once)
-        changed, approved = changed + c, approved + a
-    return changed, approved
-
-
 def states(cluster: Cluster) -> list[NodeState]:
     """Every node of the latest snapshot: in maintenance or not, and how far its draining got."""
     snapshot = cluster.latest_snapshot()
@@ -187,9 +126,7 @@ def drained(state: NodeState | None) -> bool:
 
 def proxmox_moves(cluster: Cluster, snapshot: crs.model.Snapshot) -> frozenset[str]:
     """Guests Proxmox's own HA manager evacuates and brings back: not the product's to plan."""
-    if not cluster.is_proxmox:
-        return frozenset()
-    return frozenset(g.sid for g in snapshot.guests if g.proxmox_ha)
+    return crs.owed.theirs(snapshot, cluster.is_proxmox)
 
 
 def changeable_snapshot(cluster: Cluster) -> crs.model.Snapshot:

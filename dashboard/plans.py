@@ -4,10 +4,9 @@ A step was computed on the snapshot with the steps it is `after` applied, so its
 holds only with them: approving step n approves the steps it was computed behind (first
 first), and rejecting it expires the steps computed behind it (the steps before it stay;
 the moves after them are planned once they are decided).
-The page's buttons, the JSON API and the automation levels all decide through here.
+The page's buttons and the JSON API decide through here; the round's automation decides in
+the engine (crs.round) and records through the same state machine (rounds.apply).
 """
-
-from typing import cast
 
 import crs.containers
 import crs.precedence
@@ -15,7 +14,7 @@ from crs.decision import total_gain
 from crs.model import Snapshot
 
 from . import expiry
-from .models import AuditEvent, Cluster, Migration, Policy, priority
+from .models import AuditEvent, Cluster, Migration, priority
 
 
 def approve(migration: Migration, actor, automatic: bool = False, details: dict | None = None) -> list[int]:
@@ -67,25 +66,13 @@ def hold(cluster: Cluster, migration: Migration, reason: str) -> None:
         )
 
 
-def approve_by_automation(steps: list[Migration], policy: Policy) -> list[int]:
-    """The automation level decides for a new plan: `automatic` approves every step,
-    `partial` the steps whose own gain clears the automatic margin (with the steps they
-    were computed behind), `manual` none."""
-    details = {"automation": policy.automation}
-    approved: list[int] = []
-    for step in steps:
-        if policy.approves_itself(step.relative_gain) and step.pk not in approved:
-            step.refresh_from_db()
-            approved += approve(step, None, automatic=True, details=details)
-    return approved
-
-
 def store_plan(
     cluster: Cluster,
     snapshot: Snapshot,
     steps,
     *,
     kind: str,
+    number: int | None = None,
     margin: float,
     method: str,
     details: dict,
@@ -95,8 +82,12 @@ def store_plan(
 
     Owed moves (evacuation, failback, rule fix) are priority 1 and carry why they are owed;
     the others are graded by their step's gain. A step that moves a container says its restart's
-    downtime (`snapshot` holds the guests' kind and size)."""
-    number = (cluster.migrations.exclude(plan=None).order_by("-plan").values_list("plan", flat=True).first() or 0) + 1
+    downtime (`snapshot` holds the guests' kind and size). `number`: the plan's, as the round
+    decided it; by default the next free one."""
+    number = (
+        number
+        or (cluster.migrations.exclude(plan=None).order_by("-plan").values_list("plan", flat=True).first() or 0) + 1
+    )
     gain = total_gain(steps)
     owed = kind in crs.precedence.MANDATORY
     created = []
@@ -133,29 +124,3 @@ def store_plan(
         )
         created.append(migration)
     return created
-
-
-def owe(
-    cluster: Cluster, snapshot: Snapshot, steps, reasons: tuple[str, ...], kind: str, at_once: bool = False
-) -> tuple[list[int], list[int]]:
-    """An owed plan (evacuation, failback, rule fix; or a power-down's consolidation, which is
-    graded, not priority 1): stored as recommendations that say why (owed ones priority 1), the
-    pending moves of lower kinds expire (they were computed without it), and it is
-    approved when the automation is automatic or partial (Policy.approves_owed) or the admin
-    asked for it at once; never during an emergency stop. Returns (migrations changed,
-    migrations approved)."""
-    if not steps:
-        return [], []
-    policy = cluster.policy
-    created = store_plan(
-        cluster, snapshot, steps, kind=kind, margin=0.0, method=policy.method, details={}, explanations=reasons
-    )
-    changed = [m.pk for m in created] + expiry.outranked(cluster, kind, cast(int, created[0].plan), reasons[0])
-    approved: list[int] = []
-    if not cluster.stopped and (policy.approves_owed() or at_once):
-        details = {"at_once": True} if at_once else {"automation": policy.automation}
-        for m in created:
-            m.refresh_from_db()
-            if m.state == "suggested":
-                approved += approve(m, None, automatic=True, details=details)
-    return changed, approved

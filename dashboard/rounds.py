@@ -1,29 +1,28 @@
-"""Storing a round's result: the trend sample, the hold counter, the plan and who approves it.
+"""A round on the web side: load its inputs from the rows, let the engine decide, apply the outcome.
 
-The engine decides; this module only records, and says what it did (`Recorded`) so that
-its caller (tasks.balancing_round) pushes it and starts what was approved once it is
-committed. A round's plan becomes a ranked list of recommendations, one per step. One
-plan is pending per cluster at a time and is kept while it holds (expiry.verdict says
-when not); while a plan runs, rounds measure but start no new one.
+The engine (crs.round.decide) decides everything a round decides; this module only reads
+what it needs (`inputs`) and records what it decided (`apply`), in one transaction through
+the migration state machine, and says what it did (`Recorded`) so that its caller
+(tasks.balancing_round) pushes it and starts what was approved once it is committed.
 """
 
+import time
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
 
 import crs.happiness
-import crs.precedence
+import crs.round
 import crs.usage
-from crs.decision import RoundResult
+from crs.decision import RoundState
 from crs.model import Snapshot
+from crs.owed import Maintenance as OpenMaintenance
+from crs.planned import PlannedMove
 
-from . import expiry, maintenance, notify, plans, power, violations, windows
-from .models import AuditEvent, Cluster, Migration, Round
-
-# The kinds a balancing round plans itself; owed plans (crs.precedence.MANDATORY) come from
-# maintenance.reconcile and violations.reconcile.
-BALANCING_KINDS = ("pressure", "balancing")
+from . import notify, plans, power, windows
+from .models import AuditEvent, Cluster, Maintenance, Migration, RollingNode, Round
 
 
 @dataclass(frozen=True)
@@ -35,110 +34,121 @@ class Recorded:
     approved: list[int]  # recommendations the round approved itself: to execute
 
 
-def node_usage(snapshot: Snapshot) -> dict:
-    """Per node: measured CPU and memory utilisation, the page's bars."""
-    return {s.name: {"cpu": s.cpu_load, "memory": s.mem_load} for s in crs.usage.node_stats(snapshot, "dynamic")}
-
-
-def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: float | None = None) -> Recorded:
-    """Persist one round in one transaction: expiries, the plan's recommendations, its sample and hold counter.
-
-    `duration`: the seconds the engine took (parse and round), for /metrics."""
-    policy = cluster.policy
+def run(cluster: Cluster, snapshot: Snapshot, started: float | None = None) -> Recorded:
+    """One round: load, decide, apply. `started`: time.monotonic() when the round began, for /metrics."""
     now = timezone.now()
+    outcome = crs.round.decide(inputs(cluster, snapshot, now))
+    duration = time.monotonic() - started if started is not None else None
+    return apply(cluster, snapshot, outcome, now, duration)
+
+
+def inputs(cluster: Cluster, snapshot: Snapshot, now: datetime) -> crs.round.RoundInputs:
+    """Everything the engine needs to decide this cluster's round, read from its rows."""
+    policy = cluster.policy
+    live = cluster.migrations.filter(state__in=["suggested", "approved", "running"]).order_by("plan", "step")
+    last_plan = cluster.migrations.exclude(plan=None).order_by("-plan").values_list("plan", flat=True).first()
+    at_once = RollingNode.objects.filter(
+        rolling__cluster=cluster, rolling__state__in=("running", "paused"), rolling__at_once=True, step="draining"
+    ).values_list("node", flat=True)
+    return crs.round.RoundInputs(
+        snapshot=snapshot,
+        state=RoundState(cluster.hold_count, **cluster.pressure_gate),
+        moves=tuple(planned(m) for m in live),
+        maintenances=tuple(
+            OpenMaintenance(
+                m.node,
+                tuple(m.guests),
+                m.at_once,
+                seen=cluster.collected_at is not None and cluster.collected_at > m.entered_at,
+                left_here=m.left_by_id is not None,
+            )
+            for m in cluster.maintenances.filter(left_at=None)
+        ),
+        powering_down=power.draining(cluster),
+        at_once_nodes=frozenset(at_once),
+        proxmox_ha=cluster.is_proxmox,
+        guards=cluster.guards(),
+        automation=windows.automation(cluster, now),
+        recommendation_expiry=policy.recommendation_expiry,
+        next_plan=(last_plan or 0) + 1,
+        now=now,
+    )
+
+
+def planned(m: Migration) -> PlannedMove:
+    return PlannedMove(
+        m.pk, m.plan, m.step or 0, m.after, m.kind, m.state, m.as_move(), m.suggested_at, m.automatic, m.reason
+    )
+
+
+def apply(
+    cluster: Cluster, snapshot: Snapshot, outcome: crs.round.Outcome, now: datetime, duration: float | None
+) -> Recorded:
+    """Record the outcome in one transaction: maintenances, plans, expiries, approvals, the round."""
     with transaction.atomic():
-        changed = expiry.overdue(cluster, now)
-        # Owed plans first (evacuation > rule fix > balancing, crs.precedence): they do not wait.
-        evacuations, owed_approved = maintenance.reconcile(cluster, snapshot, power.draining(cluster))
-        fixes, fixes_approved, proxmox_fixes = violations.reconcile(cluster, snapshot)
-        changed += evacuations + fixes
-        owed_approved += fixes_approved
-        pending = list(cluster.migrations.filter(state="suggested", kind__in=BALANCING_KINDS).order_by("plan", "step"))
-        review = expiry.verdict(cluster, snapshot, pending, result) if pending else expiry.Verdict("")
-        if review.replace:
-            changed += expiry.replaced(pending, review.replace)
-            pending = []
-        waiting = waiting_reason(cluster, pending)
-        if result.decision == "migrate" and waiting:
-            note_waiting(cluster, waiting, review.kept, pending)
-        new = []
-        if result.decision == "migrate" and not waiting:
-            new = recommend(cluster, result, snapshot)
-            changed += [m.pk for m in new]
+        _maintenances(cluster, outcome, now)
+        created: dict[tuple[int, int], int] = {}
+        for plan in outcome.plans:
+            details: dict = {"explanation": outcome.result.explanation.to_dict()} if not plan.reasons else {}
+            stored = plans.store_plan(
+                cluster,
+                snapshot,
+                plan.steps,
+                number=plan.number,
+                kind=plan.kind,
+                margin=plan.margin,
+                method=plan.method or cluster.policy.method,
+                details=details,
+                explanations=plan.reasons,
+            )
+            created |= {(plan.number, i): m.pk for i, m in enumerate(stored)}
+
+        def pk(move: PlannedMove) -> int:
+            return move.id if move.id is not None else created[(move.plan or 0, move.step)]
+
+        changed = list(created.values())
+        for e in outcome.expired:
+            if Migration.objects.transition(
+                pk(e.move), e.move.state, "expired", None, e.details or None, reason=e.reason
+            ):
+                changed.append(pk(e.move))
         approved = []
-        if new and not cluster.stopped and policy.automation != "manual":
-            if held := windows.held_reason(cluster, now):  # the plan waits for a person instead
-                AuditEvent.objects.create(
-                    actor=None, action="automation-held", cluster=cluster, details={"plan": new[0].plan, "reason": held}
-                )
-            else:
-                approved = plans.approve_by_automation(new, policy)
-        approved = owed_approved + approved
-        explanation = {
-            **result.explanation.to_dict(),
-            "waiting": waiting,
-            "plan": new[0].plan if new else None,
-            "proxmox_fixes": proxmox_fixes,
-        }
-        if review.kept:  # the status describes the plan the list shows, not the one this round computed
-            explanation.update(reason=review.kept, kept_plan=pending[0].plan)
-        round_ = Round.objects.create(
-            cluster=cluster,
-            at=now,
-            imbalance=result.imbalance,
-            threshold=policy.threshold,
-            decision=result.decision,
-            hold_count=result.explanation.hold_count,
-            explanation=explanation,
-            node_usage=node_usage(snapshot),
-            duration=duration,
-            happiness=crs.happiness.of_cluster(snapshot).share,
-        )
-        notify.imbalance_measured(round_)  # "imbalance above the threshold for longer than …", after commit
-        s = result.state
-        Cluster.objects.filter(pk=cluster.pk).update(
-            hold_count=s.hold_count,
-            last_round_at=now,
-            pressure_gate={
-                "checked_s": s.checked_s,
-                "changed_s": s.changed_s,
-                "digest": s.digest,
-                "stalled_nodes": list(s.stalled_nodes),
-            },
-        )
-    return Recorded(round_, changed + [pk for pk in approved if pk not in changed], approved)
+        for m in outcome.approved:
+            details = outcome.approve_details[(m.id, m.plan, m.step)]
+            if Migration.objects.transition(pk(m), "suggested", "approved", None, details, automatic=True):
+                approved.append(pk(m))
+        _trail(cluster, outcome)
+        round_ = _round(cluster, snapshot, outcome, now, duration)
+    return Recorded(round_, changed + [p for p in approved if p not in changed], approved)
 
 
-def waiting_reason(cluster: Cluster, pending: list[Migration]) -> str:
-    """What keeps this round from recommending a new plan, as the page, the API and the trail say it; "" = nothing."""
-    if cluster.stopped:
-        return "emergency stop: automation is paused until it is lifted"
-    owed = cluster.migrations.filter(state="suggested", kind__in=crs.precedence.MANDATORY).order_by("plan", "step")
-    if first := owed.first():
-        what = "an evacuation" if first.kind in ("evacuation", "failback") else "a rule fix"
-        return f"{what} goes first (plan {first.plan}, waiting for a decision): no balancing plan until it is done"
-    busy = list(cluster.migrations.filter(state__in=["approved", "running"]).order_by("plan", "step"))
-    if busy:
-        listed = ", ".join(f"#{m.pk} {m.state}" for m in busy)
-        # An approved step held by the windows says what it waits for (windows.hold_start).
-        held = next((f"; {m.reason}" for m in busy if m.state == "approved" and m.reason), "")
-        return f"a plan is running ({listed}): no new balancing plan until it finishes{held}"
-    if pending:
-        count = len(pending)
-        return f"plan {pending[0].plan} still holds on fresh data ({count} recommendations waiting for a decision)"
-    return ""
+def _maintenances(cluster: Cluster, outcome: crs.round.Outcome, now: datetime) -> None:
+    for m in outcome.opened:  # entered at the source (Proxmox's CLI)
+        guests = list(m.guests)
+        Maintenance.objects.create(cluster=cluster, node=m.node, guests=guests, at_once=m.at_once)
+        details = {"node": m.node, "guests": guests, "at_once": m.at_once}
+        AuditEvent.objects.create(actor=None, action="maintenance-entered", cluster=cluster, details=details)
+    for m in outcome.closed:
+        cluster.maintenances.filter(node=m.node, left_at=None).update(left_at=now)
+        if not m.left_here:  # left at the source (Proxmox's CLI), not from here
+            AuditEvent.objects.create(actor=None, action="maintenance-left", cluster=cluster, details={"node": m.node})
 
 
-def note_waiting(cluster: Cluster, waiting: str, kept: str, pending: list[Migration]) -> None:
-    """The trail says what blocked a new plan: a kept plan once, with its figures on fresh
-    data and why it stays; anything else once per change rather than every round."""
-    if kept:
-        plan = pending[0].plan
+def _trail(cluster: Cluster, outcome: crs.round.Outcome) -> None:
+    """Why a new plan waits for a person, and what blocked a new plan: a kept plan once, with its
+    figures on fresh data; anything else once per change rather than every round."""
+    if outcome.held:
+        details = {"plan": outcome.new_plan.number if outcome.new_plan else None, "reason": outcome.held}
+        AuditEvent.objects.create(actor=None, action="automation-held", cluster=cluster, details=details)
+    if outcome.result.decision != "migrate" or not outcome.waiting:
+        return
+    if outcome.verdict.kept:
+        plan = outcome.kept_plan
         if not cluster.audit_events.filter(action="waiting", details__kept_plan=plan).exists():
-            details = {"reason": kept, "kept_plan": plan}
+            details = {"reason": outcome.verdict.kept, "kept_plan": plan}
             AuditEvent.objects.create(actor=None, action="waiting", cluster=cluster, details=details)
-    elif waiting != last_waiting(cluster):
-        AuditEvent.objects.create(actor=None, action="waiting", cluster=cluster, details={"reason": waiting})
+    elif outcome.waiting != last_waiting(cluster):
+        AuditEvent.objects.create(actor=None, action="waiting", cluster=cluster, details={"reason": outcome.waiting})
 
 
 def last_waiting(cluster: Cluster) -> str:
@@ -146,15 +156,38 @@ def last_waiting(cluster: Cluster) -> str:
     return (last or {}).get("waiting", "")
 
 
-def recommend(cluster: Cluster, result: RoundResult, snapshot: Snapshot) -> list[Migration]:
-    """The round's plan as recommendations, one per step, ranked in plan order; each audited."""
-    kind = "pressure" if result.plan and result.plan[0].move.objective == "pressure" else "balancing"
-    return plans.store_plan(
-        cluster,
-        snapshot,
-        result.plan,
-        kind=kind,
-        margin=result.explanation.margin,
-        method=result.explanation.method,
-        details={"explanation": result.explanation.to_dict()},
+def _round(
+    cluster: Cluster, snapshot: Snapshot, outcome: crs.round.Outcome, now: datetime, duration: float | None
+) -> Round:
+    """The trend sample, the round status and the state the next round starts from."""
+    result = outcome.result
+    round_ = Round.objects.create(
+        cluster=cluster,
+        at=now,
+        imbalance=result.imbalance,
+        threshold=cluster.policy.threshold,
+        decision=result.decision,
+        hold_count=result.explanation.hold_count,
+        explanation=outcome.explanation,
+        node_usage=node_usage(snapshot),
+        duration=duration,
+        happiness=crs.happiness.of_cluster(snapshot).share,
     )
+    notify.imbalance_measured(round_)  # "imbalance above the threshold for longer than …", after commit
+    s = result.state
+    Cluster.objects.filter(pk=cluster.pk).update(
+        hold_count=s.hold_count,
+        last_round_at=now,
+        pressure_gate={
+            "checked_s": s.checked_s,
+            "changed_s": s.changed_s,
+            "digest": s.digest,
+            "stalled_nodes": list(s.stalled_nodes),
+        },
+    )
+    return round_
+
+
+def node_usage(snapshot: Snapshot) -> dict:
+    """Per node: measured CPU and memory utilisation, the page's bars."""
+    return {s.name: {"cpu": s.cpu_load, "memory": s.mem_load} for s in crs.usage.node_stats(snapshot, "dynamic")}

@@ -23,7 +23,6 @@ import crs.model
 import crs.planner
 import crs.precedence
 import crs.snapshot
-from crs.decision import RoundState
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
@@ -103,7 +102,7 @@ def task_queue(cluster: Cluster) -> str:
 
 @shared_task(ignore_result=True)
 def balancing_round(cluster_id: int) -> None:
-    """Runs after each collect. It decides nothing itself; crs.balancer does."""
+    """Runs after each collect. It decides nothing itself; crs.round does."""
     Cluster.objects.filter(pk=cluster_id).update(round_queued_until=None)  # the next collect may queue one
     if not Cluster.objects.claim_round(cluster_id):
         return  # this cluster's round is already running on another worker
@@ -115,13 +114,7 @@ def balancing_round(cluster_id: int) -> None:
         started = time.monotonic()
         snapshot = cluster.latest_snapshot()
         assert snapshot is not None  # stored, checked just above
-        result = crs.balancer.run_round(
-            snapshot,
-            RoundState(cluster.hold_count, **cluster.pressure_gate),
-            proxmox_gate=False,
-            guards=cluster.guards(),
-        )
-        recorded = rounds.record(cluster, snapshot, result, duration=time.monotonic() - started)
+        recorded = rounds.run(cluster, snapshot, started)  # load, let the engine decide, apply
         transaction.on_commit(lambda: announce(cluster, recorded))
         if ha.n1_due(cluster):  # the N+1 verdict, on its own cadence (ha.N1_EVERY)
             queue_beside(cluster, n1_refresh, "n1_queued_until", N1_LEASE)

@@ -7,11 +7,13 @@ its recommendations wait for a person like under `manual`.
 """
 
 from datetime import datetime
+from typing import cast
 from zoneinfo import ZoneInfo
 
 from django.db import transaction
 from django.utils import timezone
 
+import crs.automation
 import crs.coexistence
 import crs.precedence
 import crs.windows
@@ -49,24 +51,26 @@ def proxmox_balancer(cluster: Cluster) -> crs.coexistence.ProxmoxBalancer | None
     return None if stored is None else crs.coexistence.ProxmoxBalancer(**stored)
 
 
+def automation(cluster: Cluster, now: datetime) -> crs.automation.Automation:
+    """The cluster's automation state for the engine: level, emergency stop, windows and
+    blackouts, Proxmox's own balancer."""
+    policy = cluster.policy
+    peer = proxmox_balancer(cluster)
+    return crs.automation.Automation(
+        level=cast(crs.automation.Level, policy.automation),
+        automatic_margin=policy.automatic_margin,
+        stopped=cluster.stopped,
+        time_zone=policy.time_zone,
+        windows=engine_windows(cluster),
+        blackouts=engine_blackouts(cluster, now),
+        proxmox_rebalancing=peer is not None and peer.rebalancing,
+    )
+
+
 def held_reason(cluster: Cluster, now: datetime | None = None) -> str:
     """Why automation may not approve a balancing plan now, in the admin's words; "" = it may."""
-    peer = proxmox_balancer(cluster)
-    if peer is not None and peer.rebalancing:
-        return (
-            "Proxmox's own automatic rebalancing (ha-auto-rebalance) is on: two balancers would undo each other's moves"
-        )
-    state = gate(cluster, now)
-    if state.open:
-        return ""
-    until = (
-        f" until {state.until.astimezone(zone_of(cluster)):%a %H:%M} ({cluster.policy.time_zone})"
-        if state.until
-        else ""
-    )
-    if state.reason == "blackout":
-        return f"blackout{': ' + state.label if state.label else ''}{until}"
-    return f"outside the change windows{until}"
+    now = now or timezone.now()
+    return crs.automation.held_reason(automation(cluster, now), now)
 
 
 def start_wait(cluster: Cluster, now: datetime | None = None) -> str:

@@ -9,6 +9,7 @@ from conftest import run_rounds, service_or_skip, set_policy
 from django.db import connection
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from dashboard.models import AuditEvent, Migration
 from dashboard.pages import views
@@ -104,8 +105,10 @@ def test_approve_needs_post(admin_client, suggested):
     [("manual", 0.9, False), ("automatic", 0.11, True), ("partial", 0.24, False), ("partial", 0.25, True)],
 )
 def test_automation_level_decides_who_approves(cluster, automation, gain, approves):
+    from dashboard.windows import automation as automation_of
+
     cluster.policy.automation = automation
-    assert cluster.policy.approves_itself(gain) is approves
+    assert automation_of(cluster, timezone.now()).approves_itself(gain) is approves
 
 
 def test_transition_happens_once(suggested, admin):

@@ -128,7 +128,7 @@ def test_a_plan_failing_step_after_step_is_announced_once(
 def test_a_recommendation_the_round_approves_itself_is_not_announced(
     eager, webhook, suggested, django_capture_on_commit_callbacks
 ):
-    """As rounds.record does under automation: suggested and approved in one transaction."""
+    """As rounds.apply does under automation: suggested and approved in one transaction."""
     destination(suggested.cluster, webhook.url, ["recommendation-waiting"])
     with django_capture_on_commit_callbacks(execute=True):
         AuditEvent.objects.create(action="suggested", cluster=suggested.cluster, migration=suggested)

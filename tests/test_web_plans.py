@@ -143,24 +143,6 @@ def test_a_step_whose_target_is_claimed_full_takes_its_next_alternative_or_expir
     assert third.state == "expired" and third.reason.startswith(f"{g3['sid']} no longer fits on node06")
 
 
-@pytest.mark.django_db
-def test_partial_automation_approves_the_steps_clearing_the_automatic_margin_with_those_before_them(collected):
-    from dashboard.plans import approve_by_automation
-
-    set_policy(collected, automation="partial", automatic_margin=0.25)
-    gains = (0.05, 0.3, 0.1)
-    steps = [
-        make_migration(collected, "suggested", f"vm:{900 + i}", plan=1, step=i, after=i - 1 if i else None)
-        for i in range(len(gains))
-    ]
-    for m, gain in zip(steps, gains):
-        m.relative_gain = gain
-    policy = Cluster.objects.get(pk=collected.pk).policy
-    assert approve_by_automation(steps, policy) == [steps[0].pk, steps[1].pk]
-    assert [Migration.objects.get(pk=m.pk).state for m in steps] == ["approved", "approved", "suggested"]
-    assert {m.automatic for m in Migration.objects.filter(state="approved")} == {True}
-
-
 @pytest.mark.django_db(transaction=True)
 def test_with_a_real_worker_a_plan_stays_while_it_holds_and_goes_when_a_step_breaks(cluster, worker):  # noqa: F811
     # The simulator's clock is real time here: each round sees the load moved on (samples interpolated).

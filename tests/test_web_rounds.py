@@ -231,3 +231,22 @@ def test_a_holding_round_with_a_plan_pending_describes_the_kept_plan(cluster, dj
         assert round_.explanation["kept_plan"] == 1
         assert round_.explanation["reason"].startswith("Plan 1 is kept: on fresh data its ")
         assert round_.explanation["reason"].endswith("this round makes no plan of its own.")
+
+
+def test_switching_to_automatic_has_the_next_round_approve_the_waiting_plan(
+    cluster, django_capture_on_commit_callbacks
+):
+    # Issue 27: saved "automatic" with a plan waiting, and nothing moved. A plan still valid on
+    # fresh data is approved by the next round once automation allows it (as DRS, fully automated).
+    set_policy(cluster, hold_duration=0)
+    run_round(cluster, django_capture_on_commit_callbacks)
+    waiting = list(Migration.objects.filter(plan=1).order_by("step"))
+    assert waiting and {m.state for m in waiting} == {"suggested"}
+    set_policy(cluster, automation="automatic")
+    run_round(cluster, django_capture_on_commit_callbacks)
+    after = list(Migration.objects.filter(plan=1).order_by("step"))
+    assert [m.pk for m in after] == [m.pk for m in waiting]  # the same plan, not a new one
+    assert not Migration.objects.filter(state="suggested").exists()
+    assert {m.state for m in after} <= {"approved", "running", "done"} and {m.automatic for m in after} == {True}
+    why = AuditEvent.objects.filter(action="approved", migration=after[0]).get().details
+    assert why == {"automation": "automatic", "why": "plan 1 still holds on fresh data"}

@@ -225,15 +225,3 @@ class Policy(models.Model):
                 cluster_id=self.cluster_id,
                 details={"before": before, "after": {name: getattr(self, name) for name in before}},
             )
-
-    def approves_itself(self, relative_gain: float) -> bool:
-        """Whether a new recommendation with this gain is approved by the round, not a person."""
-        if self.automation == "automatic":
-            return True
-        return self.automation == "partial" and relative_gain >= self.automatic_margin
-
-    def approves_owed(self) -> bool:
-        """Whether the round approves an owed plan (evacuation, failback, rule fix) itself.
-        Owed moves ignore margins (priority 1, as Proxmox's manager makes them at once), so
-        `partial`'s automatic margin holds none of them back: only `manual` waits for a person."""
-        return self.automation != "manual"
