@@ -69,6 +69,7 @@ class Ledger:
     def __init__(self, moves: tuple[PlannedMove, ...], next_plan: int) -> None:
         self.moves = list(moves)
         self.next_plan = next_plan
+        self.created: list[Created] = []  # plans to store, in order
         self.expired: list[Expiry] = []
         self.approved: list[PlannedMove] = []
         self.approve_details: dict[tuple[int | None, int | None, int], dict[str, object]] = {}
@@ -93,6 +94,7 @@ class Ledger:
     def create(self, kind: str, steps: tuple[Step, ...], **plan: object) -> Created:
         created = Created(self.next_plan, kind, steps, **plan)  # type: ignore[arg-type]
         self.next_plan += 1
+        self.created.append(created)
         self.moves += created.moves()
         return created
 

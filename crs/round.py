@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from .automation import Automation, held_reason, self_approved
@@ -68,57 +69,23 @@ def decide(inputs: RoundInputs) -> Outcome:
     ledger = Ledger(inputs.moves, inputs.next_plan)
     overdue = [m for m in ledger.alive(("suggested",)) if _overdue(m, inputs)]
     ledger.expire(overdue, f"not decided within the recommendation expiry of {_human(inputs.recommendation_expiry)}")
-    plans: list[Created] = []
-
-    def owe(kind: str, steps: tuple[Step, ...], reasons: tuple[str, ...], at_once: bool) -> None:
-        if not steps:
-            return
-        created = ledger.create(kind, steps, reasons=reasons, method=snapshot.settings.method)
-        plans.append(created)
-        ledger.expire(
-            ledger.outranked_by(kind),
-            f"replaced by {kind} plan {created.number}, which goes first: {reasons[0]}",
-            {"outranked_by": created.number},
-        )
-        if automation.approves_owed(at_once):
-            details: dict[str, object] = {"at_once": True} if at_once else {"automation": automation.level}
-            ledger.approve(_of_plan(ledger, created.number), details)
-
     owed = reconcile(
         snapshot,
         inputs.maintenances,
         ledger,
-        owe,
+        partial(_owe, ledger, automation, snapshot.settings.method),
         powering_down=inputs.powering_down,
         at_once_nodes=inputs.at_once_nodes,
         proxmox_ha=inputs.proxmox_ha,
     )
-    pending = ledger.alive(("suggested",), BALANCING_KINDS)
-    review, kept_plan = Verdict(), pending[0].plan if pending else None
-    if pending:
-        running = any(m.plan == kept_plan for m in ledger.alive(("approved", "running")))
-        review = verdict(snapshot, pending, result, inputs.guards, running)
-        if review.replace:
-            ledger.expire(pending, review.replace)
-            pending, kept_plan = [], None
+    review, pending = _judge(inputs, result, ledger)
+    kept_plan = pending[0].plan if pending else None
     held = held_reason(automation, inputs.now) if automation.level != "manual" and not automation.stopped else ""
-    if review.kept and automation.level != "manual" and not automation.stopped and not held:
-        chosen = self_approved(automation, tuple(m.move.relative_gain for m in pending), _afters(pending))
-        ledger.approve(
-            [pending[i] for i in chosen],
-            {"automation": automation.level, "why": f"plan {kept_plan} still holds on fresh data"},
-        )
+    if review.kept and not held:
+        why: dict[str, object] = {"automation": automation.level, "why": f"plan {kept_plan} still holds on fresh data"}
+        _approve(ledger, automation, pending, tuple(m.move.relative_gain for m in pending), _afters(pending), why)
     waiting = waiting_reason(ledger, automation.stopped)
-    new = None
-    if result.decision == "migrate" and not waiting:
-        kind = "pressure" if result.plan[0].move.objective == "pressure" else "balancing"
-        e = result.explanation
-        new = ledger.create(kind, result.plan, margin=e.margin, method=e.method)
-        plans.append(new)
-        if automation.level != "manual" and not automation.stopped and not held:
-            steps = _of_plan(ledger, new.number)
-            chosen = self_approved(automation, tuple(s.gain for s in new.steps), tuple(s.after for s in new.steps))
-            ledger.approve([steps[i] for i in chosen], {"automation": automation.level})
+    new = _new_plan(result, ledger, automation, held) if result.decision == "migrate" and not waiting else None
     explanation = {
         **result.explanation.to_dict(),
         "waiting": waiting,
@@ -131,7 +98,7 @@ def decide(inputs: RoundInputs) -> Outcome:
         result,
         owed.opened,
         owed.closed,
-        tuple(plans),
+        tuple(ledger.created),
         tuple(ledger.expired),
         tuple(ledger.approved),
         ledger.approve_details,
@@ -141,6 +108,69 @@ def decide(inputs: RoundInputs) -> Outcome:
         held if new else "",
         explanation,
     )
+
+
+def _owe(
+    ledger: Ledger,
+    automation: Automation,
+    method: str,
+    kind: str,
+    steps: tuple[Step, ...],
+    reasons: tuple[str, ...],
+    at_once: bool,
+) -> None:
+    """An owed plan: stored, the pending moves of lower kinds expire (they were computed without
+    it), and approved by the round unless automation is manual (or it was asked for at once)."""
+    if not steps:
+        return
+    created = ledger.create(kind, steps, reasons=reasons, method=method)
+    ledger.expire(
+        ledger.outranked_by(kind),
+        f"replaced by {kind} plan {created.number}, which goes first: {reasons[0]}",
+        {"outranked_by": created.number},
+    )
+    if automation.approves_owed(at_once):
+        details: dict[str, object] = {"at_once": True} if at_once else {"automation": automation.level}
+        ledger.approve(_of_plan(ledger, created.number), details)
+
+
+def _judge(inputs: RoundInputs, result: RoundResult, ledger: Ledger) -> tuple[Verdict, list[PlannedMove]]:
+    """The verdict on the pending balancing plan, and its steps still pending after it."""
+    pending = ledger.alive(("suggested",), BALANCING_KINDS)
+    if not pending:
+        return Verdict(), []
+    running = any(m.plan == pending[0].plan for m in ledger.alive(("approved", "running")))
+    review = verdict(inputs.snapshot, pending, result, inputs.guards, running)
+    if review.replace:
+        ledger.expire(pending, review.replace)
+        return review, []
+    return review, pending
+
+
+def _new_plan(result: RoundResult, ledger: Ledger, automation: Automation, held: str) -> Created:
+    """The round's own plan, stored, with the steps automation approves unless it is held."""
+    kind = "pressure" if result.plan[0].move.objective == "pressure" else "balancing"
+    e = result.explanation
+    new = ledger.create(kind, result.plan, margin=e.margin, method=e.method)
+    if not held:
+        steps = _of_plan(ledger, new.number)
+        gains, afters = tuple(s.gain for s in new.steps), tuple(s.after for s in new.steps)
+        _approve(ledger, automation, steps, gains, afters, {"automation": automation.level})
+    return new
+
+
+def _approve(
+    ledger: Ledger,
+    automation: Automation,
+    steps: list[PlannedMove],
+    gains: tuple[float, ...],
+    afters: tuple[int | None, ...],
+    details: dict[str, object],
+) -> None:
+    """The steps of a balancing plan automation approves (none under manual or the emergency stop)."""
+    if automation.level == "manual" or automation.stopped:
+        return
+    ledger.approve([steps[i] for i in self_approved(automation, gains, afters)], details)
 
 
 def waiting_reason(ledger: Ledger, stopped: bool) -> str:
