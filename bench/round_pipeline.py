@@ -67,7 +67,7 @@ def main() -> None:
     os.environ["DATABASE_URL"] = args.database_url
     os.environ["REDIS_URL"] = args.redis_url
     os.environ.setdefault("CRS_SECRET_KEY", "bench-only-" + "x" * 50)  # required in the distributed mode
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     fresh(args.database_url)
 
     import django

@@ -13,9 +13,9 @@ from django.db.models import F
 from stack import free_port
 
 from dashboard import notify
-from dashboard.celery import app
 from dashboard.models import AuditEvent, Cluster, Migration, NotificationDestination
 from dashboard.tasks import balancing_round, collect, finish
+from project.celery import app
 
 pytestmark = pytest.mark.django_db
 GIB = 1024**3

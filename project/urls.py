@@ -2,13 +2,13 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from .api import capacity as capacity_api
-from .api import ha as ha_api
-from .api import metrics
-from .api import rolling as rolling_api
-from .pages import audit, guests, rolling, snapshots, tokens, views, whatif, windows
-from .pages import capacity as capacity_views
-from .pages import ha as ha_views
+from dashboard.api import capacity as capacity_api
+from dashboard.api import ha as ha_api
+from dashboard.api import metrics
+from dashboard.api import rolling as rolling_api
+from dashboard.pages import audit, guests, rolling, snapshots, tokens, views, whatif, windows
+from dashboard.pages import capacity as capacity_views
+from dashboard.pages import ha as ha_views
 
 app_patterns = [
     path("", views.home, name="home"),
