@@ -152,6 +152,8 @@ def test_the_readme_is_short_and_points_only_inside_the_repository():
     assert "docs/install.md" in named
     missing = [name for name in named if not (ROOT / name).exists()]
     assert not missing, f"README.md names {missing}, which are not in the repository"
+
+
 def test_no_module_of_the_dashboard_is_over_max_lines():
     lines = {module_name(p): len(p.read_text().splitlines()) for p in modules("dashboard")}
     over = {name: n for name, n in lines.items() if n > MAX_LINES}
