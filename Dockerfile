@@ -6,6 +6,7 @@ WORKDIR /app
 COPY pyproject.toml requirements.lock ./
 COPY crs ./crs
 COPY dashboard ./dashboard
+COPY project ./project
 COPY templates ./templates
 COPY static ./static
 COPY manage.py ./

@@ -69,15 +69,15 @@ test-e2e: $(STAMP)
 web: $(STAMP)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput -v 0
-	$(VENV)/bin/daphne -b 0.0.0.0 -p $(PORT) dashboard.asgi:application
+	$(VENV)/bin/daphne -b 0.0.0.0 -p $(PORT) project.asgi:application
 
 # Supervised, like the containers' restart policy: a Redis outage can stop a Celery worker,
 # and a PostgreSQL outage stops beat (its scheduler cannot read the schedule).
 worker: $(STAMP)
-	scripts/supervise $(VENV)/bin/celery -A dashboard worker -l info
+	scripts/supervise $(VENV)/bin/celery -A project worker -l info
 
 beat: $(STAMP)
-	scripts/supervise $(VENV)/bin/celery -A dashboard beat -l info --scheduler django_celery_beat.schedulers:DatabaseScheduler
+	scripts/supervise $(VENV)/bin/celery -A project beat -l info --scheduler django_celery_beat.schedulers:DatabaseScheduler
 
 bench: $(STAMP)
 	$(PY) -m bench.engine_speed

@@ -77,7 +77,7 @@ def main() -> None:
         env = {
             **os.environ,
             "PYTHONPATH": str(root),
-            "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+            "DJANGO_SETTINGS_MODULE": "project.settings",
             "DATABASE_URL": f"sqlite:///{tmp}/lighthouse.sqlite3",
             "REDIS_URL": "",
             "CRS_ADMIN_PASSWORD": PASSWORD,

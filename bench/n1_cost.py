@@ -1,4 +1,4 @@
-"""The N+1 verdict's cost at the demo size: why rounds compute it once a minute (dashboard/ha.py
+"""The N+1 verdict's cost at the demo size: why rounds compute it once a minute (dashboard/n1.py
 N1_EVERY), not every round.
 
 Run: .venv/bin/python -m bench.n1_cost

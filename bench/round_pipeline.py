@@ -10,7 +10,7 @@ distributed mode's settings (PostgreSQL, Redis for the channel layer and the bro
 policy is the product's default (bruteforce, 5 moves per round, target imbalance 0.2, mode
 static) with threshold 0 and hold duration 0, so that every round plans (a round that waits
 costs next to nothing). A cluster's first pair is reported apart (its round finds the N+1
-verdict, `ha.N1_EVERY`, and the hourly capacity figures due, and queues their tasks, which
+verdict, `n1.N1_EVERY`, and the hourly capacity figures due, and queues their tasks, which
 nobody runs here but the N+1 refresh, run after it untimed), then best and median of --runs
 pairs, each with the N+1 verdict marked fresh (on a loaded machine a pair can outlast the
 minute); --profile prints where the largest size's last round goes. With --n1 each measured
@@ -62,7 +62,7 @@ def main() -> None:
     os.environ["DATABASE_URL"] = args.database_url
     os.environ["REDIS_URL"] = args.redis_url
     os.environ.setdefault("CRS_SECRET_KEY", "bench-only-" + "x" * 50)  # required in the distributed mode
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     fresh(args.database_url)
 
     import django

@@ -1,9 +1,3 @@
-"""The web side: Django project and app in one package (settings, ASGI, Celery, models, views).
-
-The Celery app is imported here so that `@shared_task` binds to it in every process;
-without it, `.delay()` from a web process would talk to Celery's default AMQP broker.
-"""
-
-from .celery import app as celery_app
-
-__all__ = ["celery_app"]
+"""The web side's app: the domain (the admin's concepts: rounds, plans, migrations, maintenance, …),
+what admins see (pages/, api/, live/) and the models. The Django project that serves it (settings,
+URLs, ASGI, Celery) is the `project` package."""

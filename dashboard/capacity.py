@@ -32,8 +32,9 @@ from crs.fits import Limits, committed
 from crs.model import Snapshot
 from crs.power import room, squeeze
 
-from .ha import Refused, limits_of, refresh_snapshot
+from .ha import Refused, refresh_snapshot
 from .models import DEFAULT_IDLE_WATTS, AuditEvent, CapacitySample, CapacitySettings, Cluster
+from .n1 import limits_of
 
 SIZE_NAMES = ("small", "medium", "large")
 STANDARD = "medium"  # hsqueeze's standard guest: the room it keeps is counted in these

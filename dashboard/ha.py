@@ -1,4 +1,4 @@
-"""HA rules, the per-guest auto-rebalance opt-out and the N+1 verdict, for the page, the admin and the API.
+"""HA rules and the per-guest auto-rebalance opt-out, for the page, the admin and the API.
 
 A simulated or imported cluster's rules are the product's (HaRule rows): an edit is refused
 when Proxmox would drop a rule because of it (crs.rules, the same checks and words as its
@@ -6,39 +6,21 @@ when Proxmox would drop a rule because of it (crs.rules, the same checks and wor
 cluster's rules are Proxmox's, read from /cluster/ha/rules by the connector: shown, never
 edited here, so the two never disagree. The opt-out is the product's on every cluster: the
 balancer is.
-
-N+1 (crs.n1) places every HA guest once per node; at the demo size (12 nodes, 416 guests)
-that is about a second, so it is recomputed every N1_EVERY rather than every round, by a task
-a round queues beside itself (tasks.n1_refresh), and the verdict says when it was computed.
-The stored verdict keeps per lost node what goes wrong (the overloaded nodes with their loads,
-up to EXAMPLES lost guests, counts): where each guest would go is computed from the latest
-snapshot when an admin opens that node (`n1_loss`), so the verdict grows with the nodes, not
-with nodes² as every node's load after every loss did (27 MB at 1000 nodes).
 """
 
-import math
 import re
-import time
-from dataclasses import asdict, replace
-from datetime import timedelta
+from dataclasses import replace
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.utils import timezone
 
 import crs.model
-import crs.n1
-import crs.n1_batch
 import crs.rules
 import crs.snapshot
 from crs.errors import CrsError
-from crs.fits import Limits
 
-from . import notify
 from .models import AuditEvent, CapacitySettings, Cluster, HaRule, RebalanceOptOut, rule_id_validator
 
-N1_EVERY = timedelta(seconds=60)
-EXAMPLES = 10  # guests named per loss in the stored verdict (lost, down with it); the rest are counted
 FIELDS = ("rule", "type", "resources", "nodes", "strict", "affinity")
 PROXMOX_RULES = "Datacenter → HA → Rules"
 
@@ -329,96 +311,3 @@ def rules_state(cluster: Cluster) -> dict:
         "rules": [{**r, "dropped": dropped.get(r["id"], [])} for r in rules],
         "opt_outs": list(cluster.opt_outs.values_list("guest", flat=True)),
     }
-
-
-# -- N+1 -------------------------------------------------------------------------------------------
-
-
-def n1_due(cluster: Cluster) -> bool:
-    """Never computed, older than N1_EVERY, or cleared by a change the verdict must see."""
-    return cluster.n1_at is None or timezone.now() - cluster.n1_at >= N1_EVERY
-
-
-def refresh_n1(cluster: Cluster, snapshot: crs.model.Snapshot) -> dict | None:
-    """Compute, store and return the verdict when it is due; None when the last one is fresh
-    (a refresh delivered twice computes it once)."""
-    if not n1_due(cluster):
-        return None
-    started = time.monotonic()
-    report = crs.n1_batch.verdict(snapshot, limits_of(cluster))
-    now = timezone.now()
-    verdict = n1_dict(report, now, time.monotonic() - started)
-    stored = Cluster.objects.filter(pk=cluster.pk)
-    # Good → bad is told once: of two writers only the one whose UPDATE still found it good sends.
-    if not verdict["survives"] and stored.filter(n1__survives=True).update(n1=verdict, n1_at=now):
-        notify.n1_turned_bad(cluster, verdict)
-    else:
-        stored.update(n1=verdict, n1_at=now)
-    return verdict
-
-
-def limits_of(cluster: Cluster) -> Limits:
-    """The capacity rule's limits under the cluster's fits settings."""
-    policy = cluster.policy
-    return Limits(float(policy.memory_reserve), policy.cpu_overcommit)
-
-
-def n1_dict(report: crs.n1.N1Report[crs.n1.LossVerdict], at, seconds: float) -> dict:
-    """The verdict as stored, pushed (type "n1") and served: fractions, as the engine gives them."""
-    return _finite(
-        {
-            "type": "n1",
-            "computed_at": at.isoformat(),
-            "seconds": round(seconds, 3),
-            "survives": report.survives,
-            "verdict": report.verdict,
-            "losses": [
-                {
-                    "node": loss.node,
-                    "survived": loss.survived,
-                    "summary": f"losing {loss.node} {loss.summary()}",
-                    "overloaded": [asdict(load) for load in loss.overloaded],
-                    "lost": list(loss.lost[:EXAMPLES]),
-                    "lost_count": len(loss.lost),
-                    "recovered": loss.recovered,
-                    "down": list(loss.down[:EXAMPLES]),
-                    "down_count": len(loss.down),
-                }
-                for loss in report.losses
-            ],
-        }
-    )
-
-
-def n1_loss(cluster: Cluster, node: str) -> dict | None:
-    """Losing `node` in full, from the latest snapshot: where each HA guest would go, why a lost
-    one is lost, the non-HA guests down with it, and the load of each node taking guests.
-    None when `node` is not one of the snapshot's usable nodes (or nothing is collected yet)."""
-    snapshot = cluster.latest_snapshot()
-    if snapshot is None or node not in {n.name for n in snapshot.nodes if n.usable}:
-        return None
-    loss = crs.n1.lose(snapshot, node, limits_of(cluster))
-    targets = {r.target for r in loss.recoveries}
-    return _finite(
-        {
-            "node": node,
-            "survived": loss.survived,
-            "summary": f"losing {node} {loss.summary()}",
-            "recoveries": [asdict(r) for r in loss.recoveries],
-            "loads": [asdict(load) for load in loss.loads if load.node in targets],
-            "overloaded": [asdict(load) for load in loss.overloaded],
-            "lost": list(loss.lost),
-            "down": list(loss.down),
-        }
-    )
-
-
-def _finite(value):
-    """JSON (and PostgreSQL) hold no infinity: a node with no room at all (reserve ≥ its memory) says null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value

@@ -201,7 +201,7 @@ def _lasted(duration: timedelta) -> str:
 
 
 def n1_turned_bad(cluster: Cluster, verdict: dict) -> None:
-    """The N+1 verdict went from good to bad (ha.refresh_n1 decides that once, with a conditional UPDATE)."""
+    """The N+1 verdict went from good to bad (n1.refresh decides that once, with a conditional UPDATE)."""
     failing = [loss["summary"] for loss in verdict["losses"] if not loss["survived"]]
     announce(
         cluster.pk,

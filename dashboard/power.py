@@ -32,7 +32,7 @@ from crs.errors import CrsError
 from crs.sources.base import SourceError
 from crs.sources.proxmox import command as proxmox_command
 
-from . import capacity, ha, maintenance, rolling
+from . import capacity, ha, maintenance, n1
 from .maintenance import Refused
 from .models import AuditEvent, CapacitySettings, Cluster, PowerDown
 from .sources import opened_source
@@ -104,7 +104,7 @@ def breaks_n1(cluster: Cluster, node: str) -> str:
     """Why powering `node` down breaks N+1 ("" = it does not). The suggestion counts room as
     hsqueeze does, not N+1: the page asks this of each suggested node too, so a button sure
     to be refused shows the reason instead."""
-    warning = rolling.breaks_n1(cluster, [node])
+    warning = n1.breaks(cluster, [node])
     return f"powering {node} down breaks N+1: {warning}" if warning else ""
 
 

@@ -15,7 +15,7 @@ Paused, the rolling maintenance takes no step and starts no further move of a no
 maintenance until an admin leaves it from the maintenance panel.
 
 Before a group starts, the cluster with its nodes emptied is checked for N+1 (crs.n1, the
-verdict dashboard/ha.py keeps): a group that would break it is `flagged` and waits for an admin
+verdict dashboard/n1.py keeps): a group that would break it is `flagged` and waits for an admin
 to go on anyway. On a Proxmox cluster maintenance is entered and left from its command line:
 the page shows the command, and the steps follow the node's state in the snapshots.
 
@@ -36,7 +36,7 @@ import crs.model
 import crs.rolling
 from crs.sources.proxmox import command as proxmox_command
 
-from . import ha, maintenance, plans
+from . import maintenance, n1, plans
 from .maintenance import OWED_STATES, Refused
 from .models import AuditEvent, Cluster, Migration, RollingMaintenance, RollingNode
 
@@ -119,7 +119,7 @@ def set_state(cluster: Cluster, wanted: str, actor) -> RollingMaintenance:
     action = {"paused": "rolling-paused", "running": "rolling-resumed", "cancelled": "rolling-cancelled"}[wanted]
     fields = {"finished_at": timezone.now()} if wanted == "cancelled" else {}
     with transaction.atomic():
-        # The cluster row's lock, which a migration's start holds (tasks.claim): once paused or
+        # The cluster row's lock, which a migration's start holds (executor.claim): once paused or
         # cancelled here, no move of an evacuation starts that had not started before.
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
         if RollingMaintenance.objects.filter(pk=rolling.pk, state__in=before).update(state=wanted, **fields):
@@ -215,7 +215,7 @@ def _start_group(cluster: Cluster, rolling: RollingMaintenance, entries: list[Ro
     """Take the group's waiting nodes down, unless that breaks N+1 and nobody chose to go on."""
     waiting = [e for e in entries if e.step == "waiting"]
     if waiting:
-        warning = breaks_n1(cluster, [e.node for e in entries if e.step in ("waiting", "flagged")])
+        warning = n1.breaks(cluster, [e.node for e in entries if e.step in ("waiting", "flagged")])
         for entry in waiting:
             if warning:
                 RollingNode.objects.filter(pk=entry.pk, step="waiting").update(warning=warning)
@@ -233,14 +233,6 @@ def _start_group(cluster: Cluster, rolling: RollingMaintenance, entries: list[Ro
     return entered
 
 
-def breaks_n1(cluster: Cluster, nodes: list[str]) -> str:
-    """crs.rolling.breaks_n1 on the latest snapshot, under the cluster's fits settings."""
-    snapshot = cluster.latest_snapshot()
-    if snapshot is None:
-        return ""
-    return crs.rolling.breaks_n1(snapshot, nodes, ha.limits_of(cluster))
-
-
 def _rebooted(entry: RollingNode, node: crs.model.Node | None) -> str:
     """Why a node waiting for the admin is back without the admin's word: online again with a
     smaller uptime than when it began waiting ("" = not seen rebooted)."""
@@ -254,7 +246,7 @@ def hold_start(cluster: Cluster, migration: Migration) -> bool:
     is draining, and that maintenance is paused (the move starts once it is resumed), or was
     cancelled while the node stayed in the maintenance it entered then (the move waits until an
     admin leaves maintenance, which expires it). It stays approved and says why (plans.hold).
-    Called where a migration starts (tasks.claim), under the lock set_state takes too."""
+    Called where a migration starts (executor.claim), under the lock set_state takes too."""
     if migration.kind != "evacuation":
         return False
     rolling = latest(cluster)

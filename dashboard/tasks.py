@@ -3,41 +3,32 @@
 Beat runs `collect` per cluster (a PeriodicTask row per cluster, see signals.py);
 `collect` queues `balancing_round`, which queues `n1_refresh` and `capacity_counts` beside
 itself when they are due; an approval queues `execute`, which starts the
-migration and hands over to `follow` until the adapter reports it done or failed.
+migration and hands over to `follow` until the adapter reports it done or failed (both call
+the migration executor, executor.py, and queue what it returns).
 """
 
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 
 from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 import crs.balancer
 import crs.model
-import crs.planner
-import crs.precedence
 import crs.snapshot
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import capacity, expiry, ha, history, notify, outcomes, power, rolling, rounds, whatif, windows
+from . import capacity, executor, ha, history, n1, notify, outcomes, power, rolling, rounds, whatif
 from .live import sender as live
 from .models import Cluster, Migration
 from .sources import opened_source
 
 log = logging.getLogger(__name__)
-FOLLOW_SECONDS = 1.0  # how often a running migration's progress is polled and pushed
-# An approved migration not started after this long lost its message; rounds queue it again.
-STALLED_APPROVAL = timedelta(seconds=30)
-# A running migration not polled for this long lost its follower (its message was dropped by a
-# broker or database outage, or its worker was killed): rounds and a starting worker follow it again.
-UNFOLLOWED = timedelta(seconds=10)
 # A follower that cannot reach the database comes back this often until it can, instead of
 # ending its chain: a migration that ends at the adapter during a database outage is recorded
 # as soon as the database returns, without waiting for a round (whose lease the outage may hold).
@@ -116,7 +107,7 @@ def balancing_round(cluster_id: int) -> None:
         assert snapshot is not None  # stored, checked just above
         recorded = rounds.run(cluster, snapshot, started)  # load, let the engine decide, apply
         transaction.on_commit(lambda: announce(cluster, recorded))
-        if ha.n1_due(cluster):  # the N+1 verdict, on its own cadence (ha.N1_EVERY)
+        if n1.due(cluster):  # the N+1 verdict, on its own cadence (n1.N1_EVERY)
             queue_beside(cluster, n1_refresh, "n1_queued_until", N1_LEASE)
         if capacity.missing_sizes(cluster):  # the capacity trend, once an hour
             queue_beside(cluster, capacity_counts, "capacity_queued_until", COUNT_LEASE)
@@ -173,134 +164,56 @@ def execute(migration_id: int) -> None:
     migration = Migration.objects.filter(pk=migration_id).first()
     if migration is None:
         return
-    if migration.state == "approved" and claim(migration_id) == "running":
-        start(migration_id)
+    if migration.state == "approved" and executor.claim(migration_id) == "running":
+        started = executor.start(migration_id)
+        if started == "running":
+            follow.apply_async((migration_id,), countdown=executor.FOLLOW_SECONDS)
+            queue_waiting(migration.cluster_id)  # the next steps may run side by side with this one
+        elif started:
+            freed(migration.cluster_id)
     elif migration.state == "running" and not migration.task_ids:
-        settle_unstarted(migration_id)
+        settle_unstarted(migration)
 
 
-def claim(migration_id: int) -> str:
-    """approved → running if a slot is free and a fresh snapshot still supports the move;
-    approved → expired (with the reason) if not. Returns the state it is left in.
-
-    Under the cluster's lock (opened_source), so two workers never both take the last slot.
-    Approved steps start in plan order, at most `max_concurrent_migrations` at once and
-    `max_migrations_per_node` into or out of one node. The fresh snapshot counts every
-    running migration's guests on their targets (its claim), so two concurrent moves never
-    together overfill a node; a target that no longer fits gives way to the step's next
-    alternative target, or the step expires.
-    """
-    try:
-        with opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (cluster, source):
-            migration = Migration.objects.select_related("cluster__policy").get(pk=migration_id)
-            if migration.state != "approved":
-                return migration.state
-            if cluster.stopped:
-                expiry.stopped(cluster, None)
-                return "expired"
-            if windows.hold_start(cluster, migration):
-                return "approved"  # outside the windows: queued again by each round until one opens
-            if rolling.hold_start(cluster, migration):
-                return "approved"  # a paused rolling maintenance's evacuation: queued again on resume
-            if not slot_free(cluster, migration):
-                return "approved"  # queued again when a running one starts or finishes
-            snapshot = claimed(cluster, source.collect(time.time()))
-            # Only claim() moves an approved migration on, under this lock: the transitions succeed.
-            if migration.stale_reason(snapshot) and (target := alternative(migration, snapshot)):
-                Migration.objects.filter(pk=migration_id).update(target=target)
-                migration.target = target
-            if expiry.stale_at_start(migration, snapshot):
-                return "expired"
-            Migration.objects.transition(
-                migration_id, "approved", "running", None, {"target": migration.target}, reason=""
-            )
-            return "running"
-    except (SourceError, CrsError) as exc:
-        expiry.unverifiable(migration_id, exc)
-        return "expired"
-    finally:
-        live.push_migration(migration_id)
+def after_decision(approved: list[int], changed: list[int]) -> None:
+    """Once a person's decision commits: start what was approved (robust: with the broker down the
+    approval stands, and the next round queues it again) and push what changed."""
+    for pk in approved:
+        transaction.on_commit(partial(execute.delay, pk), robust=True)
+    for pk in dict.fromkeys(changed):
+        transaction.on_commit(partial(live.push_migration, pk))
 
 
-def slot_free(cluster: Cluster, migration: Migration) -> bool:
-    """Whether `migration` may start now: its kind's turn (approved moves of a higher kind go
-    first, crs.precedence), its turn in plan order, a cluster slot, and room on both its nodes."""
-    ahead = [k for k in crs.precedence.KINDS if crs.precedence.outranks(k, migration.kind)]
-    if cluster.migrations.filter(state="approved", kind__in=ahead).exists():
-        return False
-    if (
-        migration.plan is not None
-        and cluster.migrations.filter(plan=migration.plan, state="approved", step__lt=migration.step).exists()
-    ):
-        return False
-    running = list(cluster.migrations.filter(state="running").only("source", "target"))
-    policy = cluster.policy
-    if len(running) >= policy.max_concurrent_migrations:
-        return False
-    return all(
-        sum(node in (m.source, m.target) for m in running) < policy.max_migrations_per_node
-        for node in (migration.source, migration.target)
-    )
+def collect_after_node_back(cluster_id: int, expired: list[int]) -> None:
+    """After "node is back": the migrations leaving expired pushed, and a collect now, so the
+    round sees the node back and plans its failback without waiting for the next beat."""
+    for pk in expired:
+        transaction.on_commit(partial(live.push_migration, pk), robust=True)
+    transaction.on_commit(lambda: collect.delay(cluster_id), robust=True)
 
 
-def claimed(cluster: Cluster, snapshot: crs.model.Snapshot) -> crs.model.Snapshot:
-    """The fresh snapshot under the cluster's policy, with every running migration's guests on its target."""
-    snapshot = cluster.under_policy(snapshot)
-    for m in cluster.migrations.filter(state="running"):
-        on_source = all(g.node == m.source and not g.moving for g in snapshot.guests if g.sid in m.guests)
-        if on_source and m.target in {n.name for n in snapshot.nodes}:
-            snapshot = crs.balancer.apply_move(snapshot, m.as_move())
-    return snapshot
-
-
-def alternative(migration: Migration, snapshot: crs.model.Snapshot) -> str | None:
-    """The step's first alternative target the fresh snapshot allows, if its own target no longer takes it."""
-    if not crs.planner.target_refusal(snapshot, tuple(migration.guests), migration.target):
-        return None  # stale for another reason: an alternative would not help
-    for target in migration.alternatives:
-        move = replace(migration.as_move(), target=target)
-        if crs.balancer.stale_reason(snapshot, move, migration.cluster.guards()) is None:
-            return target
-    return None
-
-
-def start(migration_id: int) -> None:
-    """Ask the adapter to migrate; its task ids are stored in the transaction that stores the
-    adapter's state, so a worker killed here leaves a running migration with no task: failed
-    by the next look (settle_unstarted), never started again."""
-    try:
-        with opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (_, source):
-            migration = Migration.objects.get(pk=migration_id)
-            if migration.state != "running" or migration.task_ids:
-                return  # settled by someone who thought this worker dead
-            now = time.time()
-            task_ids = [source.migrate(sid, migration.target, now) for sid in migration.guests]
-            Migration.objects.filter(pk=migration_id).update(task_ids=task_ids)
-    except (SourceError, CrsError) as exc:
-        finish(migration_id, "failed", reason=str(exc))
-        return
-    follow.apply_async((migration_id,), countdown=FOLLOW_SECONDS)
-    queue_waiting(migration.cluster_id)  # the next steps may run side by side with this one
+def rolling_next_steps(cluster_id: int) -> None:
+    """After any change to a rolling maintenance: it moves on now, and the approved moves are queued
+    (a resume frees the moves of the evacuation it held) rather than waiting for the next round."""
+    rolling_round.delay(cluster_id)
+    queue_waiting(cluster_id)
 
 
 def queue_waiting(cluster_id: int) -> None:
     """Queue every approved migration of the cluster, in plan order; each starts if its slot is free."""
-    waiting = Migration.objects.filter(cluster_id=cluster_id, state="approved").order_by("plan", "step", "decided_at")
-    for pk in waiting.values_list("pk", flat=True):
+    for pk in executor.waiting(cluster_id):
         execute.delay(pk)
 
 
-def settle_unstarted(migration_id: int) -> None:
-    """A running migration without a task: its starter stopped. Holding the cluster lock the
-    starter held while starting proves it is not half-way; fail it, with the reason."""
-    with opened_source(Migration.objects.get(pk=migration_id).cluster_id):
-        if Migration.objects.filter(pk=migration_id, state="running", task_ids=[]).exists():
-            finish(
-                migration_id,
-                "failed",
-                reason="the worker stopped while starting it; no migration task "
-                "was recorded, so it was not started again",
-            )
+def freed(cluster_id: int) -> None:
+    """A migration of the cluster ended: once that commits, its slot starts the next approved one."""
+    transaction.on_commit(lambda: queue_waiting(cluster_id))
+
+
+def settle_unstarted(migration: Migration) -> None:
+    """A running migration without a task (executor.settle_unstarted): failed, its slot freed."""
+    if executor.settle_unstarted(migration.pk):
+        freed(migration.cluster_id)
 
 
 @shared_task(
@@ -312,62 +225,28 @@ def follow(migration_id: int) -> None:
     if migration.state != "running":
         return
     if not migration.task_ids:
-        settle_unstarted(migration_id)
+        settle_unstarted(migration)
         return
-    if not claim_follow(migration_id):
+    if not executor.claim_follow(migration_id):
         return  # another follower (one queued again by reconcile) polled it just now: one chain goes on
-    try:
-        with opened_source(migration.cluster_id) as (_, source):
-            now = time.time()
-            statuses = [source.task_status(task_id, now) for task_id in migration.task_ids]
-    except (SourceError, CrsError) as exc:
-        finish(migration_id, "failed", reason=str(exc))
-        return
-    if failed := [s for s in statuses if s.state == "failed"]:
-        finish(migration_id, "failed", reason="; ".join(s.reason for s in failed))
-    elif all(s.state == "done" for s in statuses):
-        finish(migration_id, "done", progress=1.0)
-    else:
-        progress = sum(s.progress for s in statuses) / len(statuses)
-        Migration.objects.filter(pk=migration_id, state="running").update(progress=progress)
-        live.push_migration(migration_id)
-        follow.apply_async((migration_id,), countdown=FOLLOW_SECONDS)
+    state = executor.poll(migration)
+    if state == "running":
+        follow.apply_async((migration_id,), countdown=executor.FOLLOW_SECONDS)
+    elif state:
+        freed(migration.cluster_id)
 
 
-def requeue_stalled(cluster_id: int | None = None, after: timedelta = STALLED_APPROVAL) -> None:
-    """Approved migrations nobody started for `after` (of one cluster, or all): their message
-    was lost (broker down at approval) or they wait for a slot. Queued again every round;
+def requeue_stalled(cluster_id: int | None = None, after: timedelta = executor.STALLED_APPROVAL) -> None:
+    """Queue again the approved migrations nobody started (executor.stalled), every round;
     execute is safe to repeat."""
-    waiting = Migration.objects.filter(state="approved", decided_at__lte=timezone.now() - after)
-    if cluster_id is not None:
-        waiting = waiting.filter(cluster_id=cluster_id)
-    for pk in waiting.values_list("pk", flat=True):
+    for pk in executor.stalled(cluster_id, after):
         execute.delay(pk)
 
 
-def claim_follow(migration_id: int) -> bool:
-    """True if this caller polls the running migration now: nobody did in the last half
-    FOLLOW_SECONDS. One conditional UPDATE, so of two followers of one migration one stops."""
-    now = timezone.now()
-    recently = Q(followed_at__gt=now - timedelta(seconds=FOLLOW_SECONDS / 2))
-    return Migration.objects.filter(pk=migration_id, state="running").exclude(recently).update(followed_at=now) == 1
-
-
-def refollow_unfollowed(cluster_id: int | None = None, after: timedelta = UNFOLLOWED) -> None:
-    """Follow again the running migrations nobody polled for `after` (of one cluster, or all):
-    the adapter is asked for its task's state, so one that ended during an outage is settled.
-
-    Stamping followed_at first (conditionally) keeps two rounds from queueing it twice."""
-    now = timezone.now()
-    stale = Q(followed_at__lte=now - after) | Q(followed_at__isnull=True, started_at__lte=now - after)
-    running = Migration.objects.filter(stale, state="running")
-    if cluster_id is not None:
-        running = running.filter(cluster_id=cluster_id)
-    for pk in running.values_list("pk", flat=True):
-        # stamped back by one poll interval: the follower queued here may claim it at once
-        if Migration.objects.filter(stale, pk=pk).update(followed_at=now - timedelta(seconds=FOLLOW_SECONDS)):
-            log.warning("migration %s: not followed for %s s; following it again", pk, after.seconds)
-            follow.delay(pk)
+def refollow_unfollowed(cluster_id: int | None = None, after: timedelta = executor.UNFOLLOWED) -> None:
+    """Follow again the running migrations nobody polled for `after` (executor.unfollowed)."""
+    for pk in executor.unfollowed(cluster_id, after):
+        follow.delay(pk)
 
 
 @shared_task(ignore_result=True)
@@ -376,17 +255,14 @@ def reconcile(restarted: bool = False) -> None:
     worker start (celery.py). `restarted`: the broker itself lost every message (runembedded's
     in-process broker keeps none across a restart), so nothing is waited for: every approved
     migration is queued and every running one followed at once."""
-    refollow_unfollowed(after=timedelta(0) if restarted else UNFOLLOWED)
-    requeue_stalled(after=timedelta(0) if restarted else STALLED_APPROVAL)
+    refollow_unfollowed(after=timedelta(0) if restarted else executor.UNFOLLOWED)
+    requeue_stalled(after=timedelta(0) if restarted else executor.STALLED_APPROVAL)
 
 
 def finish(migration_id: int, state: str, **fields) -> None:
-    """running → done or failed; a freed slot starts the next approved migration of the cluster."""
-    with transaction.atomic():
-        if Migration.objects.transition(migration_id, "running", state, None, details=fields, **fields):
-            transaction.on_commit(lambda: live.push_migration(migration_id))
-            cluster_id = Migration.objects.filter(pk=migration_id).values_list("cluster_id", flat=True).get()
-            transaction.on_commit(lambda: queue_waiting(cluster_id))
+    """running → done or failed (executor.finish); a freed slot starts the next approved migration of the cluster."""
+    if executor.finish(migration_id, state, **fields):
+        freed(Migration.objects.filter(pk=migration_id).values_list("cluster_id", flat=True).get())
 
 
 @shared_task(ignore_result=True)
@@ -421,13 +297,13 @@ def capacity_counts(cluster_id: int) -> None:
 @shared_task(ignore_result=True)
 def n1_refresh(cluster_id: int) -> None:
     """The N+1 verdict on the latest stored snapshot, stored and pushed to the cluster's pages,
-    queued by a round that found it due (ha.N1_EVERY): about a second at 1000 nodes, so it
+    queued by a round that found it due (n1.N1_EVERY): about a second at 1000 nodes, so it
     runs beside the rounds and keeps each under one. Safe to run twice: a fresh verdict is kept."""
     beside_round(cluster_id, "n1_queued_until", _refreshed_and_pushed)
 
 
 def _refreshed_and_pushed(cluster: Cluster, snapshot: crs.model.Snapshot) -> None:
-    if verdict := ha.refresh_n1(cluster, snapshot):
+    if verdict := n1.refresh(cluster, snapshot):
         live.push(cluster.pk, verdict)
 
 

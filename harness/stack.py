@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"  # server logs, kept by CI
 VENV_BIN = Path(sys.executable).parent
 # The commands of docker-compose.yml and the Makefile; the web's bind address and port vary.
-WEB = ["daphne", "-b", "0.0.0.0", "-p", "8000", "dashboard.asgi:application"]
+WEB = ["daphne", "-b", "0.0.0.0", "-p", "8000", "project.asgi:application"]
 WORKER = ["celery", "-A", "dashboard", "worker", "-l", "info"]
 BEAT = [
     "celery",
@@ -147,7 +147,7 @@ def start(args: list[str], env: dict, log: Path, new_session: bool = False) -> s
     It runs the production settings: pytest-django exports the test settings module, which
     the subprocess would otherwise inherit along with the test database.
     """
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "project.settings", **env}
     log.parent.mkdir(exist_ok=True)
     return subprocess.Popen(
         [sys.executable, *args] if args[0].endswith(".py") else args,

@@ -124,7 +124,7 @@ def reference() -> str:
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))  # run as a file: the checkout's dashboard, not an installed one
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.test_settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.test_settings")
     import django
 
     django.setup()

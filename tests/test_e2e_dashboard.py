@@ -61,7 +61,7 @@ def shell(env: dict, code: str) -> str:
     return subprocess.run(
         [sys.executable, "manage.py", "shell", "-c", code],
         cwd=ROOT,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env},
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "project.settings", **env},
         check=True,
         capture_output=True,
         text=True,

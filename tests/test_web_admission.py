@@ -3,7 +3,7 @@ and one that waits past the queue timeout is told to retry (503), never a 500.""
 
 import asyncio
 
-from dashboard.admission import BUSY, Admission
+from project.admission import BUSY, Admission
 
 
 async def call(app, scope_type="http"):

@@ -52,7 +52,7 @@ def test_fifty_concurrent_approvals_start_one_migration(operator, suggested, mon
 
 def test_approve_queues_execution_once(admin_client, suggested, django_capture_on_commit_callbacks, monkeypatch):
     started = []
-    monkeypatch.setattr("dashboard.pages.views.execute.delay", started.append)
+    monkeypatch.setattr("dashboard.tasks.execute.delay", started.append)
     url = reverse("dashboard:approve", args=[suggested.pk])
     with django_capture_on_commit_callbacks(execute=True):
         first = admin_client.post(url)

@@ -5,8 +5,8 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from dashboard.asgi import application
 from dashboard.live import sender as live
+from project.asgi import application
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
@@ -113,7 +113,7 @@ async def test_a_join_that_fails_while_redis_restarts_refuses_the_handshake(admi
 
 
 def redis_layers(url: str) -> dict:
-    """The production layer (dashboard/settings.py) on this Redis."""
+    """The production layer (project/settings.py) on this Redis."""
     config = {"hosts": [{"address": url, "socket_timeout": 5}], "prefix": "crs-test"}
     return {"default": {"BACKEND": "dashboard.live.layers.RedisBroadcastChannelLayer", "CONFIG": config}}
 

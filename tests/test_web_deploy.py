@@ -11,7 +11,7 @@ from harness.stack import ROOT
 
 # The environment README's production section asks for (distributed mode, served over HTTPS).
 PRODUCTION = {
-    "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+    "DJANGO_SETTINGS_MODULE": "project.settings",
     "REDIS_URL": "redis://127.0.0.1:6379/9",
     "DATABASE_URL": "postgres://crs@db.example.com/crs",
     "CRS_SECRET_KEY": secrets.token_urlsafe(50),

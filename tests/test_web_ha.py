@@ -257,11 +257,11 @@ def test_n1_verdict_of_a_cluster_built_to_fail_it_is_computed_beside_a_round_ser
 def test_a_round_queues_the_n1_refresh_once_and_the_verdict_appears_when_it_runs(
     collected, monkeypatch, django_capture_on_commit_callbacks
 ):
-    from dashboard import ha, tasks
+    from dashboard import n1, tasks
 
     computed, queued = [], []
-    refresh = ha.refresh_n1
-    monkeypatch.setattr(ha, "refresh_n1", lambda *args: computed.append(args) or refresh(*args))
+    refresh = n1.refresh
+    monkeypatch.setattr(n1, "refresh", lambda *args: computed.append(args) or refresh(*args))
     monkeypatch.setattr(tasks.n1_refresh, "apply_async", lambda args, **options: queued.append(args))
     run_rounds(collected, 2, django_capture_on_commit_callbacks)  # the second while the first's is queued
     assert queued == [(collected.pk,)] and computed == []  # the rounds computed no verdict themselves

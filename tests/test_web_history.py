@@ -112,7 +112,7 @@ def test_downsampling_runs_on_sqlite_as_the_embedded_mode_does(tmp_path):
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{tmp_path}/crs.sqlite3",
-        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "DJANGO_SETTINGS_MODULE": "project.settings",
     }
     env.pop("REDIS_URL", None)
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], env=env, check=True, capture_output=True)

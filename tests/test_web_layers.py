@@ -7,7 +7,7 @@ import asyncio
 from redis.connection import parse_url
 
 from dashboard.live.layers import RedisBroadcastChannelLayer
-from dashboard.settings import channel_prefix
+from project.settings import channel_prefix
 
 
 def layer(url: str) -> RedisBroadcastChannelLayer:

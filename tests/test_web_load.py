@@ -85,7 +85,7 @@ def test_a_burst_of_200_viewers_gets_no_5xx_and_the_pool_bounds_connections(redi
         )
 
         # Whole pages as a room of admins opens them: one process needs longer than the pool's
-        # 10 s timeout for 150 of them, and before dashboard/admission.py 47-56 of 150 were 500s.
+        # 10 s timeout for 150 of them, and before project/admission.py 47-56 of 150 were 500s.
         pages = ["/", "/clusters/1/", "/audit/", "/clusters/1/guests/", "/api/v1/clusters/"] * (PAGE_BURST // 5)
         started = time.monotonic()
         with ThreadPoolExecutor(PAGE_BURST) as pool:

@@ -12,7 +12,7 @@ LIMIT = 5  # CRS_LOGIN_FAILURE_LIMIT's default
 
 @pytest.fixture
 def throttled():
-    with override_settings(AXES_ENABLED=True):  # off in the test settings (dashboard/test_settings.py)
+    with override_settings(AXES_ENABLED=True):  # off in the test settings (project/test_settings.py)
         yield
 
 

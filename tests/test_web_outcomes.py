@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from conftest import run_rounds, set_policy
 
-from dashboard import outcomes, plans, tasks
+from dashboard import executor, outcomes, plans, tasks
 from dashboard.models import Migration, Round
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +26,7 @@ def migrate_to_done(migration, admin):
     raise AssertionError(f"still {migration.state}")
 
 
-FOLLOW_PAUSE = tasks.FOLLOW_SECONDS * 0.6  # a follower polls at most every half FOLLOW_SECONDS
+FOLLOW_PAUSE = executor.FOLLOW_SECONDS * 0.6  # a follower polls at most every half FOLLOW_SECONDS
 
 
 def test_observed_imbalance_after_a_move_beside_the_prediction(

@@ -10,8 +10,8 @@ from conftest import policy_form
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from dashboard.asgi import application
 from dashboard.models import AuditEvent, Migration, Policy
+from project.asgi import application
 
 # Reads: every role sees them, nobody else.
 READS = [

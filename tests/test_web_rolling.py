@@ -310,7 +310,7 @@ def test_cancel_mid_drain_leaves_the_node_in_maintenance_and_starts_no_further_m
 ):
     from conftest import run_rounds
 
-    from dashboard.tasks import claim
+    from dashboard.executor import claim
 
     set_policy(collected, max_concurrent_migrations=8, max_migrations_per_node=8)
     assert post(admin_client, collected, "start", {"nodes": ["node06"]}).status_code == 201

@@ -20,7 +20,7 @@ def test_refused_source_data_is_logged_not_stored(cluster, caplog):
 @pytest.fixture
 def worker():
     """A real Celery worker (threads pool) consuming the in-memory broker, as runembedded runs it."""
-    from dashboard.celery import app
+    from project.celery import app
 
     app.control.purge()  # rounds queued, never consumed, by earlier tests' collects
     controller = app.WorkController(

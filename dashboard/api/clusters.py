@@ -11,11 +11,11 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from .. import history, maintenance, outcomes, tasks, whatif, windows
+from ..approvals import approve_migration, decision_conflict
 from ..live import sender as live
 from ..models import (
     Cluster,
 )
-from ..pages.views import approve_migration, decision_conflict
 from .base import ApiViewSet, errors_of, filtered, form_parameters
 from .filters import HistoryRangeForm, OutcomeFilterForm
 from .serializers import (

@@ -1,6 +1,6 @@
-"""The REST API of HA rules, auto-rebalance opt-outs and the N+1 verdict (/api/v1/, dashboard/ha.py).
+"""The REST API of HA rules, auto-rebalance opt-outs and the N+1 verdict (/api/v1/; dashboard/ha.py, n1.py).
 
-Its own router, included beside views.py's under the same /api/v1/ prefix: the serializers
+Its own router, included beside urls.py's under the same /api/v1/ prefix: the serializers
 check the JSON types (each error under its field's name); the domain's ha.py checks the rest, as the
 page and the admin do.
 """
@@ -15,7 +15,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from .. import ha, violations
+from .. import ha, n1, violations
 from ..forms import cluster_choice
 from ..models import Cluster, HaRule, RebalanceOptOut, with_cluster
 from .base import ApiViewSet, filtered, form_parameters
@@ -270,7 +270,7 @@ class ClusterHaViewSet(ApiViewSet):
         only what goes wrong): where each HA guest would go and each target's load after."""
         cluster = self.get_object()
         node = request.query_params.get("node", "")
-        loss = ha.n1_loss(cluster, node)
+        loss = n1.loss_of(cluster, node)
         if loss is None:
             snapshot = cluster.latest_snapshot()
             usable = sorted(n.name for n in snapshot.nodes if n.usable) if snapshot else []

@@ -7,11 +7,11 @@ from rest_framework.decorators import action
 from rest_framework.generics import get_object_or_404  # a malformed id is a 404 too, not a 500
 from rest_framework.response import Response
 
+from ..approvals import approve_migration, decision_conflict, reject_migration
 from ..models import (
     Migration,
     with_cluster,
 )
-from ..pages.views import approve_migration, decision_conflict, reject_migration
 from .base import ApiViewSet, Pages, by_cluster, filtered, form_parameters
 from .filters import MigrationFilterForm
 from .serializers import MigrationSerializer, RejectSerializer

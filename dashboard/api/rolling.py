@@ -1,6 +1,6 @@
-"""Rolling maintenance from the API (/api/v1/clusters/{id}/rolling/…) and its page (dashboard/rolling.py decides).
+"""Rolling maintenance from the API (/api/v1/clusters/{id}/rolling/…); dashboard/rolling.py decides.
 
-Its own router beside views.py's and ha.py's under /api/v1/. Bad input answers 400 under the
+Its own router beside urls.py's and ha.py's under /api/v1/. Bad input answers 400 under the
 field's name, a request the rolling maintenance's state refuses 409; every change queues its
 next step at once (tasks.rolling_round) rather than waiting for the next round.
 """
@@ -8,11 +8,7 @@ next step at once (tasks.rolling_round) rather than waiting for the next round.
 from dataclasses import asdict
 from functools import partial
 
-from django.contrib import messages
-from django.contrib.auth.decorators import permission_required
 from django.db import transaction
-from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_POST
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import action
@@ -21,7 +17,6 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
 from .. import rolling, tasks
-from ..live import sender as live
 from ..models import Cluster
 from .base import ApiViewSet
 
@@ -68,25 +63,8 @@ STATUS = inline_serializer(
 )
 
 
-def _pushed(cluster: Cluster, expired: object) -> None:
-    """After "node is back": the migrations leaving expired pushed, and a collect now, so the
-    round sees the node back and plans its failback without waiting for the next beat."""
-    if not isinstance(expired, list):
-        return  # not a "node is back"
-    for pk in expired:
-        transaction.on_commit(partial(live.push_migration, pk), robust=True)
-    transaction.on_commit(lambda: tasks.collect.delay(cluster.pk), robust=True)
-
-
-def _next_steps(cluster_id: int) -> None:
-    """After any change: the rolling maintenance moves on now, and the approved moves are queued
-    (a resume frees the moves of the evacuation it held) rather than waiting for the next round."""
-    tasks.rolling_round.delay(cluster_id)
-    tasks.queue_waiting(cluster_id)
-
-
 def _answer(cluster: Cluster, code: int = status.HTTP_200_OK) -> Response:
-    transaction.on_commit(partial(_next_steps, cluster.pk), robust=True)
+    transaction.on_commit(partial(tasks.rolling_next_steps, cluster.pk), robust=True)
     found = rolling.status(cluster)
     return Response({**found, "queue": [asdict(q) for q in found["queue"]]} if found else None, status=code)
 
@@ -110,7 +88,8 @@ class ClusterRollingViewSet(ApiViewSet):
             raise ValidationError(exc.errors) from exc
         except rolling.Refused as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        _pushed(cluster, answer)
+        if isinstance(answer, list):  # "node is back": the migrations it expired
+            tasks.collect_after_node_back(cluster.pk, answer)
         return _answer(cluster, code)
 
     @extend_schema(responses={200: STATUS})
@@ -168,58 +147,3 @@ class ClusterRollingViewSet(ApiViewSet):
 
 router = SimpleRouter()
 router.register("clusters", ClusterRollingViewSet, basename="cluster-rolling")
-
-
-# -- the page ------------------------------------------------------------------------------------
-
-
-def _page(request, cluster, status_code=200, error=None):
-    snapshot = cluster.latest_snapshot()
-    context = {
-        "cluster": cluster,
-        "rolling": rolling.status(cluster),
-        "nodes": [n.name for n in snapshot.nodes if n.usable] if snapshot else [],
-        "can_change": request.user.has_perm("dashboard.change_cluster") and not cluster.read_only,
-        "max_group_size": rolling.MAX_GROUP_SIZE,
-        "error": error,
-    }
-    return render(request, "dashboard/rolling.html", context, status=status_code)
-
-
-@require_GET
-@permission_required("dashboard.view_cluster", raise_exception=True)
-def page(request, pk):
-    return _page(request, get_object_or_404(Cluster.objects.select_related("policy"), pk=pk))
-
-
-ACTIONS = {"pause": "paused", "resume": "running", "cancel": "cancelled"}
-
-
-@require_POST
-@permission_required("dashboard.change_cluster", raise_exception=True)
-def act(request, pk, what):
-    """The page's buttons: start, pause, resume, cancel, node-back, go-on; refused → the page with why."""
-    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
-    post = request.POST
-    try:
-        if what == "start":
-            size = post.get("group_size", "1").strip() or "1"
-            if not size.isdigit():
-                raise rolling.BadInput("group_size", f"group_size must be a whole number 1 … {rolling.MAX_GROUP_SIZE}")
-            chosen = post.getlist("nodes") or None
-            rolling.start(cluster, chosen, int(size), post.get("at_once") == "on", request.user)
-            messages.success(request, "Rolling maintenance started.")
-        elif what in ACTIONS:
-            rolling.set_state(cluster, ACTIONS[what], request.user)
-        elif what == "node-back":
-            _pushed(cluster, rolling.node_is_back(cluster, post.get("node", ""), request.user))
-        elif what == "go-on":
-            rolling.go_on(cluster, post.get("node", ""), request.user)
-        else:
-            raise rolling.BadInput("action", "action must be one of start, pause, resume, cancel, node-back, go-on")
-    except rolling.BadInput as exc:
-        return _page(request, cluster, 400, "; ".join(m for ms in exc.errors.values() for m in ms))
-    except rolling.Refused as exc:
-        return _page(request, cluster, 409, str(exc))
-    transaction.on_commit(partial(_next_steps, cluster.pk), robust=True)
-    return redirect("dashboard:rolling", pk)

@@ -87,7 +87,7 @@ def history(cluster: Cluster, rounds_shown: int = ROUNDS_SHOWN) -> dict:
         "rounds": [round_payload(r, hold_duration) for r in rounds],
         "migrations": [migration_payload(m) for m in migrations],
         "source": source_payload(cluster.source_error, cluster.source_error_at),
-        "n1": cluster.n1,  # the last N+1 verdict (dashboard/ha.py), null before the first
+        "n1": cluster.n1,  # the last N+1 verdict (dashboard/n1.py), null before the first
     }
 
 

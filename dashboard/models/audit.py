@@ -4,8 +4,6 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from .cluster import Cluster
-
 
 class AuditTrailError(Exception):
     """Raised when code tries to edit or delete an audit event: the trail is append-only."""
@@ -82,7 +80,7 @@ class AuditEvent(models.Model):
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     actor_name = models.CharField(max_length=150, blank=True, editable=False)
     action = models.CharField(max_length=30)
-    cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="audit_events")
+    cluster = models.ForeignKey("Cluster", null=True, blank=True, on_delete=models.PROTECT, related_name="audit_events")
     migration = models.ForeignKey("Migration", null=True, blank=True, on_delete=models.PROTECT)
     details = models.JSONField(default=dict, blank=True)
 

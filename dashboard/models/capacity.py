@@ -4,8 +4,6 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from .cluster import Cluster
-
 
 def default_capacity_sizes() -> dict:
     """The standard guest sizes the capacity page counts (dashboard/capacity.py), until an admin edits them."""
@@ -23,7 +21,7 @@ DEFAULT_IDLE_WATTS = 120.0  # a two-socket server idling; the energy estimate sa
 class CapacitySettings(models.Model):
     """A cluster's standard guest sizes, the idle power of its nodes and its standby nodes (dashboard/capacity.py)."""
 
-    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="capacity_settings")
+    cluster = models.OneToOneField("Cluster", on_delete=models.CASCADE, related_name="capacity_settings")
     sizes = models.JSONField(default=default_capacity_sizes, help_text="small, medium, large: cores, memory_bytes.")
     idle_watts = models.FloatField(default=DEFAULT_IDLE_WATTS, help_text="What one idle node draws (W).")
     standby = models.JSONField(
@@ -34,7 +32,7 @@ class CapacitySettings(models.Model):
 class CapacitySample(models.Model):
     """How many more guests of one standard size fit, once an hour: the page's 30-day trend."""
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="capacity_samples")
+    cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="capacity_samples")
     hour = models.DateTimeField(help_text="The start of the hour the figure stands for.")
     size = models.CharField(max_length=10)
     cores = models.FloatField()
@@ -59,7 +57,7 @@ class PowerDown(models.Model):
     STATES = ["draining", "emptied", "standby", "cancelled"]
     OPEN = ["draining", "emptied"]
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="power_downs")
+    cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="power_downs")
     node = models.CharField(max_length=100)
     state = models.CharField(max_length=10, choices=[(s, s) for s in STATES], default="draining")
     requested_by = models.ForeignKey(

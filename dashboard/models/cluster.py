@@ -33,7 +33,7 @@ class ClusterManager(models.Manager):
     def get_queryset(self) -> models.QuerySet:
         """Rows without the stored N+1 verdict: only the pages and the API that show it read it,
         and it grows with what goes wrong (a loss per node, with its overloaded nodes and up to
-        ha.EXAMPLES guests: 10.8 kB at 1000 nodes when every loss is survived, far more when
+        n1.EXAMPLES guests: 10.8 kB at 1000 nodes when every loss is survived, far more when
         many fail). They still get it as before: Django loads a deferred field on first
         access, with one query."""
         return super().get_queryset().defer("n1")
@@ -92,7 +92,7 @@ class Cluster(models.Model):
     # a round queues no second one meanwhile.
     capacity_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
     n1_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
-    # The last N+1 verdict (dashboard/ha.py, crs.n1) and when it was computed: a task the rounds
+    # The last N+1 verdict (dashboard/n1.py, crs.n1) and when it was computed: a task the rounds
     # queue (tasks.n1_refresh) recomputes it on a slower cadence than theirs, since it places
     # every HA guest once per node.
     n1 = models.JSONField(null=True, blank=True, editable=False)

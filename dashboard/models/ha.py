@@ -4,8 +4,6 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
-from .cluster import Cluster
-
 rule_id_validator = RegexValidator(
     r"\A[A-Za-z][A-Za-z0-9_-]{1,63}\Z",
     "rule must start with a letter and hold 2 to 64 letters, digits, - or _ (Proxmox's rule ids)",
@@ -20,7 +18,7 @@ class HaRule(models.Model):
     TYPES = ["node-affinity", "resource-affinity"]
     AFFINITIES = ["positive", "negative"]
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="ha_rules")
+    cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="ha_rules")
     rule = models.CharField(max_length=64, validators=[rule_id_validator], help_text="The rule's id, as in Proxmox.")
     type = models.CharField(max_length=20, choices=[(t, t) for t in TYPES])
     resources = models.JSONField(default=list, help_text='Guest sids, e.g. ["vm:101", "ct:102"].')
@@ -55,7 +53,7 @@ class HaRule(models.Model):
 class RebalanceOptOut(models.Model):
     """A guest that balancing rounds never pick (the snapshot's `auto_rebalance: false`)."""
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="opt_outs")
+    cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="opt_outs")
     guest = models.CharField(max_length=20, help_text='The guest\'s sid, e.g. "vm:101".')
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 

@@ -4,15 +4,13 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from .cluster import Cluster
-
 
 class Maintenance(models.Model):
     """A node's maintenance: when it began and ended, who asked, and the guests it held then
     (the ones that return when it ends, where failback says so). Open while `left_at` is empty;
     at most one open per node."""
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="maintenances")
+    cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="maintenances")
     node = models.CharField(max_length=100)
     entered_at = models.DateTimeField(default=timezone.now)
     entered_by = models.ForeignKey(
@@ -47,7 +45,7 @@ class RollingMaintenance(models.Model):
 
     STATES = ["running", "paused", "cancelled", "done"]
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="rollings")
+    cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="rollings")
     state = models.CharField(max_length=10, choices=[(s, s) for s in STATES], default="running")
     group_size = models.PositiveSmallIntegerField(default=1, help_text="Nodes taken down together at most.")
     at_once = models.BooleanField(default=True, help_text="Evacuations run without waiting for approval.")

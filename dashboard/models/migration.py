@@ -11,7 +11,6 @@ import crs.model
 import crs.precedence
 
 from .audit import AuditEvent
-from .cluster import Cluster
 
 
 class MigrationManager(models.Manager):
@@ -64,7 +63,7 @@ def priority(step_gain: float) -> int:
 class Migration(models.Model):
     STATES = ["suggested", "approved", "running", "done", "failed", "rejected", "expired"]
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="migrations")
+    cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="migrations")
     state = models.CharField(max_length=10, choices=[(s, s) for s in STATES], default="suggested")
     leader = models.CharField(max_length=40, help_text="The guest the bundle is named after.")
     guests = models.JSONField(help_text="The whole bundle, leader first.")

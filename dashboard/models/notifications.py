@@ -7,7 +7,6 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from .cluster import Cluster
 from .validators import duration_validators
 
 EVENTS = {
@@ -36,7 +35,7 @@ def known_events(value) -> None:
 
 
 class NotificationDestination(models.Model):
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="notification_destinations")
+    cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="notification_destinations")
     name = models.CharField(max_length=100, help_text="Who or what receives it, e.g. 'ops chat'.")
     url = models.TextField(
         validators=[apprise_url], help_text="An Apprise URL; it may hold a secret, so only admins see it."

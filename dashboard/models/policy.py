@@ -10,7 +10,6 @@ from django.db import models, transaction
 import crs.model
 
 from .audit import AuditEvent
-from .cluster import Cluster
 from .validators import (
     MAX_MEMORY_RESERVE,
     METHOD_CHOICES,
@@ -52,7 +51,7 @@ class Policy(models.Model):
     PRESET_SETTINGS = ("moves_per_round", "target_imbalance", "load_floor", "usage_period", "containers")
     FRACTIONS = ("threshold", "margin", "automatic_margin", "target_imbalance", "load_floor")
 
-    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="policy")
+    cluster = models.OneToOneField("Cluster", on_delete=models.CASCADE, related_name="policy")
     preset = models.CharField(
         max_length=10,
         choices=PRESET_CHOICES,

@@ -2,13 +2,11 @@
 
 from django.db import models
 
-from .cluster import Cluster
-
 
 class Round(models.Model):
     """One balancing round's outcome: a point of the imbalance trend and the round status."""
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="rounds")
+    cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="rounds")
     at = models.DateTimeField(db_index=True)
     imbalance = models.FloatField()  # fraction, engine scale
     threshold = models.FloatField()  # fraction, as it was for this round
@@ -34,7 +32,7 @@ class NodeSample(models.Model):
     """One node's measured CPU and memory use (fractions) at one collect, or their mean over
     `span` seconds once it ages (history.py): the node lines of the history."""
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="node_samples")
+    cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="node_samples")
     at = models.DateTimeField()
     span = models.IntegerField(default=0)  # seconds the row covers: 0 = one collect
     samples = models.IntegerField(default=1)  # collects it averages
@@ -50,7 +48,7 @@ class GuestSample(models.Model):
     """One guest's measured use on its node, as 1-minute means (one row per collect until its
     minute is folded), coarser as it ages: what a what-if replays (whatif.py)."""
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="guest_samples")
+    cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="guest_samples")
     at = models.DateTimeField()
     span = models.IntegerField(default=0)  # 0 = one collect, then 60, 300, 3600 seconds
     samples = models.IntegerField(default=1)

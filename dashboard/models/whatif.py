@@ -4,15 +4,13 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from .cluster import Cluster
-
 
 class WhatIf(models.Model):
     """A replay of other settings over this cluster's stored history, run by a worker (whatif.py)."""
 
     STATES = ["queued", "running", "done", "failed"]
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="whatifs")
+    cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="whatifs")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(default=timezone.now)
     period = models.DurationField(help_text="How much of the stored history is replayed, back from now.")

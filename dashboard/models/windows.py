@@ -3,7 +3,6 @@
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from .cluster import Cluster
 from .validators import printable_name
 
 WEEKDAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
@@ -18,7 +17,7 @@ class ChangeWindow(models.Model):
     """A weekly window in which `automatic` and `partial` automation may start balancing moves,
     in wall-clock time of the cluster's time zone (Policy.time_zone). With none, any time may."""
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="change_windows")
+    cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="change_windows")
     days = models.JSONField(validators=[weekdays], help_text="Weekdays it starts on: 0 = Monday … 6 = Sunday.")
     start = models.TimeField(help_text="From (wall clock, the cluster's time zone).")
     end = models.TimeField(help_text="To; at or before `start` it ends the next day (22:00–06:00).")
@@ -38,7 +37,7 @@ class ChangeWindow(models.Model):
 class Blackout(models.Model):
     """A one-off interval without automatic balancing moves, e.g. "backups Sunday 01:00–04:00"."""
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="blackouts")
+    cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="blackouts")
     label = models.CharField(max_length=100, validators=[printable_name], help_text="Why, e.g. 'backups'.")
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField()

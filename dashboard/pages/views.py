@@ -3,7 +3,7 @@
 Every page needs a login (LoginRequiredMiddleware) and a role's permission (roles.py).
 """
 
-from functools import partial, wraps
+from functools import wraps
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -18,12 +18,12 @@ from django.views.decorators.http import require_GET, require_POST
 import crs.model
 from crs.fields import read_json
 
-from .. import emergency, history, outcomes, plans
+from .. import approvals, emergency, history, outcomes
+from ..approvals import approve_migration, decision_conflict, not_migratable, reject_migration
 from ..forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
 from ..live import sender as live
 from ..models import Cluster, Migration
 from ..pressure import pressure_context
-from ..tasks import execute
 from . import windows
 
 
@@ -165,37 +165,14 @@ def approve(request, pk):
     return _decided(pk, "approved")
 
 
-def approve_migration(migration: Migration, user) -> str:
-    """A person approves a pending recommendation and the steps it was computed behind (the page
-    and the REST API alike); a step that no longer fits the latest snapshot expires instead, with
-    the reason. Returns why nothing of its cluster can be migrated at all, or "" when tried."""
-    if refusal := _not_migratable(migration.cluster):
-        return refusal
-    with transaction.atomic():
-        approved = plans.approve(migration, user)
-        _after_commit(approved, approved + [migration.pk])
-    return ""
-
-
-def _not_migratable(cluster) -> str:
-    """Why nothing of this cluster can be migrated, or ""."""
-    if cluster.read_only:
-        return f"cluster {cluster.name} is a read-only what-if cluster: nothing is migrated there"
-    if cluster.archived:
-        return f"cluster {cluster.name} is archived: it runs no rounds and no migrations"
-    return ""
-
-
 @require_POST
 @api("dashboard.approve_migration")
 def approve_all(request, pk):
     """Apply all: every pending recommendation of the cluster, in plan order."""
     cluster = get_object_or_404(Cluster, pk=pk)
-    if refusal := _not_migratable(cluster):
+    if refusal := not_migratable(cluster):
         return JsonResponse({"error": refusal}, status=409)
-    with transaction.atomic():
-        approved = plans.approve_all(cluster, request.user)
-        _after_commit(approved, approved)
+    approved = approvals.approve_all(cluster, request.user)
     migrations = Migration.objects.filter(pk__in=approved).select_related("decided_by").order_by("plan", "step")
     return JsonResponse({"approved": [live.migration_payload(m) for m in migrations]})
 
@@ -209,15 +186,6 @@ def reject(request, pk):
         return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
     recorded = reject_migration(migration, request.user, form.cleaned_data["reason"])
     return _decided(pk, "rejected", recorded)
-
-
-def reject_migration(migration: Migration, user, reason: str) -> bool:
-    """Reject one step with its reason (the steps computed behind it expire); False when another
-    decision came first (this reason is not kept)."""
-    with transaction.atomic():
-        changed = plans.reject(migration, user, reason)
-        _after_commit([], changed)
-    return bool(changed)
 
 
 @require_POST
@@ -260,15 +228,6 @@ def emergency_stop(request, pk=None):
     return JsonResponse({"clusters": answer})
 
 
-def _after_commit(approved: list[int], changed: list[int]) -> None:
-    """Once committed: start what was approved (robust: with the broker down the approval
-    stands, and the next round queues it again) and push what changed."""
-    for pk in approved:
-        transaction.on_commit(partial(execute.delay, pk), robust=True)
-    for pk in dict.fromkeys(changed):
-        transaction.on_commit(partial(live.push_migration, pk))
-
-
 def _decided(pk, wanted, recorded: bool = True):
     """200 with the migration if this decision took, 409 saying where it is otherwise."""
     migration = Migration.objects.select_related("decided_by").get(pk=pk)
@@ -276,16 +235,6 @@ def _decided(pk, wanted, recorded: bool = True):
     if error := decision_conflict(migration, wanted, recorded):
         return JsonResponse({"error": error, "migration": payload}, status=409)
     return JsonResponse({"migration": payload})
-
-
-def decision_conflict(migration: Migration, wanted: str, recorded: bool = True) -> str:
-    """Why a decision did not take (someone else decided first, or it expired); "" if it did."""
-    if not recorded and migration.state == wanted:
-        return f"migration {migration.pk} was {wanted} by someone else first: this decision was not recorded"
-    if migration.state == wanted or (wanted == "approved" and migration.state in ("running", "done", "failed")):
-        return ""
-    reason = f" ({migration.reason})" if migration.reason else ""
-    return f"migration {migration.pk} is {migration.state}{reason}, not a pending recommendation"
 
 
 @require_GET

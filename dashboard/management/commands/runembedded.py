@@ -47,8 +47,8 @@ class Command(BaseCommand):
         from celery.beat import EmbeddedService
         from channels.routing import get_default_application
 
-        from dashboard.celery import app
         from dashboard.tasks import reconcile
+        from project.celery import app
 
         app.finalize()
         app.set_current()

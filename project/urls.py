@@ -2,13 +2,13 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from .api import capacity as capacity_api
-from .api import ha as ha_api
-from .api import metrics
-from .api import rolling as rolling_api
-from .pages import audit, guests, snapshots, tokens, views, whatif, windows
-from .pages import capacity as capacity_views
-from .pages import ha as ha_views
+from dashboard.api import capacity as capacity_api
+from dashboard.api import ha as ha_api
+from dashboard.api import metrics
+from dashboard.api import rolling as rolling_api
+from dashboard.pages import audit, guests, rolling, snapshots, tokens, views, whatif, windows
+from dashboard.pages import capacity as capacity_views
+from dashboard.pages import ha as ha_views
 
 app_patterns = [
     path("", views.home, name="home"),
@@ -46,8 +46,8 @@ app_patterns = [
         name="remove-blackout",
     ),
     path("clusters/<int:pk>/whatif", whatif.page, name="whatif"),
-    path("clusters/<int:pk>/rolling/", rolling_api.page, name="rolling"),
-    path("clusters/<int:pk>/rolling/<str:what>", rolling_api.act, name="rolling-act"),
+    path("clusters/<int:pk>/rolling/", rolling.page, name="rolling"),
+    path("clusters/<int:pk>/rolling/<str:what>", rolling.act, name="rolling-act"),
     path("clusters/<int:pk>/capacity/", capacity_views.capacity_page, name="capacity"),
     path("clusters/<int:pk>/capacity/power/<str:what>", capacity_views.power_act, name="power"),
 ]

@@ -1,4 +1,4 @@
-"""Settings for pytest: the production module (dashboard.settings), with only what tests must change.
+"""Settings for pytest: the production module (project.settings), with only what tests must change.
 
 What changes, and why:
 * DATABASES — the test server CRS_TEST_DATABASE_URL (PostgreSQL, pooled as in production but
@@ -28,7 +28,7 @@ DATABASES = {
     else sqlite_config(VAR_DIR / "test.sqlite3")
 }
 if CRS_TEST_DATABASE_URL:
-    # Django's test client bypasses the ASGI door (dashboard/admission.py) that keeps a served
+    # Django's test client bypasses the ASGI door (project/admission.py) that keeps a served
     # burst out of the pool's queue, so the threads of a concurrency test (50 approvals at once)
     # wait in the pool itself: long enough for a busy CI machine, as the door would let them.
     DATABASES["default"]["OPTIONS"]["pool"]["timeout"] = 60

@@ -229,9 +229,9 @@ SECURE_CSP = {
     "frame-ancestors": [CSP.NONE],
 }
 
-ROOT_URLCONF = "dashboard.urls"
+ROOT_URLCONF = "project.urls"
 CSRF_FAILURE_VIEW = "dashboard.pages.errors.csrf_failure"  # JSON under /api/
-ASGI_APPLICATION = "dashboard.asgi.application"
+ASGI_APPLICATION = "project.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
@@ -275,7 +275,7 @@ SPECTACULAR_SETTINGS = {
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 DATABASES = {"default": database_config(DATABASE_URL) if DATABASE_URL else sqlite_config(VAR_DIR / "crs.sqlite3")}
 # HTTP requests inside Django at once (one connection each), and how long one waits for its
-# turn before a 503: dashboard/admission.py.
+# turn before a 503: project/admission.py.
 REQUESTS_AT_ONCE = DATABASES["default"].get("OPTIONS", {}).get("pool", {}).get("max_size", 10)
 REQUEST_QUEUE_TIMEOUT = env_int("CRS_REQUEST_QUEUE_TIMEOUT", 60)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

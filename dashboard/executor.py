@@ -1,0 +1,228 @@
+"""The migration executor: claim an approved migration, start it at the adapter, follow it, settle it.
+
+What runs a migration, apart from when it runs: the Celery tasks (tasks.py) call these and queue
+what they return (the next poll, the next approved steps), so nothing here queues a task. Each
+step is one conditional state change (MigrationManager.transition), so two workers or a
+redelivered message never start a migration twice.
+"""
+
+import logging
+import time
+from dataclasses import replace
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+import crs.balancer
+import crs.model
+import crs.planner
+import crs.precedence
+from crs.errors import CrsError
+from crs.sources.base import SourceError
+
+from . import expiry, rolling, windows
+from .live import sender as live
+from .models import Cluster, Migration
+from .sources import opened_source
+
+log = logging.getLogger(__name__)
+FOLLOW_SECONDS = 1.0  # how often a running migration's progress is polled and pushed
+# An approved migration not started after this long lost its message; rounds queue it again.
+STALLED_APPROVAL = timedelta(seconds=30)
+# A running migration not polled for this long lost its follower (its message was dropped by a
+# broker or database outage, or its worker was killed): rounds and a starting worker follow it again.
+UNFOLLOWED = timedelta(seconds=10)
+
+
+def claim(migration_id: int) -> str:
+    """approved → running if a slot is free and a fresh snapshot still supports the move;
+    approved → expired (with the reason) if not. Returns the state it is left in.
+
+    Under the cluster's lock (opened_source), so two workers never both take the last slot.
+    Approved steps start in plan order, at most `max_concurrent_migrations` at once and
+    `max_migrations_per_node` into or out of one node. The fresh snapshot counts every
+    running migration's guests on their targets (its claim), so two concurrent moves never
+    together overfill a node; a target that no longer fits gives way to the step's next
+    alternative target, or the step expires.
+    """
+    try:
+        with opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (cluster, source):
+            migration = Migration.objects.select_related("cluster__policy").get(pk=migration_id)
+            if migration.state != "approved":
+                return migration.state
+            if cluster.stopped:
+                expiry.stopped(cluster, None)
+                return "expired"
+            if windows.hold_start(cluster, migration):
+                return "approved"  # outside the windows: queued again by each round until one opens
+            if rolling.hold_start(cluster, migration):
+                return "approved"  # a paused rolling maintenance's evacuation: queued again on resume
+            if not slot_free(cluster, migration):
+                return "approved"  # queued again when a running one starts or finishes
+            snapshot = claimed(cluster, source.collect(time.time()))
+            # Only claim() moves an approved migration on, under this lock: the transitions succeed.
+            if migration.stale_reason(snapshot) and (target := alternative(migration, snapshot)):
+                Migration.objects.filter(pk=migration_id).update(target=target)
+                migration.target = target
+            if expiry.stale_at_start(migration, snapshot):
+                return "expired"
+            Migration.objects.transition(
+                migration_id, "approved", "running", None, {"target": migration.target}, reason=""
+            )
+            return "running"
+    except (SourceError, CrsError) as exc:
+        expiry.unverifiable(migration_id, exc)
+        return "expired"
+    finally:
+        live.push_migration(migration_id)
+
+
+def slot_free(cluster: Cluster, migration: Migration) -> bool:
+    """Whether `migration` may start now: its kind's turn (approved moves of a higher kind go
+    first, crs.precedence), its turn in plan order, a cluster slot, and room on both its nodes."""
+    ahead = [k for k in crs.precedence.KINDS if crs.precedence.outranks(k, migration.kind)]
+    if cluster.migrations.filter(state="approved", kind__in=ahead).exists():
+        return False
+    if (
+        migration.plan is not None
+        and cluster.migrations.filter(plan=migration.plan, state="approved", step__lt=migration.step).exists()
+    ):
+        return False
+    running = list(cluster.migrations.filter(state="running").only("source", "target"))
+    policy = cluster.policy
+    if len(running) >= policy.max_concurrent_migrations:
+        return False
+    return all(
+        sum(node in (m.source, m.target) for m in running) < policy.max_migrations_per_node
+        for node in (migration.source, migration.target)
+    )
+
+
+def claimed(cluster: Cluster, snapshot: crs.model.Snapshot) -> crs.model.Snapshot:
+    """The fresh snapshot under the cluster's policy, with every running migration's guests on its target."""
+    snapshot = cluster.under_policy(snapshot)
+    for m in cluster.migrations.filter(state="running"):
+        on_source = all(g.node == m.source and not g.moving for g in snapshot.guests if g.sid in m.guests)
+        if on_source and m.target in {n.name for n in snapshot.nodes}:
+            snapshot = crs.balancer.apply_move(snapshot, m.as_move())
+    return snapshot
+
+
+def alternative(migration: Migration, snapshot: crs.model.Snapshot) -> str | None:
+    """The step's first alternative target the fresh snapshot allows, if its own target no longer takes it."""
+    if not crs.planner.target_refusal(snapshot, tuple(migration.guests), migration.target):
+        return None  # stale for another reason: an alternative would not help
+    for target in migration.alternatives:
+        move = replace(migration.as_move(), target=target)
+        if crs.balancer.stale_reason(snapshot, move, migration.cluster.guards()) is None:
+            return target
+    return None
+
+
+def start(migration_id: int) -> str:
+    """Ask the adapter to migrate; its task ids are stored in the transaction that stores the
+    adapter's state, so a worker killed here leaves a running migration with no task: failed
+    by the next look (settle_unstarted), never started again.
+
+    Returns "running" if it started (follow it), "failed" if the adapter refused and this call
+    failed it, "" if someone who thought this worker dead settled it first."""
+    try:
+        with opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (_, source):
+            migration = Migration.objects.get(pk=migration_id)
+            if migration.state != "running" or migration.task_ids:
+                return ""  # settled by someone who thought this worker dead
+            now = time.time()
+            task_ids = [source.migrate(sid, migration.target, now) for sid in migration.guests]
+            Migration.objects.filter(pk=migration_id).update(task_ids=task_ids)
+    except (SourceError, CrsError) as exc:
+        return finish(migration_id, "failed", reason=str(exc))
+    return "running"
+
+
+def settle_unstarted(migration_id: int) -> str:
+    """A running migration without a task: its starter stopped. Holding the cluster lock the
+    starter held while starting proves it is not half-way; fail it, with the reason. Returns
+    "failed" if this call failed it."""
+    with opened_source(Migration.objects.get(pk=migration_id).cluster_id):
+        if Migration.objects.filter(pk=migration_id, state="running", task_ids=[]).exists():
+            return finish(
+                migration_id,
+                "failed",
+                reason="the worker stopped while starting it; no migration task "
+                "was recorded, so it was not started again",
+            )
+    return ""
+
+
+def poll(migration: Migration) -> str:
+    """Ask the adapter how a running migration's tasks are doing: record and push its progress,
+    or end it. Returns "running" while it goes on, else the state this call ended it in ("" if
+    another decision came first)."""
+    try:
+        with opened_source(migration.cluster_id) as (_, source):
+            now = time.time()
+            statuses = [source.task_status(task_id, now) for task_id in migration.task_ids]
+    except (SourceError, CrsError) as exc:
+        return finish(migration.pk, "failed", reason=str(exc))
+    if failed := [s for s in statuses if s.state == "failed"]:
+        return finish(migration.pk, "failed", reason="; ".join(s.reason for s in failed))
+    if all(s.state == "done" for s in statuses):
+        return finish(migration.pk, "done", progress=1.0)
+    progress = sum(s.progress for s in statuses) / len(statuses)
+    Migration.objects.filter(pk=migration.pk, state="running").update(progress=progress)
+    live.push_migration(migration.pk)
+    return "running"
+
+
+def finish(migration_id: int, state: str, **fields) -> str:
+    """running → done or failed, pushed once committed. Returns `state` if this call made the
+    change (its slot is free: the caller queues the cluster's waiting steps), else ""."""
+    with transaction.atomic():
+        if not Migration.objects.transition(migration_id, "running", state, None, details=fields, **fields):
+            return ""
+        transaction.on_commit(lambda: live.push_migration(migration_id))
+    return state
+
+
+def waiting(cluster_id: int) -> list[int]:
+    """The cluster's approved migrations, in plan order: each starts if its slot is free."""
+    steps = Migration.objects.filter(cluster_id=cluster_id, state="approved").order_by("plan", "step", "decided_at")
+    return list(steps.values_list("pk", flat=True))
+
+
+def stalled(cluster_id: int | None = None, after: timedelta = STALLED_APPROVAL) -> list[int]:
+    """Approved migrations nobody started for `after` (of one cluster, or all): their message
+    was lost (broker down at approval) or they wait for a slot."""
+    found = Migration.objects.filter(state="approved", decided_at__lte=timezone.now() - after)
+    if cluster_id is not None:
+        found = found.filter(cluster_id=cluster_id)
+    return list(found.values_list("pk", flat=True))
+
+
+def claim_follow(migration_id: int) -> bool:
+    """True if this caller polls the running migration now: nobody did in the last half
+    FOLLOW_SECONDS. One conditional UPDATE, so of two followers of one migration one stops."""
+    now = timezone.now()
+    recently = Q(followed_at__gt=now - timedelta(seconds=FOLLOW_SECONDS / 2))
+    return Migration.objects.filter(pk=migration_id, state="running").exclude(recently).update(followed_at=now) == 1
+
+
+def unfollowed(cluster_id: int | None = None, after: timedelta = UNFOLLOWED) -> list[int]:
+    """The running migrations nobody polled for `after` (of one cluster, or all), to be followed
+    again: the adapter is asked for its task's state, so one that ended during an outage is settled.
+
+    Each is stamped first (conditionally), so two rounds never return it both."""
+    now = timezone.now()
+    stale = Q(followed_at__lte=now - after) | Q(followed_at__isnull=True, started_at__lte=now - after)
+    running = Migration.objects.filter(stale, state="running")
+    if cluster_id is not None:
+        running = running.filter(cluster_id=cluster_id)
+    found = []
+    for pk in running.values_list("pk", flat=True):
+        # stamped back by one poll interval: the follower queued for it may claim it at once
+        if Migration.objects.filter(stale, pk=pk).update(followed_at=now - timedelta(seconds=FOLLOW_SECONDS)):
+            log.warning("migration %s: not followed for %s s; following it again", pk, after.seconds)
+            found.append(pk)
+    return found
