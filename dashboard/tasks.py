@@ -17,7 +17,6 @@ from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
-import crs.balancer
 import crs.model
 import crs.snapshot
 from crs.errors import CrsError
