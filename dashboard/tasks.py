@@ -366,7 +366,7 @@ def refollow_unfollowed(cluster_id: int | None = None, after: timedelta = UNFOLL
 
     Stamping followed_at first (conditionally) keeps two rounds from queueing it twice."""
     now = timezone.now()
-    stale = Q(followed_at__lte=now - after) | Q(followed_at__isnull=True, started_at__lte=now - after)
+    stale = silent(now, after)
     running = Migration.objects.filter(stale, state="running")
     if cluster_id is not None:
         running = running.filter(cluster_id=cluster_id)
@@ -375,6 +375,19 @@ def refollow_unfollowed(cluster_id: int | None = None, after: timedelta = UNFOLL
         if Migration.objects.filter(stale, pk=pk).update(followed_at=now - timedelta(seconds=FOLLOW_SECONDS)):
             log.warning("migration %s: not followed for %s s; following it again", pk, after.seconds)
             follow.delay(pk)
+
+
+def silent(now, after: timedelta = UNFOLLOWED) -> Q:
+    """A running migration's follower is silent: nobody polled it for `after` since it started.
+    Reconcile follows such a one again; the page offers "Mark failed" only for them."""
+    return Q(followed_at__lte=now - after) | Q(followed_at__isnull=True, started_at__lte=now - after)
+
+
+def silent_from(migration: Migration):
+    """When a running migration counts as silent unless polled again (None when not running)."""
+    if migration.state != "running" or not (heard := migration.followed_at or migration.started_at):
+        return None
+    return heard + UNFOLLOWED
 
 
 @shared_task(ignore_result=True)

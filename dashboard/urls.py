@@ -1,6 +1,9 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from .api import capacity as capacity_api
 from .api import ha as ha_api
@@ -52,6 +55,14 @@ app_patterns = [
     path("clusters/<int:pk>/capacity/power/<str:what>", capacity_views.power_act, name="power"),
 ]
 
+
+class Favicon(RedirectView):
+    permanent = True
+
+    def get_redirect_url(self, *args, **kwargs) -> str:
+        return static("favicon.svg")
+
+
 handler400 = "dashboard.pages.errors.bad_request"
 handler403 = "dashboard.pages.errors.forbidden"
 handler404 = "dashboard.pages.errors.not_found"
@@ -60,6 +71,8 @@ handler500 = "dashboard.pages.errors.server_error"
 urlpatterns = [
     path("", include((app_patterns, "dashboard"))),
     path("healthz", views.healthz, name="healthz"),
+    # Browsers ask for /favicon.ico by themselves (the API docs, a JSON answer): the pages' own icon.
+    path("favicon.ico", login_not_required(Favicon.as_view()), name="favicon"),
     path("api/", include("dashboard.api.views")),
     path("api/v1/", include((ha_api.router.urls, "api-ha"))),
     path("api/v1/", include((rolling_api.router.urls, "api-rolling"))),

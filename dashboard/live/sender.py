@@ -40,6 +40,8 @@ def round_payload(round_: Round, hold_duration: int) -> dict:
 
 
 def migration_payload(migration: Migration) -> dict:
+    from ..tasks import silent_from  # here, when called: tasks imports this module
+
     return {
         "type": "migration",
         "id": migration.pk,
@@ -70,6 +72,8 @@ def migration_payload(migration: Migration) -> dict:
         "observed_5m": migration.observed_5m,
         "observed_1h": migration.observed_1h,
         "downtime": migration.downtime,
+        # from when the page offers "Mark failed": its follower silent (tasks.silent)
+        "silent_from": silent.isoformat() if (silent := silent_from(migration)) else None,
     }
 
 

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 import crs.model
 from crs.fields import read_json
 
-from .. import emergency, history, outcomes, plans
+from .. import emergency, history, plans
 from ..forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
 from ..live import sender as live
 from ..models import Cluster, Migration
@@ -76,7 +76,6 @@ def _page(request, cluster):
         "all_stopped": not Cluster.objects.filter(archived=False, stopped=False).exists(),
         "can_configure": request.user.has_perm("dashboard.change_policy"),
         "automation": windows.page_context(cluster),
-        "outcomes": outcomes.summary(cluster),
         "ranges": [(name, f"{name[:-1]} {name[-1]}") for name in history.RANGES],  # "24h" → "24 h"
     } | pressure_context(cluster)
     return render(request, "dashboard/cluster.html", context)
