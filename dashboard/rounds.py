@@ -66,13 +66,16 @@ def record(cluster: Cluster, snapshot: Snapshot, result: RoundResult, duration: 
             new = recommend(cluster, result, snapshot)
             changed += [m.pk for m in new]
         approved = []
-        if new and not cluster.stopped and policy.automation != "manual":
+        # A new plan, or a waiting one still valid on fresh data (automation switched on while it
+        # waited): approved by the automation level as a new one would be, unless held.
+        plan = new or (pending if review.kept else [])
+        if plan and not cluster.stopped and policy.automation != "manual":
             if held := windows.held_reason(cluster, now):  # the plan waits for a person instead
-                AuditEvent.objects.create(
-                    actor=None, action="automation-held", cluster=cluster, details={"plan": new[0].plan, "reason": held}
-                )
+                if new:  # said once, when the plan is made
+                    details = {"plan": new[0].plan, "reason": held}
+                    AuditEvent.objects.create(actor=None, action="automation-held", cluster=cluster, details=details)
             else:
-                approved = plans.approve_by_automation(new, policy)
+                approved = plans.approve_by_automation(plan, policy)
         approved = owed_approved + approved
         explanation = {
             **result.explanation.to_dict(),
