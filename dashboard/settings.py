@@ -247,10 +247,10 @@ TEMPLATES = [
     },
 ]
 
-# The REST API (dashboard/api/views.py): tokens or the session, the roles' permissions, errors naming the field.
+# The REST API (dashboard/api/): tokens or the session, the roles' permissions, errors naming the field.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "dashboard.api.tokens.TokenAuthentication",
+        "dashboard.api.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

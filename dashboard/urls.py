@@ -73,7 +73,7 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     # Browsers ask for /favicon.ico by themselves (the API docs, a JSON answer): the pages' own icon.
     path("favicon.ico", login_not_required(Favicon.as_view()), name="favicon"),
-    path("api/", include("dashboard.api.views")),
+    path("api/", include("dashboard.api.urls")),
     path("api/v1/", include((ha_api.router.urls, "api-ha"))),
     path("api/v1/", include((rolling_api.router.urls, "api-rolling"))),
     path("api/v1/", include((capacity_api.router.urls, "api-capacity"))),

@@ -18,7 +18,7 @@ from rest_framework.routers import SimpleRouter
 from .. import capacity, maintenance, power, tasks
 from ..ha import Refused
 from ..models import Cluster
-from .views import ApiViewSet
+from .base import ApiViewSet
 
 
 class SizeSerializer(serializers.Serializer):

@@ -18,7 +18,7 @@ from rest_framework.routers import SimpleRouter
 from .. import ha, violations
 from ..forms import cluster_choice
 from ..models import Cluster, HaRule, RebalanceOptOut, with_cluster
-from .views import ApiViewSet, filtered, form_parameters
+from .base import ApiViewSet, filtered, form_parameters
 
 CONFLICT = OpenApiResponse(
     description="Not editable here (a Proxmox cluster's rules) or no snapshot yet: `cluster` says why."

@@ -23,7 +23,7 @@ from rest_framework.routers import SimpleRouter
 from .. import rolling, tasks
 from ..live import sender as live
 from ..models import Cluster
-from .views import ApiViewSet
+from .base import ApiViewSet
 
 CONFLICT = OpenApiResponse(description="Not possible in the rolling maintenance's state: `detail` says why.")
 

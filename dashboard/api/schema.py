@@ -30,7 +30,7 @@ class Schema(AutoSchema):
 class TokenScheme(OpenApiAuthenticationExtension):
     """Tells the schema (and Swagger UI's Authorize button) how tokens are sent."""
 
-    target_class = "dashboard.api.tokens.TokenAuthentication"
+    target_class = "dashboard.api.authentication.TokenAuthentication"
     name = "token"
 
     def get_security_definition(self, auto_schema):

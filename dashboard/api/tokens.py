@@ -1,26 +1,55 @@
-"""The API's authentication: `Authorization: Bearer crs_…`, a per-user token (the model is dashboard/tokens.py)."""
+"""Your API tokens: issued, listed and revoked (the authentication is authentication.py)."""
 
-from rest_framework.authentication import BaseAuthentication, get_authorization_header
-from rest_framework.exceptions import AuthenticationFailed
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
 
-from ..tokens import ApiToken
+from ..tokens import DEFAULT_LIFETIME, ApiToken
+from .base import ApiViewSet
+from .serializers import IssuedTokenSerializer, TokenSerializer
 
-SCHEME = "Bearer"
 
+class TokenViewSet(ApiViewSet):
+    """Your API tokens (admins: everyone's). The secret is shown once, in the answer to its creation.
 
-class TokenAuthentication(BaseAuthentication):
-    """`Authorization: Bearer crs_…`; without the header the next authentication (the session) is tried."""
+    Revoking keeps the row (name, when created and last used), so a leak can be traced."""
 
-    def authenticate(self, request):
-        words = get_authorization_header(request).split()
-        if not words or words[0].decode(errors="replace").lower() != SCHEME.lower():
-            return None
-        if len(words) != 2:
-            raise AuthenticationFailed(f"Authorization: give '{SCHEME}', one space, and the token")
-        token = ApiToken.objects.holding(words[1].decode(errors="replace"))
-        if token is None:
-            raise AuthenticationFailed("the token is unknown, expired or revoked")
-        return token.user, token
+    serializer_class = TokenSerializer
+    permission_classes = [IsAuthenticated]
+    queryset = ApiToken.objects.select_related("user")
 
-    def authenticate_header(self, request) -> str:
-        return f'{SCHEME} realm="api"'  # makes a missing login a 401, not a 403
+    def get_queryset(self):
+        tokens = super().get_queryset()
+        return (
+            tokens
+            if self.request.user.has_perm("dashboard.manage_all_tokens")
+            else tokens.filter(user=self.request.user)
+        )
+
+    def list(self, request):
+        return Response(self.get_serializer(self.get_queryset(), many=True).data)
+
+    def retrieve(self, request, pk=None):
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(request=TokenSerializer, responses={201: IssuedTokenSerializer})
+    def create(self, request):
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        user = data.get("user", request.user)
+        if user != request.user and not request.user.has_perm("dashboard.manage_all_tokens"):
+            raise PermissionDenied("only admins create tokens for other users (permission dashboard.manage_all_tokens)")
+        expires_at = data["expires_at"] if "expires_at" in data else timezone.now() + DEFAULT_LIFETIME
+        token, secret = ApiToken.objects.issue(user, data["name"], expires_at)
+        token.token = secret  # type: ignore[attr-defined]  # shown once, by IssuedTokenSerializer
+        return Response(IssuedTokenSerializer(token).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        """Revoke: the token is refused from now on."""
+        ApiToken.objects.filter(pk=self.get_object().pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,201 @@
+"""Clusters: the nodes and guests of their latest snapshot, settings, maintenance, outcomes,
+automation, history and what-if replays."""
+
+from functools import partial
+
+from django.db import transaction
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.response import Response
+
+from .. import history, maintenance, outcomes, tasks, whatif, windows
+from ..live import sender as live
+from ..models import (
+    Cluster,
+)
+from ..pages.views import approve_migration, decision_conflict
+from .base import ApiViewSet, errors_of, filtered, form_parameters
+from .filters import HistoryRangeForm, OutcomeFilterForm
+from .serializers import (
+    AutomationSerializer,
+    ClusterSerializer,
+    GuestSerializer,
+    HistorySerializer,
+    MaintenanceRequestSerializer,
+    MethodsSerializer,
+    MigrationSerializer,
+    NodeMaintenanceSerializer,
+    NodeSerializer,
+    OutcomeSummarySerializer,
+    PolicySerializer,
+    WhatIfRequestSerializer,
+    WhatIfSerializer,
+)
+
+
+class ClusterViewSet(ApiViewSet):
+    """Clusters, and the nodes and guests of their latest snapshot."""
+
+    queryset = Cluster.objects.all()
+    serializer_class = ClusterSerializer
+
+    def list(self, request):
+        return Response(self.get_serializer(self.get_queryset(), many=True).data)
+
+    def retrieve(self, request, pk=None):
+        return Response(self.get_serializer(self.get_object()).data)
+
+    def _snapshot(self):
+        snapshot = self.get_object().latest_snapshot()
+        if snapshot is None:
+            raise NotFound("this cluster has no snapshot yet (its first collection has not run)")
+        return snapshot
+
+    @extend_schema(responses=NodeSerializer(many=True))
+    @action(detail=True, pagination_class=None)
+    def nodes(self, request, pk=None):
+        return Response(NodeSerializer(self._snapshot().nodes, many=True).data)
+
+    @extend_schema(responses=GuestSerializer(many=True))
+    @action(detail=True, pagination_class=None)
+    def guests(self, request, pk=None):
+        return Response(GuestSerializer(self._snapshot().guests, many=True).data)
+
+    @extend_schema(methods=["GET"], responses=PolicySerializer)
+    @extend_schema(methods=["PATCH"], request=PolicySerializer, responses=PolicySerializer)
+    @action(
+        detail=True,
+        methods=["get", "patch"],
+        serializer_class=PolicySerializer,
+        write_permission="dashboard.change_policy",
+        url_path="settings",
+    )
+    def policy(self, request, pk=None):
+        """Read or change the settings; a change applies from the next round and restarts the hold."""
+        policy = self.get_object().policy
+        if request.method == "GET":
+            return Response(PolicySerializer(policy).data)
+        serializer = PolicySerializer(policy, data=request.data, partial=True, context={"request": request})
+        serializer.is_valid(raise_exception=True)
+        return Response(PolicySerializer(serializer.save()).data)
+
+    @extend_schema(
+        request=None,
+        responses=inline_serializer(
+            "ApprovedAll",
+            {
+                "approved": MigrationSerializer(many=True),
+                "refused": serializers.DictField(child=serializers.CharField()),
+            },
+        ),
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="recommendations/approve-all",
+        write_permission="dashboard.approve_migration",
+    )
+    def approve_all(self, request, pk=None):
+        """Approve every pending recommendation of the cluster; `refused` says why any did not take."""
+        approved, refused = [], {}
+        for migration in self.get_object().migrations.select_related("cluster").filter(state="suggested"):
+            refusal = approve_migration(migration, request.user)
+            migration.refresh_from_db()
+            if error := refusal or decision_conflict(migration, "approved"):
+                refused[str(migration.pk)] = error
+            else:
+                approved.append(migration)
+        return Response({"approved": MigrationSerializer(approved, many=True).data, "refused": refused})
+
+    @extend_schema(responses=NodeMaintenanceSerializer(many=True))
+    @action(detail=True, pagination_class=None, url_path="maintenance")
+    def maintenance(self, request, pk=None):
+        """Every node: in maintenance or not, the guests still on it, the evacuation moves under way,
+        and on a Proxmox cluster the `ha-manager` command that enters or leaves it."""
+        self._snapshot()
+        return Response(NodeMaintenanceSerializer(maintenance.states(self.get_object()), many=True).data)
+
+    @extend_schema(
+        request=MaintenanceRequestSerializer,
+        responses={
+            200: NodeMaintenanceSerializer(many=True),
+            409: OpenApiResponse(description="Not possible here: `detail` says why (on Proxmox, the command to run)."),
+        },
+    )
+    @action(detail=True, methods=["post"], url_path="maintenance/enter")
+    def enter_maintenance(self, request, pk=None):
+        """Put a node into maintenance: its guests are evacuated with Proxmox's placement, as a plan
+        approved per the automation level (or at once). Audited; safe to repeat."""
+
+        def enter(cluster, data) -> list[int]:
+            maintenance.enter(cluster, data["node"], request.user, data["at_once"])
+            return []  # nothing expires: the next round plans the evacuation
+
+        return self._maintenance(request, enter)
+
+    @extend_schema(
+        request=MaintenanceRequestSerializer,
+        responses={200: NodeMaintenanceSerializer(many=True), 409: OpenApiResponse(description="`detail` says why.")},
+    )
+    @action(detail=True, methods=["post"], url_path="maintenance/leave")
+    def leave_maintenance(self, request, pk=None):
+        """Take a node out of maintenance: guests come back where failback says so. Audited; safe to repeat."""
+        return self._maintenance(request, lambda cluster, data: maintenance.leave(cluster, data["node"], request.user))
+
+    def _maintenance(self, request, change):
+        """`change` enters or leaves, returning the migrations it expired; then the pushes and a
+        fresh collect (and round) now, not at the next beat, so the page shows the plan at once."""
+        cluster = self.get_object()
+        serializer = MaintenanceRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            expired = change(cluster, serializer.validated_data)
+        except ValueError as exc:
+            raise ValidationError({"node": [str(exc)]}) from exc
+        except maintenance.Refused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        for migration in expired:
+            transaction.on_commit(partial(live.push_migration, migration), robust=True)
+        transaction.on_commit(lambda: tasks.collect.delay(cluster.pk), robust=True)
+        return Response(NodeMaintenanceSerializer(maintenance.states(cluster), many=True).data)
+
+    @extend_schema(parameters=form_parameters(OutcomeFilterForm), responses=OutcomeSummarySerializer)
+    @action(detail=True, pagination_class=None, read_permission="dashboard.view_migration")
+    def outcomes(self, request, pk=None):
+        """The record of the last days: moves done, predicted and observed change of the imbalance, per plan."""
+        days = filtered(OutcomeFilterForm, request)["days"] or outcomes.SUMMARY_DAYS
+        return Response(OutcomeSummarySerializer(outcomes.summary(self.get_object(), days)).data)
+
+    @extend_schema(responses=AutomationSerializer)
+    @action(detail=True, pagination_class=None)
+    def automation(self, request, pk=None):
+        """Whether automation may start balancing moves now (change windows, blackouts, Proxmox's own
+        balancer), until when, and why not; the windows' next runs as moments."""
+        return Response(AutomationSerializer(windows.status(self.get_object())).data)
+
+    @extend_schema(parameters=form_parameters(HistoryRangeForm), responses=HistorySerializer)
+    @action(detail=True, pagination_class=None, read_permission="dashboard.view_round")
+    def history(self, request, pk=None):
+        """The imbalance trend over a range (means at the range's resolution) and the migrations started in it."""
+        cluster = self.get_object()
+        return Response(history.history_range(cluster, filtered(HistoryRangeForm, request)["range"]))
+
+    @extend_schema(responses=MethodsSerializer)
+    @action(detail=True, pagination_class=None)
+    def methods(self, request, pk=None):
+        """Bruteforce and TOPSIS side by side on the latest snapshot: the move each picks and why they differ."""
+        return Response(whatif.compare_methods(self._snapshot()))
+
+    @extend_schema(request=WhatIfRequestSerializer, responses={202: WhatIfSerializer})
+    @action(detail=True, methods=["post"], url_path="whatif", write_permission="dashboard.approve_migration")
+    def start_whatif(self, request, pk=None):
+        """Replay other settings over this cluster's stored history, in the background; follow it at /whatifs/{id}/."""
+        cluster = self.get_object()
+        form = whatif.WhatIfForm(request.data if isinstance(request.data, dict) else {})
+        if not form.is_valid():
+            raise ValidationError(errors_of(form))
+        created = whatif.create(cluster, form, request.user)
+        transaction.on_commit(lambda: tasks.run_whatif.delay(created.pk))
+        return Response(WhatIfSerializer(created).data, status.HTTP_202_ACCEPTED)

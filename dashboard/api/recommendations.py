@@ -1,0 +1,93 @@
+"""Migrations in any state, and the recommendations waiting for a person: approve or reject."""
+
+from django import forms
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.decorators import action
+from rest_framework.generics import get_object_or_404  # a malformed id is a 404 too, not a 500
+from rest_framework.response import Response
+
+from ..models import (
+    Migration,
+    with_cluster,
+)
+from ..pages.views import approve_migration, decision_conflict, reject_migration
+from .base import ApiViewSet, Pages, by_cluster, filtered, form_parameters
+from .filters import MigrationFilterForm
+from .serializers import MigrationSerializer, RejectSerializer
+
+
+class MigrationViewSet(ApiViewSet):
+    """Every migration, newest first, in any state."""
+
+    serializer_class = MigrationSerializer
+    pagination_class = Pages
+    read_permission = "dashboard.view_migration"
+    queryset = Migration.objects.select_related("decided_by")
+
+    @extend_schema(parameters=form_parameters(MigrationFilterForm))
+    def list(self, request):
+        data = filtered(MigrationFilterForm, request)
+        migrations = by_cluster(self.get_queryset(), data["cluster"])
+        if data["state"]:
+            migrations = migrations.filter(state=data["state"])
+        return self.get_paginated_response(self.get_serializer(self.paginate_queryset(migrations), many=True).data)
+
+    def retrieve(self, request, pk=None):
+        return Response(self.get_serializer(self.get_object()).data)
+
+
+class RecommendationFilterForm(forms.Form):
+    cluster = MigrationFilterForm.base_fields["cluster"]
+
+
+class RecommendationViewSet(ApiViewSet):
+    """Recommendations waiting for a person (migrations in state `suggested`): approve or reject them."""
+
+    serializer_class = MigrationSerializer
+    read_permission = "dashboard.view_migration"
+    write_permission = "dashboard.approve_migration"
+    queryset = with_cluster(Migration.objects.filter(state="suggested"), "decided_by")
+
+    @extend_schema(parameters=form_parameters(RecommendationFilterForm))
+    def list(self, request):
+        data = filtered(RecommendationFilterForm, request)
+        return Response(self.get_serializer(by_cluster(self.get_queryset(), data["cluster"]), many=True).data)
+
+    def _decided(self, pk, wanted, recorded=True, refusal=""):
+        migration = Migration.objects.select_related("decided_by").get(pk=pk)
+        if error := refusal or decision_conflict(migration, wanted, recorded):
+            return Response(
+                {"detail": error, "migration": MigrationSerializer(migration).data}, status.HTTP_409_CONFLICT
+            )
+        return Response(MigrationSerializer(migration).data)
+
+    def _pending(self, pk):
+        """Any migration, so that a decision someone else made first answers 409 rather than 404."""
+        return get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: MigrationSerializer,
+            409: OpenApiResponse(description="Already decided, or expired: `detail` says why."),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def approve(self, request, pk=None):
+        """Approve: it runs as soon as a slot is free. One that no longer fits the cluster expires (409)."""
+        migration = self._pending(pk)
+        return self._decided(migration.pk, "approved", refusal=approve_migration(migration, request.user))
+
+    @extend_schema(
+        request=RejectSerializer,
+        responses={200: MigrationSerializer, 409: OpenApiResponse(description="Already decided.")},
+    )
+    @action(detail=True, methods=["post"])
+    def reject(self, request, pk=None):
+        """Reject with a reason; the same move is not recommended again for the rejection memory."""
+        migration = self._pending(pk)
+        serializer = RejectSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        recorded = reject_migration(migration, request.user, serializer.validated_data["reason"])
+        return self._decided(migration.pk, "rejected", recorded)

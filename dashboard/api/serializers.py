@@ -1,0 +1,408 @@
+"""The API's serializers: ModelSerializers over the model fields, so the stored units (fractions,
+durations) are the API's units; the engine's dataclasses for nodes and guests."""
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils import timezone
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework_dataclasses.serializers import DataclassSerializer
+
+import crs.happiness
+import crs.model
+
+from .. import maintenance, whatif
+from ..forms import POLICY_FIELDS, PolicyApiForm, RejectForm, json_type_errors
+from ..models import (
+    EVENTS,
+    AuditEvent,
+    Blackout,
+    ChangeWindow,
+    Cluster,
+    Migration,
+    NotificationDestination,
+    Policy,
+    Round,
+    WhatIf,
+    weekdays,
+)
+from ..tokens import DEFAULT_LIFETIME, ApiToken
+from .base import errors_of
+
+# --- serializers ----------------------------------------------------------------------------------
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    read_only = serializers.BooleanField(help_text="An imported snapshot: nothing is ever migrated.")  # type: ignore[assignment]
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "id",
+            "name",
+            "source_kind",
+            "archived",
+            "read_only",
+            "collected_at",
+            "source_error",
+            "source_error_at",
+            "hold_count",
+            "last_round_at",
+        ]
+
+
+class NodeSerializer(DataclassSerializer):
+    class Meta:
+        dataclass = crs.model.Node
+
+
+class GuestSerializer(DataclassSerializer):
+    happiness = serializers.SerializerMethodField(
+        help_text="Share of time the guest was not stalled (DRS 2.0's VM score); null without pressure data."
+    )
+
+    class Meta:
+        dataclass = crs.model.Guest
+
+    def get_happiness(self, guest: crs.model.Guest) -> float | None:
+        return crs.happiness.score(guest)
+
+
+class NodeMaintenanceSerializer(DataclassSerializer):
+    class Meta:
+        dataclass = maintenance.NodeState
+
+
+class MaintenanceRequestSerializer(serializers.Serializer):
+    node = serializers.CharField(max_length=100, help_text="The node's name, as in the cluster's nodes.")
+    at_once = serializers.BooleanField(
+        default=False,
+        help_text="Enter only: run the evacuation without waiting for approval, whatever the automation level.",
+    )
+
+
+class RoundSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Round
+        fields = [
+            "id",
+            "cluster",
+            "at",
+            "imbalance",
+            "threshold",
+            "decision",
+            "hold_count",
+            "explanation",
+            "node_usage",
+            "duration",
+            "happiness",
+        ]
+
+
+class MigrationSerializer(serializers.ModelSerializer):
+    decided_by: "serializers.SlugRelatedField[Any]" = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+
+    class Meta:
+        model = Migration
+        exclude = ["task_ids"]
+
+
+class PolicySerializer(serializers.ModelSerializer):
+    """The settings, in their stored units; the schema comes from the model fields.
+
+    Input is checked as the JSON settings endpoint checks it (forms.json_type_errors: names and
+    JSON types), then saved through the settings form, which applies the model's rules with
+    its messages (ranges, allowed values, automatic margin ≥ margin) and writes the audit
+    trail, as the page does."""
+
+    class Meta:
+        model = Policy
+        fields = POLICY_FIELDS
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            raise ValidationError({"non_field_errors": ["the body must be a JSON object of settings"]})
+        if errors := json_type_errors(data):
+            raise ValidationError({name: [e["message"] for e in errs] for name, errs in errors.items()})
+        return data
+
+    def update(self, instance, validated_data):
+        form = PolicyApiForm({**PolicyApiForm.values(instance), **validated_data}, instance=instance)
+        if not form.is_valid():
+            raise ValidationError(errors_of(form))
+        return form.save_by(self.context["request"].user)
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    actor = serializers.SerializerMethodField(help_text='The username, or "system" for rounds and workers.')
+
+    class Meta:
+        model = AuditEvent
+        fields = ["id", "at", "actor", "action", "cluster", "migration", "details"]
+
+    def get_actor(self, event) -> str:
+        return event.actor_name or "system"
+
+
+class RejectSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=500, help_text="Why, for the audit trail.")
+
+    def validate(self, attrs):
+        form = RejectForm(attrs)  # the page's rules and messages
+        if not form.is_valid():
+            raise ValidationError(errors_of(form))
+        return form.cleaned_data
+
+
+class Username(serializers.SlugRelatedField):
+    """A user by username; one with a NUL byte (which PostgreSQL cannot even look up) is simply unknown."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data.replace("\x00", "\\x00"))
+        return super().to_internal_value(data)
+
+
+class TokenSerializer(serializers.ModelSerializer):
+    user = Username(
+        slug_field="username",
+        queryset=ApiToken._meta.get_field("user").related_model._default_manager.all(),
+        required=False,
+        help_text="Whose token (admins only); yourself when omitted.",
+    )
+    expires_at = serializers.DateTimeField(
+        required=False, allow_null=True, help_text=f"Default: in {DEFAULT_LIFETIME.days} days; null: never."
+    )
+    revoked = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "user", "prefix", "created_at", "expires_at", "last_used_at", "revoked", "revoked_at"]
+
+    def get_revoked(self, token) -> bool:
+        return token.revoked_at is not None
+
+    def validate_expires_at(self, value):
+        if value is not None and value <= timezone.now():
+            raise ValidationError("expires_at must be in the future")
+        return value
+
+
+class IssuedTokenSerializer(TokenSerializer):
+    token = serializers.CharField(read_only=True, help_text="The secret. Shown this once; store it now.")
+
+    class Meta(TokenSerializer.Meta):
+        fields = TokenSerializer.Meta.fields + ["token"]
+
+
+class KnownFields(serializers.ModelSerializer):
+    """Refuses names it does not know: a typo ("end_at") would otherwise be dropped and the
+    request answered 200 with nothing changed."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and (unknown := sorted(set(data) - set(self.fields))):
+            writable = ", ".join(name for name, field in self.fields.items() if not field.read_only)
+            raise ValidationError({name: [f"{name} is not a field; the fields are: {writable}"] for name in unknown})
+        return super().to_internal_value(data)
+
+
+class ChangeWindowSerializer(KnownFields):
+    days = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Weekdays it starts on: 0 = Monday … 6 = Sunday (at least one)."
+    )
+
+    class Meta:
+        model = ChangeWindow
+        fields = ["id", "cluster", "days", "start", "end"]
+
+    def validate_days(self, value):
+        try:
+            weekdays(value)
+        except DjangoValidationError as exc:
+            raise ValidationError(exc.messages) from None
+        return sorted(set(value))
+
+    def validate(self, attrs):
+        merged = kept(self, attrs, "start", "end")
+        if merged["start"] == merged["end"]:
+            raise ValidationError({"end": ["end must differ from start (a window of no time)"]})
+        return attrs
+
+
+class BlackoutSerializer(KnownFields):
+    class Meta:
+        model = Blackout
+        fields = ["id", "cluster", "label", "starts_at", "ends_at"]
+
+    def validate(self, attrs):
+        merged = kept(self, attrs, "starts_at", "ends_at")
+        if merged["ends_at"] <= merged["starts_at"]:
+            raise ValidationError({"ends_at": ["ends_at must be after starts_at"]})
+        return attrs
+
+
+def kept(serializer: serializers.ModelSerializer, attrs: dict, *names: str) -> dict:
+    """The fields `names` as they will be: a PATCH's values over the stored ones. A window stays
+    in its cluster: a PATCH naming another is refused."""
+    instance = serializer.instance
+    if instance is None:
+        return attrs
+    if "cluster" in attrs and attrs["cluster"].pk != instance.cluster_id:
+        raise ValidationError(
+            {"cluster": [f"cluster cannot change (it is {instance.cluster_id}); remove this one and add one there"]}
+        )
+    return {name: attrs.get(name, getattr(instance, name)) for name in names}
+
+
+class GateSerializer(serializers.Serializer):
+    open = serializers.BooleanField()
+    until = serializers.DateTimeField(allow_null=True, help_text="When that changes; null: not within a week.")
+    reason = serializers.ChoiceField(
+        ["", "window", "blackout"], help_text="Why closed: outside every window, or a blackout."
+    )
+    label = serializers.CharField(allow_blank=True, help_text="The blackout's label.")  # type: ignore[assignment]
+
+
+class WindowRunSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    days = serializers.ListField(child=serializers.IntegerField())
+    start = serializers.CharField(help_text="HH:MM in the cluster's time zone.")
+    end = serializers.CharField()
+    next_start = serializers.DateTimeField(allow_null=True, help_text="Its current or next run.")
+    next_end = serializers.DateTimeField(allow_null=True)
+
+
+class ProxmoxBalancerSerializer(serializers.Serializer):
+    mode = serializers.CharField(help_text="basic, static or dynamic.")
+    rebalance_on_start = serializers.BooleanField()
+    auto_rebalance = serializers.BooleanField(help_text="ha-auto-rebalance as set.")
+    rebalancing = serializers.BooleanField(help_text="Proxmox moves guests by itself (auto-rebalance, mode not basic).")
+    threshold = serializers.FloatField(help_text="Fraction, whatever unit Proxmox stored.")
+    margin = serializers.FloatField(help_text="Fraction.")
+    hold_duration = serializers.FloatField(help_text="HA rounds.")
+    method = serializers.CharField()
+    unit = serializers.ChoiceField(
+        ["percent", "fraction", "default"], help_text="How Proxmox stored threshold and margin."
+    )
+    raw = serializers.CharField(allow_blank=True, help_text="The crs option as Proxmox returned it.")
+
+
+class AutomationSerializer(serializers.Serializer):
+    time_zone = serializers.CharField()
+    automation = serializers.CharField()
+    gate = GateSerializer()
+    held = serializers.CharField(
+        allow_blank=True, help_text='Why a new plan would wait for a person; "" = it would not.'
+    )
+    windows = WindowRunSerializer(many=True)
+    blackouts = BlackoutSerializer(many=True)
+    proxmox_balancer = ProxmoxBalancerSerializer(allow_null=True, help_text="Proxmox clusters only.")
+
+
+class PlanOutcomeSerializer(serializers.Serializer):
+    plan = serializers.IntegerField()
+    moves = serializers.IntegerField()
+    finished_at = serializers.DateTimeField()
+    imbalance_before = serializers.FloatField()
+    predicted = serializers.FloatField(help_text="Imbalance the plan predicted after its last move.")
+    observed_5m = serializers.FloatField(allow_null=True)
+    observed_1h = serializers.FloatField(allow_null=True)
+
+
+class OutcomeSummarySerializer(serializers.Serializer):
+    days = serializers.IntegerField()
+    moves = serializers.IntegerField(help_text="Migrations done in these days.")
+    measured = serializers.IntegerField(help_text="Of them, with an observed imbalance.")
+    predicted_change = serializers.FloatField(allow_null=True, help_text="Mean relative change predicted (−0.18).")
+    observed_change_5m = serializers.FloatField(allow_null=True)
+    observed_change_1h = serializers.FloatField(allow_null=True)
+    plans = PlanOutcomeSerializer(many=True)
+
+
+class TrendPointSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(help_text="Start of the point's bucket.")
+    imbalance = serializers.FloatField(help_text="Mean over the bucket's rounds (fraction).")
+    imbalance_max = serializers.FloatField(help_text="Highest in the bucket (fraction).")
+    threshold = serializers.FloatField()
+    rounds = serializers.IntegerField(help_text="Rounds the point stands for.")
+
+
+class MarkerSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="The migration.")
+    at = serializers.DateTimeField(help_text="When it started.")
+    guests = serializers.ListField(child=serializers.CharField())
+    source = serializers.CharField()  # type: ignore[assignment]  # a field of the payload, not Field.source
+    target = serializers.CharField()
+    state = serializers.CharField()
+    approved_by = serializers.CharField(allow_null=True, help_text='A username, or "automatic".')
+    imbalance_before = serializers.FloatField()
+    imbalance_after = serializers.FloatField()
+
+
+class HistorySerializer(serializers.Serializer):
+    range = serializers.CharField()
+    since = serializers.DateTimeField()
+    resolution = serializers.IntegerField(help_text="Seconds per point.")
+    points = TrendPointSerializer(many=True)
+    markers = MarkerSerializer(many=True)
+
+
+class PickSerializer(serializers.Serializer):
+    guests = serializers.ListField(child=serializers.CharField(), help_text="Empty: no move lowers the imbalance.")
+    source = serializers.CharField(allow_null=True)  # type: ignore[assignment]  # the payload's, not Field.source
+    target = serializers.CharField(allow_null=True)
+    imbalance_after = serializers.FloatField()
+    busiest_after = serializers.FloatField(help_text="The highest CPU or memory load of a node after the move.")
+
+
+class MethodsSerializer(serializers.Serializer):
+    imbalance = serializers.FloatField()
+    bruteforce = PickSerializer()
+    topsis = PickSerializer()
+    same = serializers.BooleanField()
+    why = serializers.CharField()
+
+
+class WhatIfRequestSerializer(serializers.Serializer):
+    """For the schema: the form (whatif.WhatIfForm) checks the body."""
+
+    threshold = serializers.FloatField(required=False, min_value=0, max_value=1)
+    hold_duration = serializers.IntegerField(required=False, min_value=0, max_value=1000)
+    margin = serializers.FloatField(required=False, min_value=0, max_value=1)
+    method = serializers.ChoiceField(required=False, choices=crs.model.METHODS)
+    period = serializers.ChoiceField(choices=list(whatif.PERIODS))
+
+
+class WhatIfSerializer(serializers.ModelSerializer):
+    created_by: "serializers.SlugRelatedField[Any]" = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+
+    class Meta:
+        model = WhatIf
+        fields = [
+            "id",
+            "cluster",
+            "created_by",
+            "created_at",
+            "period",
+            "changes",
+            "state",
+            "progress",
+            "result",
+            "error",
+            "finished_at",
+        ]
+
+
+class DestinationSerializer(serializers.ModelSerializer):
+    events = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(EVENTS)), help_text="; ".join(f"{k}: {v}" for k, v in EVENTS.items())
+    )
+
+    class Meta:
+        model = NotificationDestination
+        fields = ["id", "cluster", "name", "url", "events", "created_at", "imbalance_for"]

@@ -1,0 +1,173 @@
+"""A cluster: where its snapshot comes from, its round leases, and its guards."""
+
+from datetime import datetime, timedelta
+from typing import cast
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.utils import timezone
+
+import crs.guards
+import crs.model
+import crs.snapshot
+import crs.sources
+
+from .validators import SOURCE_CHOICES, printable_name
+
+
+def with_cluster(queryset: models.QuerySet, *related: str) -> models.QuerySet:
+    """Rows with their cluster joined (`select_related`), but not the cluster's stored snapshot and
+    N+1 verdict: a list shows the cluster's name, and the join decodes those once per row (at
+    1000 nodes megabytes each; ClusterManager's own `defer` does not reach a join). A row that
+    does need them loads them on first access."""
+    return queryset.select_related("cluster", *related).defer("cluster__snapshot", "cluster__n1")
+
+
+class ClusterManager(models.Manager):
+    # Longer than the longest round seen (1000 nodes × 20 000 guests when rounds still computed
+    # the minute's N+1 and the hour's capacity counts: about 15 s on a loaded machine); short
+    # enough that a worker killed mid-round stops its cluster's rounds for a minute at most.
+    ROUND_LEASE = timedelta(seconds=60)
+
+    def get_queryset(self) -> models.QuerySet:
+        """Rows without the stored N+1 verdict: only the pages and the API that show it read it,
+        and it grows with what goes wrong (a loss per node, with its overloaded nodes and up to
+        ha.EXAMPLES guests: 10.8 kB at 1000 nodes when every loss is survived, far more when
+        many fail). They still get it as before: Django loads a deferred field on first
+        access, with one query."""
+        return super().get_queryset().defer("n1")
+
+    def claim_round(self, pk: int) -> bool:
+        """True if this caller may run the cluster's round now; two rounds never overlap.
+
+        A lease rather than a lock held open: a worker that dies mid-round blocks the
+        cluster for at most ROUND_LEASE, and no transaction spans the engine call.
+        """
+        return self.lease(pk, "round_lease_until", self.ROUND_LEASE)
+
+    def release_round(self, pk: int) -> None:
+        self.release(pk, "round_lease_until")
+
+    def queue_round(self, pk: int, interval: timedelta) -> bool:
+        """True if the caller may queue the cluster's round: none is queued. The mark lapses after
+        one round interval, as the queued message does (it expires), so a lost one blocks nothing."""
+        return self.lease(pk, "round_queued_until", interval)
+
+    def lease(self, pk: int, field: str, length: timedelta) -> bool:
+        """True if the caller took the cluster's `field` lease for `length`: it was free (never
+        taken, released, or lapsed). One conditional UPDATE, so of two callers one wins, and a
+        lease its holder never releases (a worker killed, a message lost) lapses by itself."""
+        now = timezone.now()
+        free = models.Q(**{f"{field}__isnull": True}) | models.Q(**{f"{field}__lt": now})
+        return self.filter(free, pk=pk).update(**{field: now + length}) == 1
+
+    def release(self, pk: int, field: str) -> None:
+        self.filter(pk=pk).update(**{field: None})
+
+
+class Cluster(models.Model):
+    name = models.CharField(max_length=100, unique=True, validators=[printable_name])
+    source_kind = models.CharField(max_length=20, choices=SOURCE_CHOICES, default="simulator")
+    source_config = models.JSONField(default=dict, blank=True, help_text="Options for the source adapter.")
+    # What the adapter asked us to keep between calls (the simulator's clock and placements).
+    source_state = models.JSONField(default=dict, blank=True, editable=False)
+    snapshot = models.JSONField(null=True, blank=True, editable=False, help_text="Latest crs-snapshot/1.")
+    collected_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Why the last collection was refused (cluster unreachable, bad data); empty once one works.
+    source_error = models.TextField(blank=True, editable=False)
+    source_error_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Clusters with a history are never deleted (the audit trail keeps its subject); retiring one
+    # archives it: no more rounds, gone from the page's list, history and trail kept.
+    archived = models.BooleanField(default=False, help_text="No rounds, hidden from the page; history is kept.")
+    hold_count = models.PositiveIntegerField(default=0, editable=False)
+    pressure_gate = models.JSONField(default=dict, editable=False)  # crs.gating's round state
+    # Emergency stop: automation paused, nothing approved starts; undone by a second click.
+    stopped = models.BooleanField(default=False, editable=False)
+    last_round_at = models.DateTimeField(null=True, blank=True, editable=False)
+    round_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # A round is queued and not yet started (ClusterManager.queue_round): never two in the queue.
+    round_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # A capacity count or an N+1 refresh queued or running beside the rounds (tasks.queue_beside):
+    # a round queues no second one meanwhile.
+    capacity_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
+    n1_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # The last N+1 verdict (dashboard/ha.py, crs.n1) and when it was computed: a task the rounds
+    # queue (tasks.n1_refresh) recomputes it on a slower cadence than theirs, since it places
+    # every HA guest once per node.
+    n1 = models.JSONField(null=True, blank=True, editable=False)
+    n1_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Proxmox's own balancer (crs.coexistence.ProxmoxBalancer) as the last collect read it; None
+    # for other sources. While it rebalances by itself, automation here is held (windows.py).
+    proxmox_balancer = models.JSONField(null=True, blank=True, editable=False)
+    # Since when every round measured the imbalance above the threshold (None: the last one did
+    # not): the "imbalance above the threshold for longer than …" notification's episode.
+    above_threshold_since = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = ClusterManager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def effective_source_config(self) -> dict:
+        """`source_config` as the adapter gets it: the cluster's own options over the site's
+        Proxmox defaults (read from the environment in settings.py, so an API token need not
+        be stored)."""
+        period = {"usage_period": self.policy.usage_period} if hasattr(self, "policy") else {}
+        if self.is_proxmox:
+            return {**settings.CRS_PVE_DEFAULTS, **self.source_config, **period}
+        if self.source_kind == "simulator":
+            return {**self.source_config, **period}
+        return self.source_config
+
+    def clean(self) -> None:
+        """Refuse a source config the adapter would refuse, naming the key, before it is stored."""
+        try:
+            crs.sources.open_source(self.source_kind, self.effective_source_config())
+        except crs.sources.ConfigError as exc:
+            raise ValidationError({"source_config": str(exc)}) from exc
+
+    def guards(self) -> crs.model.Guards:
+        """The engine's anti-thrashing sets (crs.guards), from this cluster's migration history.
+
+        One place for rounds, approvals and executions alike, so what the page recommends and
+        what a worker agrees to run never disagree.
+        """
+        policy = self.policy
+        now = timezone.now()
+        since = now - max(policy.cooldown, policy.rejection_memory)
+        recent = self.migrations.filter(
+            models.Q(state__in=["done", "failed"], finished_at__gte=since)
+            | models.Q(state="rejected", decided_at__gte=since)
+        ).only("guests", "source", "target", "state", "finished_at", "decided_at")
+        history = [
+            crs.guards.PastMove(
+                tuple(m.guests), m.source, m.target, m.state, cast(datetime, m.finished_at or m.decided_at).timestamp()
+            )
+            for m in recent
+        ]
+        return crs.guards.guards_from(
+            history, now.timestamp(), policy.cooldown.total_seconds(), policy.rejection_memory.total_seconds()
+        )
+
+    def under_policy(self, snapshot: crs.model.Snapshot) -> crs.model.Snapshot:
+        """`snapshot` judged by this cluster's current settings, not the ones it was taken with."""
+        return snapshot.with_settings(self.policy.engine_settings())
+
+    def latest_snapshot(self) -> crs.model.Snapshot | None:
+        """The last collected snapshot under the current settings; None before the first collection."""
+        return None if self.snapshot is None else self.under_policy(crs.snapshot.parse(self.snapshot))
+
+    @property
+    def read_only(self) -> bool:
+        """An imported snapshot: rounds and plans run on it, but nothing can be migrated."""
+        return self.source_kind == "snapshot"
+
+    @property
+    def is_proxmox(self) -> bool:
+        """A real Proxmox cluster: Proxmox keeps its HA rules and maintenance and runs its own
+        commands (shutdowns, maintenance mode); the product only reads and migrates."""
+        return self.source_kind == "proxmox"

@@ -1,0 +1,97 @@
+"""Node maintenance and the rolling maintenance that takes nodes down in turn."""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from .cluster import Cluster
+
+
+class Maintenance(models.Model):
+    """A node's maintenance: when it began and ended, who asked, and the guests it held then
+    (the ones that return when it ends, where failback says so). Open while `left_at` is empty;
+    at most one open per node."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="maintenances")
+    node = models.CharField(max_length=100)
+    entered_at = models.DateTimeField(default=timezone.now)
+    entered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    left_at = models.DateTimeField(null=True, blank=True)
+    left_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    guests = models.JSONField(default=list, blank=True, help_text="Started guests on the node when it entered.")
+    at_once = models.BooleanField(default=False, help_text="The evacuation runs without waiting for approval.")
+
+    class Meta:
+        ordering = ["-entered_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "node"],
+                condition=models.Q(left_at__isnull=True),
+                name="one_open_maintenance_per_node",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node} of {self.cluster} in maintenance since {self.entered_at:%Y-%m-%d %H:%M}"
+
+
+class RollingMaintenance(models.Model):
+    """A rolling maintenance: the cluster's nodes taken down and brought back in turn (dashboard/rolling.py).
+
+    Its queue is its RollingNode rows, so it survives a restart of the web and the worker; at most
+    one is under way (running or paused) per cluster."""
+
+    STATES = ["running", "paused", "cancelled", "done"]
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="rollings")
+    state = models.CharField(max_length=10, choices=[(s, s) for s in STATES], default="running")
+    group_size = models.PositiveSmallIntegerField(default=1, help_text="Nodes taken down together at most.")
+    at_once = models.BooleanField(default=True, help_text="Evacuations run without waiting for approval.")
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster"],
+                condition=models.Q(state__in=["running", "paused"]),
+                name="one_rolling_maintenance_under_way",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"rolling maintenance of {self.cluster} ({self.state})"
+
+
+class RollingNode(models.Model):
+    """One node of a rolling maintenance's queue and how far it got; `group`: the nodes of one
+    group go down together (crs.rolling.groups), groups in order."""
+
+    STEPS = ["waiting", "flagged", "draining", "waiting-admin", "returning", "done"]
+
+    rolling = models.ForeignKey(RollingMaintenance, on_delete=models.CASCADE, related_name="queue")
+    node = models.CharField(max_length=100)
+    position = models.PositiveSmallIntegerField()
+    group = models.PositiveSmallIntegerField()
+    step = models.CharField(max_length=15, choices=[(s, s) for s in STEPS], default="waiting")
+    warning = models.TextField(blank=True, help_text="Why taking the node down would break N+1.")
+    go_on = models.BooleanField(default=False, help_text="An admin chose to go on despite the warning.")
+    uptime_s = models.FloatField(
+        null=True, blank=True, help_text="The node's uptime when it began waiting for the admin: less later = rebooted."
+    )
+    changed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["rolling", "position"]
+        constraints = [models.UniqueConstraint(fields=["rolling", "node"], name="rolling_node_once")]
+
+    def __str__(self) -> str:
+        return f"{self.node}: {self.step}"

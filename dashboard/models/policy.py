@@ -1,0 +1,239 @@
+"""How one cluster is balanced: its settings, and the one bridge to the engine's (`engine_settings`)."""
+
+from datetime import timedelta
+from typing import cast
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models, transaction
+
+import crs.model
+
+from .audit import AuditEvent
+from .cluster import Cluster
+from .validators import (
+    MAX_MEMORY_RESERVE,
+    METHOD_CHOICES,
+    MODE_CHOICES,
+    SCALE_CHOICES,
+    duration_validators,
+    fraction_validators,
+    known_time_zone,
+    whole_number_validators,
+)
+
+
+class Policy(models.Model):
+    """How one cluster is balanced. Defaults are Proxmox's; automation defaults to manual.
+
+    Stored in one unit per concept, the engine's and the API's: fractions (0–1) and
+    durations. Percent and minutes exist only on the page (forms.py, dashboard.js).
+    """
+
+    AUTOMATION_CHOICES = [
+        ("manual", "manual: every recommendation waits for approval"),
+        ("partial", "partial: automatic when the gain reaches the automatic margin"),
+        ("automatic", "automatic (auto-rebalance on): rounds approve their own recommendations"),
+    ]
+    OBJECTIVE_CHOICES = [
+        ("even", "even: spread the load evenly"),
+        ("pressure", "pressure: relieve nodes short of CPU or memory"),
+        ("both", "both: relieve pressure first, then spread evenly"),
+    ]
+    CONTAINER_CHOICES = [
+        ("never", "never move (no downtime)"),
+        ("restart", "move with a restart (downtime)"),
+    ]
+    PRESET_CHOICES = [
+        ("proxmox", "proxmox: Proxmox's exact behaviour, one move per round"),
+        ("product", "product: plans of several moves down to a target, no move that overfills a node"),
+    ]
+    # What a preset sets when an admin switches to it: the engine's values of that preset.
+    PRESET_SETTINGS = ("moves_per_round", "target_imbalance", "load_floor", "usage_period", "containers")
+    FRACTIONS = ("threshold", "margin", "automatic_margin", "target_imbalance", "load_floor")
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="policy")
+    preset = models.CharField(
+        max_length=10,
+        choices=PRESET_CHOICES,
+        default="product",
+        help_text="proxmox: decisions as Proxmox makes them; product: this product's plans.",
+    )
+    mode = models.CharField(
+        max_length=10,
+        choices=MODE_CHOICES,
+        default="static",
+        help_text="How load is measured: guest count, configured size, or measured usage.",
+    )
+    automation = models.CharField(max_length=10, choices=AUTOMATION_CHOICES, default="manual")
+    threshold = models.FloatField(
+        default=0.3,
+        validators=fraction_validators("threshold"),
+        help_text="Imbalance above which a round looks for a migration.",
+    )
+    hold_duration = models.IntegerField(
+        default=3,
+        validators=whole_number_validators("hold duration", 0, 1000, "rounds"),
+        help_text="Rounds the imbalance must stay above the threshold before a recommendation.",
+    )
+    margin = models.FloatField(
+        default=0.1,
+        validators=fraction_validators("margin"),
+        help_text="Minimum relative gain of the imbalance for a recommendation.",
+    )
+    automatic_margin = models.FloatField(
+        default=0.25,
+        validators=fraction_validators("automatic margin"),
+        help_text="Partial automation: recommendations gaining at least this much approve themselves.",
+    )
+    method = models.CharField(max_length=10, choices=METHOD_CHOICES, default="bruteforce")
+    imbalance_scale = models.CharField(max_length=10, choices=SCALE_CHOICES, default="normalized")
+    round_interval = models.IntegerField(
+        default=10,
+        validators=whole_number_validators("round interval", 1, 86400, "seconds"),
+        help_text="Seconds between rounds.",
+    )
+    cooldown = models.DurationField(
+        default=timedelta(minutes=30),
+        validators=duration_validators("cooldown", timedelta(0), timedelta(days=7)),
+        help_text="How long a guest stays put after a migration; it is not moved back meanwhile either.",
+    )
+    rejection_memory = models.DurationField(
+        default=timedelta(minutes=60),
+        validators=duration_validators("rejection memory", timedelta(0), timedelta(days=7)),
+        help_text="How long a rejected guest → node move is not recommended again.",
+    )
+    recommendation_expiry = models.DurationField(
+        default=timedelta(minutes=15),
+        validators=duration_validators("recommendation expiry", timedelta(minutes=1), timedelta(days=7)),
+        help_text="How long a recommendation waits for a decision before it expires.",
+    )
+    max_concurrent_migrations = models.IntegerField(
+        default=1,
+        validators=whole_number_validators("concurrent migrations", 1, 100, ""),
+        help_text="Migrations of this cluster that may run at once (1, like Proxmox).",
+    )
+    moves_per_round = models.IntegerField(
+        default=5,
+        validators=whole_number_validators("moves per round", 1, 50, ""),
+        help_text="Migrations one round may recommend at most.",
+    )
+    target_imbalance = models.FloatField(
+        default=crs.model.PRODUCT.target_imbalance,
+        null=True,
+        blank=True,
+        validators=fraction_validators("target imbalance"),
+        help_text="Imbalance a round's moves aim for, at most the threshold; empty = the threshold.",
+    )
+    load_floor = models.FloatField(
+        default=0.0,
+        validators=fraction_validators("load floor"),
+        help_text="Below this load on every node the cluster counts as balanced.",
+    )
+    cpu_overcommit = models.FloatField(
+        default=4.0,
+        validators=[
+            MinValueValidator(1, message="cpu overcommit must be between 1 and 64"),
+            MaxValueValidator(64, message="cpu overcommit must be between 1 and 64"),
+        ],
+        help_text="Configured cores a node may carry per CPU thread.",
+    )
+    memory_reserve = models.PositiveBigIntegerField(
+        default=0,
+        validators=whole_number_validators("memory reserve", 0, MAX_MEMORY_RESERVE, "bytes"),
+        help_text="Memory per node kept free of guests (bytes).",
+    )
+    max_migrations_per_node = models.IntegerField(
+        default=1,
+        validators=whole_number_validators("max migrations per node", 1, 16, ""),
+        help_text="Migrations one node may take part in at once.",
+    )
+    objective = models.CharField(max_length=10, choices=OBJECTIVE_CHOICES, default="even")
+    usage_period = models.IntegerField(
+        default=int(crs.model.PRODUCT.usage_period),
+        validators=whole_number_validators("usage period", 0, 86400, "seconds"),
+        help_text="Seconds of the source's clock over which usage is averaged; 0 = the latest value.",
+    )
+    containers = models.CharField(
+        max_length=10,
+        choices=CONTAINER_CHOICES,
+        default=crs.model.PRODUCT.containers,
+        help_text="A container cannot live-migrate: its move is a restart, with downtime.",
+    )
+    time_zone = models.CharField(
+        max_length=64,
+        validators=[known_time_zone],
+        default="UTC",
+        help_text="The zone change windows are written in (an IANA name, e.g. Europe/Berlin).",
+    )
+
+    class Meta:
+        verbose_name = "settings"
+        verbose_name_plural = "settings"
+
+    def __str__(self) -> str:
+        return f"settings of {self.cluster}"
+
+    def clean(self) -> None:
+        if self.automatic_margin is not None and self.margin is not None and self.automatic_margin < self.margin:
+            raise ValidationError({"automatic_margin": "automatic margin must be at least the margin"})
+        if self.target_imbalance is not None and self.threshold is not None and self.target_imbalance > self.threshold:
+            raise ValidationError({"target_imbalance": "target imbalance must be at most the threshold"})
+
+    @property
+    def auto_rebalance(self) -> bool:
+        return self.automation == "automatic"
+
+    def engine_settings(self) -> crs.model.Settings:
+        """The one bridge from the stored settings (and the automation level) to the engine's.
+
+        Every engine setting is passed; `max_migrations_per_node` is the executor's alone (tasks.py).
+        The fields' choices are the engine's values, so the casts only tell the type checker.
+        """
+        return crs.model.Settings(
+            mode=cast(crs.model.Mode, self.mode),
+            auto_rebalance=self.auto_rebalance,
+            threshold=self.threshold,
+            hold_duration=self.hold_duration,
+            margin=self.margin,
+            method=cast(crs.model.Method, self.method),
+            imbalance_scale=cast(crs.model.Scale, self.imbalance_scale),
+            preset=cast(crs.model.Preset, self.preset),
+            moves_per_round=self.moves_per_round,
+            target_imbalance=self.target_imbalance,
+            load_floor=self.load_floor,
+            objective=cast(crs.model.Objective, self.objective),
+            cpu_overcommit=self.cpu_overcommit,
+            memory_reserve_bytes=self.memory_reserve,
+            usage_period=float(self.usage_period),
+            containers=cast(crs.model.Containers, self.containers),
+        )
+
+    def switch_preset(self, preset: str, actor) -> None:
+        """One click: the preset and the settings it shapes take the engine's values of that preset; audited."""
+        values = crs.model.PRODUCT if preset == "product" else crs.model.PROXMOX
+        before = {name: getattr(self, name) for name in ("preset", *self.PRESET_SETTINGS)}
+        self.preset = preset
+        for name in self.PRESET_SETTINGS:
+            value = getattr(values, name)
+            setattr(self, name, int(value) if name == "usage_period" else value)
+        with transaction.atomic():
+            self.save()
+            AuditEvent.objects.create(
+                actor=actor,
+                action="preset-switched",
+                cluster_id=self.cluster_id,
+                details={"before": before, "after": {name: getattr(self, name) for name in before}},
+            )
+
+    def approves_itself(self, relative_gain: float) -> bool:
+        """Whether a new recommendation with this gain is approved by the round, not a person."""
+        if self.automation == "automatic":
+            return True
+        return self.automation == "partial" and relative_gain >= self.automatic_margin
+
+    def approves_owed(self) -> bool:
+        """Whether the round approves an owed plan (evacuation, failback, rule fix) itself.
+        Owed moves ignore margins (priority 1, as Proxmox's manager makes them at once), so
+        `partial`'s automatic margin holds none of them back: only `manual` waits for a person."""
+        return self.automation != "manual"
