@@ -290,6 +290,16 @@ def json_type_errors(data: dict) -> dict:
     return errors
 
 
+def json_settings(policy: Policy, data: dict) -> tuple[PolicyApiForm, dict]:
+    """A JSON settings change (the REST API's PATCH, the page's JSON endpoint): the form over the
+    stored values, and every refusal at once, as the page's form reports them: the JSON names and
+    types first, then the form's rules for the fields of the right type."""
+    typed = json_type_errors(data)
+    changes = {name: value for name, value in data.items() if name not in typed}
+    form = PolicyApiForm({**PolicyApiForm.values(policy), **changes}, instance=policy)
+    return form, typed | ({} if form.is_valid() else form.errors.get_json_data())
+
+
 class RejectForm(forms.Form):
     # Required: the audit trail must say why, and rejection memory keeps the move away meanwhile.
     reason = forms.CharField(

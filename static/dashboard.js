@@ -215,13 +215,15 @@ function migrationRow(m) {
   return row;
 }
 
+// Apply all, through the REST API (/api/v1/) with the page's session: what it approved comes back
+// as pushes; what it could not approve is said beside the button.
 async function applyAll() {
   el("apply-all").disabled = true;
   const response = await fetch(config.approve_all, {
     method: "POST", headers: {"X-CSRFToken": csrfToken()}, credentials: "same-origin"});
   const answer = await response.json();
-  (answer.approved || []).forEach(setMigration);
-  el("apply-all-error").textContent = response.ok ? "" : (answer.error || "");
+  const refused = Object.entries(answer.refused || {}).map(([id, why]) => `#${id}: ${why}`);
+  el("apply-all-error").textContent = response.ok ? refused.join("; ") : (answer.detail || "");
   el("apply-all").disabled = false;
 }
 
@@ -361,8 +363,8 @@ async function toggleStop(all) {
   const stopped = all ? config.all_stopped : config.stopped;
   if (all && !stopped && !confirm("Stop every cluster? Automation pauses and running moves are aborted on all of them.")) return;
   const response = await fetch(all ? config.emergency_stop_all : config.emergency_stop, {
-    method: "POST", headers: {"X-CSRFToken": csrfToken()}, credentials: "same-origin",
-    body: new URLSearchParams({stop: stopped ? "0" : "1"})});
+    method: "POST", headers: {"X-CSRFToken": csrfToken(), "Content-Type": "application/json"},
+    credentials: "same-origin", body: JSON.stringify({stop: !stopped})});
   if (!response.ok) return;
   config.stopped = !stopped;
   if (all) config.all_stopped = !stopped;

@@ -19,7 +19,7 @@ import crs.model
 from crs.fields import read_json
 
 from .. import emergency, history, plans
-from ..forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
+from ..forms import PolicyApiForm, PolicyForm, RejectForm, json_settings
 from ..live import sender as live
 from ..models import Cluster, Migration
 from ..pressure import pressure_context
@@ -146,11 +146,9 @@ def api_settings(request, pk):
         return JsonResponse({"error": f"the body must be a JSON object of settings: {exc}"}, status=400)
     if not isinstance(data, dict):
         return JsonResponse({"error": "the body must be a JSON object of settings"}, status=400)
-    if errors := json_type_errors(data):
+    form, errors = json_settings(cluster.policy, data)
+    if errors:
         return JsonResponse({"errors": errors}, status=400)
-    form = PolicyApiForm({**PolicyApiForm.values(cluster.policy), **data}, instance=cluster.policy)
-    if not form.is_valid():
-        return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
     return JsonResponse({"settings": PolicyApiForm.values(form.save_by(request.user))})
 
 
@@ -168,7 +166,7 @@ def approve_migration(migration: Migration, user) -> str:
     """A person approves a pending recommendation and the steps it was computed behind (the page
     and the REST API alike); a step that no longer fits the latest snapshot expires instead, with
     the reason. Returns why nothing of its cluster can be migrated at all, or "" when tried."""
-    if refusal := _not_migratable(migration.cluster):
+    if refusal := not_migratable(migration.cluster):
         return refusal
     with transaction.atomic():
         approved = plans.approve(migration, user)
@@ -176,7 +174,7 @@ def approve_migration(migration: Migration, user) -> str:
     return ""
 
 
-def _not_migratable(cluster) -> str:
+def not_migratable(cluster) -> str:
     """Why nothing of this cluster can be migrated, or ""."""
     if cluster.read_only:
         return f"cluster {cluster.name} is a read-only what-if cluster: nothing is migrated there"
@@ -185,18 +183,17 @@ def _not_migratable(cluster) -> str:
     return ""
 
 
-@require_POST
-@api("dashboard.approve_migration")
-def approve_all(request, pk):
-    """Apply all: every pending recommendation of the cluster, in plan order."""
-    cluster = get_object_or_404(Cluster, pk=pk)
-    if refusal := _not_migratable(cluster):
-        return JsonResponse({"error": refusal}, status=409)
+def apply_all(cluster: Cluster, user) -> tuple[list[Migration], dict[int, str]]:
+    """Apply all, for the page and the REST API alike: every pending recommendation of a
+    migratable cluster, plan by plan in plan order, each re-checked on the latest snapshot.
+    Returns the migrations approved and, for each pending one that was not, why."""
+    pending = list(cluster.migrations.filter(state="suggested").order_by("plan", "step").values_list("pk", flat=True))
     with transaction.atomic():
-        approved = plans.approve_all(cluster, request.user)
+        approved = plans.approve_all(cluster, user)
         _after_commit(approved, approved)
-    migrations = Migration.objects.filter(pk__in=approved).select_related("decided_by").order_by("plan", "step")
-    return JsonResponse({"approved": [live.migration_payload(m) for m in migrations]})
+    migrations = Migration.objects.filter(pk__in=pending).select_related("decided_by").order_by("plan", "step")
+    refused = {m.pk: decision_conflict(m, "approved") for m in migrations if m.pk not in approved}
+    return [m for m in migrations if m.pk in approved], refused
 
 
 @require_POST
@@ -222,41 +219,39 @@ def reject_migration(migration: Migration, user, reason: str) -> bool:
 @require_POST
 @api("dashboard.approve_migration")
 def mark_failed(request, pk):
-    """An operator settles a running migration by hand: its follower is lost and the adapter cannot
-    say, or the operator knows better. Audited with the operator as actor; a no-op unless running."""
     get_object_or_404(Migration, pk=pk)
-    reason = f"marked failed by {request.user.get_username()}; the adapter's task was not stopped"
+    migration, error = fail_migration(pk, request.user)
+    payload = live.migration_payload(migration)
+    return (
+        JsonResponse({"error": error, "migration": payload}, status=409)
+        if error
+        else JsonResponse({"migration": payload})
+    )
+
+
+def fail_migration(pk: int, user) -> tuple[Migration, str]:
+    """An operator settles a running migration by hand: its follower is lost and the adapter cannot
+    say, or the operator knows better. Audited with the operator as actor; a no-op unless running.
+    Returns the migration and "" or why nothing changed (the page and the REST API alike)."""
+    reason = f"marked failed by {user.get_username()}; the adapter's task was not stopped"
     with transaction.atomic():
-        marked = Migration.objects.transition(pk, "running", "failed", request.user, reason=reason)
+        marked = Migration.objects.transition(pk, "running", "failed", user, reason=reason)
         if marked:
             transaction.on_commit(lambda: live.push_migration(pk))
     migration = Migration.objects.select_related("decided_by").get(pk=pk)
-    payload = live.migration_payload(migration)
-    if marked:
-        return JsonResponse({"migration": payload})
-    error = f"migration {pk} is {migration.state}, not running"
-    return JsonResponse({"error": error, "migration": payload}, status=409)
+    return migration, "" if marked else f"migration {pk} is {migration.state}, not running"
 
 
-@require_POST
-@api("dashboard.approve_migration")
-def emergency_stop(request, pk=None):
-    """Emergency stop for one cluster (or all, without `pk`): `stop=1` stops, `stop=0` lifts it."""
-    wanted = request.POST.get("stop", "1")
-    if wanted not in ("0", "1"):
-        return JsonResponse({"errors": {"stop": [f"stop must be 1 (stop) or 0 (lift), not {wanted!r}"]}}, status=400)
-    clusters = [get_object_or_404(Cluster, pk=pk)] if pk is not None else list(Cluster.objects.filter(archived=False))
-    answer = {}
-    for cluster in clusters:
-        if wanted == "1":
-            stopped = emergency.stop(cluster, request.user)
-            for expired in stopped["expired"]:
-                live.push_migration(expired)
-            answer[cluster.name] = {"stopped": True, **stopped}
-        else:
-            emergency.lift(cluster, request.user)
-            answer[cluster.name] = {"stopped": False}
-    return JsonResponse({"clusters": answer})
+def toggle_stop(cluster: Cluster, user, stop: bool) -> dict:
+    """The emergency stop of one cluster set (automation paused, approved moves expire, running
+    ones aborted) or lifted, for the page and the REST API alike; what it did."""
+    if not stop:
+        emergency.lift(cluster, user)
+        return {"stopped": False}
+    stopped = emergency.stop(cluster, user)
+    for expired in stopped["expired"]:
+        live.push_migration(expired)
+    return {"stopped": True, **stopped}
 
 
 def _after_commit(approved: list[int], changed: list[int]) -> None:
