@@ -112,7 +112,7 @@ def test_the_first_hour(browser, server):
     summary = page.inner_text("#plan-summary")
     assert re.match(r"Plan \d+, computed \d\d:\d\d:\d\d UTC\S* at imbalance \d+\.\d %: \d+ of its \d+ moves", summary)
     assert all(" as computed " in li.inner_text() for li in page.query_selector_all("#recommendations li"))
-    check_page(page, "cluster", 1440)  # every card whole, Reject of the last one too
+    check_page(page, "plan", 1440)  # every card whole, Reject of the last one too
 
     # Approve the first, reject the last with a reason.
     approved = first.get_attribute("data-id")
