@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PORT ?= 8000
 
-.PHONY: run test soak check test-unit test-e2e web worker beat bench venv lock clean
+.PHONY: run test soak check test-unit test-e2e web worker beat bench bench-table settings-reference venv lock clean
 
 # One install at a time: `make web`, `make worker` and `make beat` started together (three
 # service units after an upgrade) each found the stamp stale and ran pip into the same .venv
@@ -46,11 +46,18 @@ test: $(STAMP)
 soak: $(STAMP)
 	$(PY) -m pytest -m soak -q
 
-# Lint and format (ruff), types (mypy: crs strictly, dashboard with django-stubs); .ci/run runs it before the tests.
+# Lint and format (ruff), types (mypy: crs strictly, dashboard with django-stubs), and the
+# operator's guide (docs/) built strictly into site/ (git ignores it): a broken link fails.
+# .ci/run runs it before the tests.
 check: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mkdocs build --strict --quiet
+
+# docs/settings.md from the settings model (tests/test_docs.py fails when it is out of date).
+settings-reference: $(STAMP)
+	$(PY) scripts/settings_reference.py
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -m "not e2e" -q
@@ -73,7 +80,11 @@ beat: $(STAMP)
 	scripts/supervise $(VENV)/bin/celery -A dashboard beat -l info --scheduler django_celery_beat.schedulers:DatabaseScheduler
 
 bench: $(STAMP)
-	$(PY) bench/engine_speed.py
+	$(PY) -m bench.engine_speed
+
+# The table at the top of bench/README.md, from the latest results in bench/results/.
+bench-table: $(STAMP)
+	$(PY) -m bench.table
 
 clean:
 	rm -rf $(VENV)

@@ -2,7 +2,7 @@
 the power suggestion) against one N+1 verdict (crs.n1.n1, what the rounds compute every minute)
 on the same cluster in the same run; and what one N+1-safe count costs the hourly round.
 
-    python bench/capacity_page.py [NODESxGUESTS ...]    (default: the demo, 100x2000, 300x6000)
+    python -m bench.capacity_page [NODESxGUESTS ...]    (default: the demo, 100x2000, 300x6000)
 """
 
 from __future__ import annotations
@@ -10,11 +10,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
 
 def best(fn, repeat: int = 3) -> float:
@@ -32,10 +27,9 @@ def main() -> None:
     import django
 
     django.setup()
-    from make_snapshot import synthetic
-
     import crs.n1
     import crs.snapshot
+    from bench.make_snapshot import synthetic
     from crs.capacity import Size, capacity
     from crs.fits import Limits
     from crs.sources import open_source

@@ -2,7 +2,7 @@
 and the batch N+1 path against the straightforward one (bisection, `crs.n1.survives` per step)
 on a smaller cluster in the same run, so the ratio holds on a loaded machine.
 
-    python bench/capacity_speed.py [NODES [SMALL_NODES]]    # default: 1000 50
+    python -m bench.capacity_speed [NODES [SMALL_NODES]]    # default: 1000 50
 
 Synthetic static clusters (bench/make_snapshot.py, 20 guests per node), written to a file and
 read by the command line as an admin would run it; both paths must give the same count.
@@ -17,16 +17,11 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 from unittest import mock
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from make_snapshot import synthetic  # noqa: E402
-
-import crs.n1_batch  # noqa: E402
-from crs.programs.cli import main as crs_main  # noqa: E402
+import crs.n1_batch
+from bench.make_snapshot import synthetic
+from crs.programs.cli import main as crs_main
 
 
 def command_line(nodes: int, *, straightforward: bool = False) -> tuple[int, float, float]:

@@ -9,7 +9,7 @@ takes, and how often each sequence churns (a guest moved twice, or back to a nod
 
 Needs `hbal` (Debian: apt-get install ganeti-htools); without it, says so and exits 0.
 
-Run: .venv/bin/python bench/hbal_compare.py [--steps 150] [--write bench/README.md]
+Run: .venv/bin/python -m bench.hbal_compare [--steps 150] [--write bench/README.md]
 """
 
 from __future__ import annotations
@@ -20,21 +20,16 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from make_snapshot import synthetic  # noqa: E402
-
-from crs import balancer  # noqa: E402
-from crs.imbalance import imbalance  # noqa: E402
-from crs.model import Snapshot  # noqa: E402
-from crs.snapshot import parse  # noqa: E402
-from crs.usage import node_loads  # noqa: E402
+from bench.make_snapshot import synthetic
+from crs import balancer
+from crs.imbalance import imbalance
+from crs.model import Snapshot
+from crs.snapshot import parse
+from crs.usage import node_loads
 
 MIB = 2**20
 GROUP_UUID = "uuid-default"

@@ -10,19 +10,14 @@ means), made in bulk by generate_series. Reported:
 * the API's migration list (GET /api/v1/migrations/, first page of 100 and of 1 000) with
   10 000 migrations stored, median of 7.
 
-    .venv/bin/python bench/history.py [--database-url postgres://postgres@127.0.0.1:5432/crs_bench_history]
+    .venv/bin/python -m bench.history [--database-url postgres://postgres@127.0.0.1:5432/crs_bench_history]
 """
 
 import argparse
 import os
 import statistics
-import sys
 import time
 from datetime import timedelta
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 NODES, GUESTS, ROUND_S = 12, 240, 10
 TABLES = ("dashboard_round", "dashboard_nodesample", "dashboard_guestsample")

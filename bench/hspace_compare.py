@@ -13,7 +13,7 @@ one per node whose memory room is an exact multiple of the guest's memory. The s
 predicts hspace's count from ours with that rule and checks it.
 
 Needs `hspace` (Debian: apt-get install ganeti-htools); without it, says so and exits 0.
-Run: .venv/bin/python bench/hspace_compare.py
+Run: .venv/bin/python -m bench.hspace_compare
 """
 
 from __future__ import annotations
@@ -24,17 +24,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from hbal_compare import DISK_MIB, MIB, to_hbal_text  # noqa: E402
-from make_snapshot import synthetic  # noqa: E402
-
-from crs.capacity import Size, capacity  # noqa: E402
-from crs.model import Snapshot  # noqa: E402
-from crs.snapshot import parse  # noqa: E402
+from bench.hbal_compare import DISK_MIB, MIB, to_hbal_text
+from bench.make_snapshot import synthetic
+from crs.capacity import Size, capacity
+from crs.model import Snapshot
+from crs.snapshot import parse
 
 SIZE = Size(4, 8 * 1024 * MIB)
 

@@ -18,7 +18,7 @@ capped at --timeout seconds. bench/make_snapshot.py's static clusters, 10 guests
 its first node is already over-committed, hence `--accept-existing-errors`.
 
 Needs `hspace` (Debian: apt-get install ganeti-htools); without it, says so and exits 0.
-Run: .venv/bin/python bench/hspace_n1_compare.py [--timeout S] [NODES ...]   (default 6 12)
+Run: .venv/bin/python -m bench.hspace_n1_compare [--timeout S] [NODES ...]   (default 6 12)
 """
 
 from __future__ import annotations
@@ -32,16 +32,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from hbal_compare import MIB, to_hbal_text  # noqa: E402
-from hspace_compare import SIZE  # noqa: E402
-from make_snapshot import synthetic  # noqa: E402
-
-from crs.capacity import capacity  # noqa: E402
-from crs.n1 import n1  # noqa: E402
-from crs.snapshot import parse  # noqa: E402
+from bench.hbal_compare import MIB, to_hbal_text
+from bench.hspace_compare import SIZE
+from bench.make_snapshot import synthetic
+from crs.capacity import capacity
+from crs.n1 import n1
+from crs.snapshot import parse
 
 NEW = re.compile(r"^new-(\d+)\|(\d+)\|\d+\|(\d+)\|\w+\|\w\|([^|]+)\|", re.MULTILINE)
 HISTOGRAM = ("MEM", "CPU", "N1", "DISK")

@@ -6,7 +6,7 @@ embedded mode: runembedded), connects N logged-in WebSocket clients and times ev
 push from `live.push` (the payload's `sent_at`, just after the round commits) to its arrival
 at each client. Same host, so one clock.
 
-    .venv/bin/python bench/latency.py [--mode redis|embedded] [--rounds 30]
+    .venv/bin/python -m bench.latency [--mode redis|embedded] [--rounds 30]
         [--database-url postgres://postgres@127.0.0.1:5432/crs_bench] [--redis-url redis://127.0.0.1:6379/0]
 
 The Redis database given is flushed; the PostgreSQL database is dropped and recreated. Server
@@ -23,11 +23,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from stack import distributed_stack, free_port, fresh_database, start, stop, wait_for_port  # noqa: E402
-from wsclient import Client, login  # noqa: E402
+from harness.stack import distributed_stack, free_port, fresh_database, start, stop, wait_for_port
+from harness.wsclient import Client, login
 
 PASSWORD = "bench-password"
 LOGS = Path(tempfile.gettempdir()) / "crs-bench"

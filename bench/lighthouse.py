@@ -1,7 +1,7 @@
 """Lighthouse (desktop profile) on the live page as `make run` serves it, after a minute of rounds.
 
     npm install --prefix /tmp/lh lighthouse          # once, outside the repository
-    CHROME_PATH=/usr/bin/chromium .venv/bin/python bench/lighthouse.py --lighthouse /tmp/lh/node_modules/.bin/lighthouse
+    CHROME_PATH=/usr/bin/chromium .venv/bin/python -m bench.lighthouse --lighthouse /tmp/lh/node_modules/.bin/lighthouse
 
 Starts `manage.py runembedded` on a fresh SQLite file and a free port (plain http, so
 gzip/Brotli as a browser gets them) and Chromium with a DevTools port, logs that browser

@@ -1,19 +1,16 @@
 """The N+1 verdict's cost at the demo size: why rounds compute it once a minute (dashboard/ha.py
 N1_EVERY), not every round.
 
-Run: .venv/bin/python bench/n1_cost.py
+Run: .venv/bin/python -m bench.n1_cost
 """
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import crs.sources  # noqa: E402
-from crs.n1 import n1  # noqa: E402
+import crs.sources
+from bench.results import record
+from crs.n1 import n1
 
 
 def main() -> None:
@@ -27,6 +24,11 @@ def main() -> None:
     size = f"{len(snapshot.nodes)} nodes, {len(snapshot.guests)} guests"
     print(f"{size}: best of 3 {best_wall:.2f} s wall, {best_cpu:.2f} s CPU")
     print(report.verdict)
+    record(
+        "n1-verdict-demo",
+        f"one N+1 verdict, the demo cluster ({size})",
+        f"{best_wall:.2f} s wall, {best_cpu:.2f} s CPU",
+    )
 
 
 if __name__ == "__main__":

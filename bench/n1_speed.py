@@ -1,6 +1,6 @@
 """N+1 and capacity --n1 at growing cluster sizes (synthetic static clusters, 20 guests per node).
 
-    python bench/n1_speed.py [NODES ...]    # default: 50 200 1000
+    python -m bench.n1_speed [NODES ...]    # default: 50 200 1000
 
 Prints seconds for the full report (`crs.n1.n1`), the verdict alone (`crs.n1.survives`,
 what capacity's bisection asks) and `capacity(..., n1_safe=True)` for one 4c,8g size.
@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from make_snapshot import synthetic  # noqa: E402
-
-from crs.capacity import capacity, parse_size  # noqa: E402
-from crs.n1 import n1, survives  # noqa: E402
-from crs.snapshot import parse  # noqa: E402
+from bench.make_snapshot import synthetic
+from crs.capacity import capacity, parse_size
+from crs.n1 import n1, survives
+from crs.snapshot import parse
 
 
 def timed(call, *args, **kwargs):

@@ -1,6 +1,6 @@
 """Plan quality: moves needed to reach an imbalance, the planner against greedy.
 
-    python bench/plan_quality.py [--nodes 40] [--guests 400] [--steps 150] [--seeds 7,1,2,3]
+    python -m bench.plan_quality [--nodes 40] [--guests 400] [--steps 150] [--seeds 7,1,2,3]
 
 On `make_snapshot.py`'s static clusters (threshold and margin 0, so every step counts):
 - greedy today: `crs plan --steps`' `moves`, single-move rounds each applied before the
@@ -16,18 +16,12 @@ machine is shared, so wall time would measure the neighbours).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from make_snapshot import synthetic  # noqa: E402
-
-from crs import balancer, planner, snapshot  # noqa: E402
-from crs.decision import RoundState  # noqa: E402
+from bench.make_snapshot import synthetic
+from crs import balancer, planner, snapshot
+from crs.decision import RoundState
 
 LEVELS = (0.0434, 0.0395, 0.02, 0.01, 0.005)
 

@@ -8,13 +8,12 @@ Reported: recommendations made, how many of those made at least 3 minutes before
 disappeared within 3 minutes of being made (issue 11's target: at most 10 %), the reasons,
 and the median time pending.
 
-    .venv/bin/python bench/recommendation_churn.py [--minutes 7] [--poll 2]
+    .venv/bin/python -m bench.recommendation_churn [--minutes 7] [--poll 2]
 """
 
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 import urllib.request
@@ -22,11 +21,8 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from stack import free_port, start, stop, wait_for_port  # noqa: E402
-from wsclient import login  # noqa: E402
+from harness.stack import free_port, start, stop, wait_for_port
+from harness.wsclient import login
 
 PASSWORD = "bench-password"
 WINDOW_S = 180  # "disappears within 3 minutes of being made"

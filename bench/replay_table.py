@@ -5,7 +5,7 @@ Each cell is `python -m crs replay --trace T --nodes N --seed S --json` plus the
 flags; a row aggregates the five seeds. The policies' flags depend on what the engine
 offers: `--preset` exists once crs.model.Settings has a `preset` field (the planner).
 
-Run: .venv/bin/python bench/replay_table.py [--seeds 5] [--hours 24] [--write bench/README.md]
+Run: .venv/bin/python -m bench.replay_table [--seeds 5] [--hours 24] [--write bench/README.md]
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from crs.programs import cli  # noqa: E402
+from crs.programs import cli
 
 TRACES = ("bitbrains", "planetlab", "google")
 NODES = (12, 24)

@@ -19,7 +19,7 @@ does), and the refresh it queued (`tasks.n1_refresh`, beside the round on a work
 and timed on its own after it; the stored verdict's size (PostgreSQL's jsonb, compressed) is
 printed. --mode static is the guests' mode where crs.n1_batch decides the losses side by side.
 
-    .venv/bin/python bench/round_pipeline.py [--database-url postgres://…/crs_bench_pipeline]
+    .venv/bin/python -m bench.round_pipeline [--database-url postgres://…/crs_bench_pipeline]
         [--redis-url redis://127.0.0.1:6379/1] [--runs 5] [--sizes 12 100 1000] [--profile]
         [--n1] [--mode dynamic|static]
 
@@ -35,19 +35,14 @@ import os
 import pstats
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import orjson
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from history import fresh  # noqa: E402
-from make_snapshot import synthetic  # noqa: E402
+from bench.history import fresh
+from bench.make_snapshot import synthetic
 
 GUESTS_PER_NODE = 20
 

@@ -6,7 +6,7 @@ The machine is often shared, so wall times swing; CPU time (user + system) is th
 figure, and the ratio of two trees measured side by side is what to read.
 
 Run: git archive main crs | (mkdir -p /tmp/before && tar -x -C /tmp/before)
-     .venv/bin/python bench/speed_against.py /tmp/before [--runs 5] [--methods bruteforce topsis]
+     .venv/bin/python -m bench.speed_against /tmp/before [--runs 5] [--methods bruteforce topsis]
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench.make_snapshot import synthetic
 
-from make_snapshot import synthetic  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 # One round in the tree on PYTHONPATH (run in a child, so each tree imports its own crs):
 # the product's defaults, dynamic mode, hold served and no margin, so the plan always runs.

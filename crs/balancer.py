@@ -15,12 +15,12 @@ from . import gating, pressure
 from .bundles import movable_bundles
 from .decision import Decision, Explanation, Move, RoundResult, RoundState, Step, total_gain
 from .fits import committed, guest_cores, room
-from .imbalance import imbalance
+from .imbalance import NOISE, cluster_imbalance, relative_gain
 from .model import Guards, Settings, Snapshot
-from .planner import NOISE, limits_of, plan_moves, target_refusal
 from .planner import apply_move as _apply
+from .planner import limits_of, plan_moves, target_refusal
 from .rules import compile_rules
-from .usage import NodeStats, carried_by, node_loads, node_stats, usable_nodes
+from .usage import NodeStats, carried_by, node_stats, usable_nodes
 
 
 def run_round(
@@ -37,7 +37,7 @@ def run_round(
     settings = snapshot.settings
     stats = node_stats(snapshot, settings.mode)
     loads = {s.name: s.load for s in stats}
-    current = imbalance(list(loads.values()), settings.imbalance_scale)
+    current = cluster_imbalance(snapshot, stats)
     short = None  # why no pressure move can help this round (the cluster as a whole lacks the CPU)
     if settings.objective != "even":
         wait, state = gating.gate(snapshot, state)  # every round: a state change restarts the quiet minute
@@ -65,10 +65,8 @@ def run_round(
 def evenness_target(settings: Settings) -> float:
     """Where a round's evenness plan stops: the target, or for objective `both` halfway from
     the target to the threshold. There pressure moves relieve the stalls, and an evenness
-    plan's last steps gain least (on the Bitbrains 6-node day 0.2081 → 0.2078 → 0.2077) but
-    cost full migrations: stopping halfway made 16 migrations a day instead of 24, with
-    nearly the same cut in stalls (bench/README.md, "Objective both: evenness plans stop
-    halfway"). A threshold under the target leaves the target."""
+    plan's last steps gain least but cost full migrations (bench/README.md). A threshold
+    under the target leaves the target."""
     if settings.objective != "both":
         return settings.target
     return max(settings.target, (settings.target + settings.threshold) / 2)
@@ -103,8 +101,8 @@ def _relief(
             break
         g = found.guest
         after_snapshot = _apply(now, (g.sid,), g.node, found.target)
-        after = imbalance(list(node_loads(after_snapshot, settings.mode).values()), settings.imbalance_scale)
-        gain = (before - after) / before if before else 0.0
+        after = cluster_imbalance(after_snapshot)
+        gain = relative_gain(before, after)
         pressure_before = max(g.cpu_pressure, g.memory_pressure)
         move = Move(g.sid, (g.sid,), g.node, found.target, after, gain, "pressure", pressure_before, found.relief)
         steps.append(Step(move, before, after, gain, (), len(steps) - 1 if steps else None))
@@ -241,10 +239,8 @@ def _result(
 def _held_back(snapshot: Snapshot, stats: list[NodeStats]) -> str:
     """Why the busiest node keeps its guests when the capacity rule (`crs.fits`) is what
     stops every move off it: no other usable node has room for even its smallest guest.
-    Without it the round said only "nothing to gain" while one node's guests stalled at
-    139 % of its CPU (Bitbrains, 6 nodes: after the crowded start every other node carried
-    more configured cores than 4 per thread), and the admin's answer, a higher CPU
-    overcommit or more nodes, was nowhere."""
+    "Nothing to gain" alone would hide the admin's answer, a higher CPU overcommit or more
+    nodes."""
     limits = limits_of(snapshot.settings)
     busiest = max(stats, key=lambda s: (s.load, s.name)).name
     leaving = [g for g in snapshot.guests if g.node == busiest and g.state == "started"]

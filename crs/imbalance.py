@@ -14,7 +14,24 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .model import Snapshot
+from .usage import NodeStats, node_stats
+
 TRUNCATION = 1e15  # Proxmox compares imbalances on 15 significant decimals (f64::DIGITS)
+# A move or plan must lower the imbalance by more than this fraction of it to gain anything.
+# Imbalances carry ~1e-15 of rounding (and are compared on 15 decimals), so less is noise
+# that could reverse on recomputation; the smallest real move (one small guest among
+# thousands) gains orders of magnitude more.
+NOISE = 1e-9
+
+
+def cluster_imbalance(snapshot: Snapshot, stats: Sequence[NodeStats] | None = None) -> float:
+    """The imbalance of `snapshot` under its mode and scale, the figure rounds, plans and
+    reports show. `stats`: node figures the caller already holds for it (a round's sums, a
+    plan step's figures after the move), instead of summing the snapshot again."""
+    settings = snapshot.settings
+    figures = node_stats(snapshot, settings.mode) if stats is None else stats
+    return imbalance([s.load for s in figures], settings.imbalance_scale)
 
 
 def imbalance(loads: Sequence[float], scale: str = "normalized") -> float:

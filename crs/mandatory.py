@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from .decision import Move, Step
-from .imbalance import imbalance, relative_gain
+from .imbalance import cluster_imbalance, relative_gain
 from .model import Guest, Snapshot
 from .placement import select_node
 from .rules import CompiledRules, compile_rules, node_affinity, resource_affinity
@@ -37,9 +37,8 @@ def in_turn(
     the snapshot where the earlier ones are migrating to their targets, as Proxmox's walk
     counts them. The figures (each step's imbalance, the snapshot returned) are of the
     settled cluster, every decided guest on its target."""
-    scale, mode = snapshot.settings.imbalance_scale, snapshot.settings.mode
     walking = settled = snapshot
-    before = imbalance(list(node_loads(settled, mode).values()), scale)
+    before = cluster_imbalance(settled)
     steps: list[Step] = []
     reasons: list[str] = []
     for sid in sorted(sids):
@@ -51,7 +50,7 @@ def in_turn(
         motion = "migrate" if sid.startswith("vm:") else "relocate"  # a container is relocated (restarted)
         walking = _with(walking, replace(guest, state=motion, target=target))
         settled = _with(settled, replace(guest, node=target))
-        after = imbalance(list(node_loads(settled, mode).values()), scale)
+        after = cluster_imbalance(settled)
         move = Move(sid, (sid,), guest.node, target, after, relative_gain(before, after))
         steps.append(Step(move, before, after, move.relative_gain, (), len(steps) - 1 if steps else None))
         reasons.append(why)

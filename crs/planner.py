@@ -19,17 +19,12 @@ import numpy as np
 from .bundles import Bundle, movable_bundles
 from .decision import Move, Step
 from .fits import Limits, committed, refusal, room
-from .imbalance import imbalance, relative_gain, truncated
+from .imbalance import NOISE, cluster_imbalance, relative_gain, truncated
 from .model import Guards, Settings, Snapshot
 from .moves import CHUNK_CELLS, Cluster, Scored, best_bruteforce, best_topsis, lowest_squared, scored, top_moves
 from .rules import compile_rules
 from .usage import NodeStats, carried_by, demand, node_stats, usable_nodes
 
-# A step must lower the imbalance by more than this fraction of it. Imbalances carry
-# ~1e-15 of rounding (and are compared on 15 decimals), so anything below 1e-9 is noise
-# that could reverse on recomputation; the smallest real move (one small guest among
-# thousands) gains orders of magnitude more.
-NOISE = 1e-9
 ALTERNATIVES = 3  # next-best targets kept per step, for claims that find their target full
 LOOKAHEAD = 3  # first moves (the best by themselves) whose best follow-up is weighed, per step
 LOOKAHEAD_CELLS = CHUNK_CELLS  # beyond this many bundle × node cells the look-ahead's 4× scoring is not paid
@@ -71,7 +66,7 @@ def plan_moves(
     rules = compile_rules(snapshot)
     bundles = movable_bundles(snapshot, rules, mode, guards)
     capacity = _Capacity(snapshot, bundles, limits_of(settings))
-    before = imbalance([s.load for s in stats], scale)
+    before = cluster_imbalance(snapshot, stats)
     moved: set[str] = set()
     steps: list[Step] = []
     candidates = 0
@@ -86,8 +81,11 @@ def plan_moves(
             break
         moving = chosen.bundle
         following = apply_move(current, moving.guests, moving.node, chosen.target)
-        stats_after = _restat(stats, following, mode, (moving.node, chosen.target))
-        after = truncated(imbalance([s.load for s in stats_after], scale))
+        if settings.preset == "proxmox":
+            stats_after = _as_if_moved(stats, moving, chosen.target)
+        else:
+            stats_after = _restat(stats, following, mode, (moving.node, chosen.target))
+        after = truncated(cluster_imbalance(following, stats_after))
         gain = relative_gain(before, after)
         if steps and gain <= NOISE:
             break
@@ -132,9 +130,25 @@ def _pick(cluster: Cluster, method: str, budget: int) -> Scored | None:
     return greedy if best is None else scored(cluster, *best)
 
 
+def _as_if_moved(stats: list[NodeStats], bundle: Bundle, target: str) -> list[NodeStats]:
+    """Proxmox's figures after a move (`proxmox` preset): the bundle's summed demand taken off
+    its source (clamped at zero) and added to the target, nothing recounted. A `cores` 0 guest
+    thus moves 0 CPU, though where it sits it counts as all of the node's CPUs; the scoring
+    (`crs.moves`) does the same sums, so the step's figure is the one Proxmox logs."""
+    out = []
+    for s in stats:
+        if s.name == bundle.node:
+            s = replace(s, cpu=max(0.0, s.cpu - bundle.cpu), mem=max(0.0, s.mem - bundle.mem))
+        elif s.name == target:
+            s = replace(s, cpu=s.cpu + bundle.cpu, mem=s.mem + bundle.mem)
+        out.append(s)
+    return out
+
+
 def _restat(stats: list[NodeStats], snapshot: Snapshot, mode: str, changed: tuple[str, str]) -> list[NodeStats]:
-    """`node_stats` after a move: only its two nodes change, recomputed from their guests in
-    the same order as a full recomputation, so the figures are the same bits."""
+    """`node_stats` after a move (`product` preset), as a fresh round will see the cluster: a
+    `cores` 0 guest counts as all of its new node's CPUs. Only the move's two nodes change,
+    recomputed from their guests in the same order as a full recomputation (the same bits)."""
     part = replace(
         snapshot,
         nodes=tuple(n for n in snapshot.nodes if n.name in changed),

@@ -1,7 +1,7 @@
 """Which plan goes first when kinds of move compete for the same slots and guests.
 
 Evacuation (maintenance) > rule-violation fix > pressure relief > balancing >
-consolidation (DESIGN.md "Which plan goes first"): a node that must be emptied and a
+consolidation (docs/design.md "Which plan goes first"): a node that must be emptied and a
 guest where a rule forbids it are obligations; the rest are improvements. Consolidation is
 the emptying of a node an admin powers down: placed as an evacuation, ranked last. A higher kind
 may expire the pending moves of a lower one; a running migration is never cut short.

@@ -8,7 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from stack import ARTIFACTS, SINGLE_WORKER, drop_database, free_port, fresh_database, start, stop, wait_for_port
+
+from harness.stack import ARTIFACTS, SINGLE_WORKER, drop_database, free_port, fresh_database, start, stop, wait_for_port
 
 REQUIRE_SERVICES = os.environ.get("CRS_TEST_REQUIRE_SERVICES", "") in ("1", "true")
 # Migrations of the test cluster take the simulator's minimum of one second.
@@ -239,13 +240,15 @@ def race(action, timeout: float) -> None:
 
 @pytest.fixture
 def pve(tmp_path):
-    """The fake PVE over HTTPS (tests/fakepve.py) serving its recorded cluster; stopped after."""
+    """The fake PVE over HTTPS (tests/fakepve.py) serving its recorded cluster; stopped after.
+    The test fails if a request or an answer was outside Proxmox VE's API schema."""
     from fakepve import FakePve
 
     fake = FakePve(tmp_path)
     fake.port = fake.start()
     yield fake
     fake.stop()
+    assert not fake.strays, "outside Proxmox VE's API schema:\n" + "\n".join(dict.fromkeys(fake.strays))
 
 
 class RedisServer:

@@ -22,9 +22,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import pve_schema
+
 RESPONSES = Path(__file__).resolve().parent / "fixtures" / "pve-api" / "responses"
 TOKEN = "root@pam!crs=0b8f2f5e-6a4c-4c4e-9a57-3b1d2c9d7e11"
 GIB = 2**30
+# What PVE checks before answering (the schema's `permissions`): 403 without it. /cluster/resources
+# refuses nothing but leaves out the entries the token may not see.
+NEEDS = {
+    ("GET", path): ("/", "Sys.Audit")
+    for path in (
+        "cluster/options",
+        "cluster/ha/resources",
+        "cluster/ha/rules",
+        "cluster/ha/status/current",
+        "cluster/ha/status/manager_status",
+    )
+}
+VISIBLE = {"node": ("/nodes", "Sys.Audit"), "qemu": ("/vms", "VM.Audit"), "lxc": ("/vms", "VM.Audit")}
 
 
 def recorded(name: str):
@@ -90,8 +105,18 @@ class FakePve:
         # datacenter.cfg as GET /cluster/options returns it; `crs` absent = Proxmox's defaults
         # (basic mode, no auto-rebalance). None = a PVE answering 501 (tests of old versions).
         self.options: dict | None = {"keyboard": "en-us"}
+        self.version = {"version": "9.0.3", "release": "9.0", "repoid": "025864202ebb6109"}
+        # The token's effective privileges as GET /access/permissions answers (path → privilege →
+        # propagate); a test takes some away to play a token that lacks them.
+        self.permissions: dict[str, dict[str, int]] = {
+            path: {p: 1 for p in ("Sys.Audit", "Sys.Modify", "Sys.PowerMgmt", "VM.Audit", "VM.Migrate")}
+            for path in ("/", "/nodes", "/vms")
+        }
         self.tasks: dict[str, dict] = {}
         self.requests: list[tuple[str, str, dict]] = []
+        # What the real API would not have: a request outside Proxmox VE's schema or an answer
+        # its `returns` refuses (tests/pve_schema.py). The `pve` fixture fails a test that leaves any.
+        self.strays: list[str] = []
         self.steps_per_migration = 3  # status polls a migration stays running
         self.fail_next: str | None = None  # exit status of the next migration, e.g. "migration aborted"
         self.ha_lists_before_start = 1  # task list queries before the HA manager starts the qmigrate
@@ -100,6 +125,7 @@ class FakePve:
         self._clock = 0x6A000000
         self._cert, self._key = _self_signed(cert_dir)
         self.ca_file = str(self._cert)
+        self.fingerprint = _fingerprint(self._cert)
         self._server: ThreadingHTTPServer | None = None
 
     def power_off(self, node: str) -> None:
@@ -123,9 +149,20 @@ class FakePve:
 
     def handle(self, method: str, path: str, params: dict) -> tuple[int, object]:
         self.requests.append((method, path, params))
+        if (method, path) in NEEDS and not self.allowed(*NEEDS[method, path]):
+            where, privilege = NEEDS[method, path]
+            return 403, f"Permission check failed ({where}, {privilege})"
         if method == "GET" and path == "cluster/resources":
             wanted = {"vm": ("qemu", "lxc"), "node": ("node",)}.get(params.get("type"))
-            return 200, [e for e in self.resources if not wanted or e.get("type") in wanted]
+            return 200, [
+                e
+                for e in self.resources
+                if (not wanted or e.get("type") in wanted) and self.allowed(*VISIBLE.get(e.get("type"), ("/", "")))
+            ]
+        if method == "GET" and path == "version":
+            return 200, self.version
+        if method == "GET" and path == "access/permissions":
+            return 200, self.permissions
         if method == "GET" and path == "cluster/ha/resources":
             return 200, self.ha_resources
         if method == "GET" and path == "cluster/ha/status/manager_status":
@@ -178,6 +215,11 @@ class FakePve:
         if m := re.fullmatch(r"nodes/([^/]+)/tasks", path):
             return 200, self._task_list(m[1], params)
         return 501, f"Method '{method} /{path}' not implemented"
+
+    def allowed(self, path: str, privilege: str) -> bool:
+        """Whether the token holds `privilege` on `path` (/, /nodes or /vms: PVE lists each of
+        them with its effective privileges, or leaves it out when it has none)."""
+        return not privilege or privilege in self.permissions.get(path, {})
 
     def _power(self, node: str, command: str) -> tuple[int, object]:
         """`POST /nodes/{node}/status`: `shutdown` takes the node offline (its resource entry
@@ -374,7 +416,11 @@ class FakePve:
                 if self.headers.get("Authorization") != f"PVEAPIToken={TOKEN}":
                     status, data = 401, "authentication failure"
                 else:
-                    status, data = fake.handle(method, path, {k: v[-1] for k, v in query.items()})
+                    params = {k: v[-1] for k, v in query.items()}
+                    status, data = fake.handle(method, path, params)
+                    fake.strays += pve_schema.request_errors(method, path, params)
+                    if status == 200:
+                        fake.strays += pve_schema.answer_errors(method, path, data)
                 body = json.dumps(
                     {"data": data if status == 200 else None} | ({} if status == 200 else {"message": data})
                 ).encode()
@@ -399,6 +445,15 @@ class FakePve:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def _fingerprint(cert_file: Path) -> str:
+    """The certificate's SHA-256, AB:CD:… as `pvenode cert info` shows it (worked out here with
+    `cryptography`, not with the code under test)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+
+    return x509.load_pem_x509_certificate(cert_file.read_bytes()).fingerprint(hashes.SHA256()).hex(":").upper()
 
 
 def _self_signed(directory: Path) -> tuple[Path, Path]:

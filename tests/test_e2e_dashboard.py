@@ -14,7 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from stack import ARTIFACTS, ROOT, free_port, keep_static_seed, own_static, start, stop, wait_for_port
+
+from harness.stack import ARTIFACTS, ROOT, free_port, keep_static_seed, own_static, start, stop, wait_for_port
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = "/usr/bin/chromium"

@@ -8,8 +8,9 @@ test process touches none.
 
 import pytest
 from conftest import own_database
-from stack import ARTIFACTS, distributed_stack
 from test_e2e_dashboard import CHART_POINTS, PASSWORD, browser, chart_points, page, wait_until  # noqa: F401 (fixtures)
+
+from harness.stack import ARTIFACTS, distributed_stack
 
 pytestmark = pytest.mark.e2e
 OUTAGE_WAIT_MS = 90_000  # reconnects back off; beat and the worker reconnect to Redis on their own pace

@@ -73,6 +73,23 @@ def test_plan_table_is_readable(snapshot_file):
     assert "vm:101: node1 -> node2, imbalance after 0.6614 (gain 33.9%)" in out
 
 
+def test_plan_objective_overrides_the_files(tmp_path):
+    """The snapshot has no pressure figures: objective pressure can only say so."""
+    path = tmp_path / "pressure.json"
+    path.write_text(json.dumps(SNAPSHOT | {"settings": {"mode": "dynamic", "objective": "pressure"}}))
+    as_filed = json.loads(crs("plan", path, "--json").stdout)
+    even = json.loads(crs("plan", path, "--json", "--objective", "even").stdout)
+    assert (as_filed["decision"], even["decision"]) == ("no-pressure-data", "migrate")
+    assert even["move"]["target"] == "node2"
+    table = crs("plan", path, "--objective", "both").stdout
+    assert "objective both" in table and "decision: migrate" in table
+
+
+def test_plan_objective_must_be_one_of_three(snapshot_file):
+    out = crs("plan", snapshot_file, "--objective", "fast")
+    assert out.returncode == 2 and "invalid choice: 'fast'" in out.stderr
+
+
 def test_score_ranks_nodes_for_a_guest(snapshot_file):
     out = json.loads(crs("score", snapshot_file, "vm:101", "--json").stdout)
     assert out["selected"] == "node2" and [r["node"] for r in out["ranking"]] == ["node2", "node3", "node1"]

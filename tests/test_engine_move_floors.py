@@ -2,15 +2,13 @@
 move found: the floor must never exceed a real move's score, and the pick must stay the
 one a scan of every candidate makes."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from bench.make_snapshot import synthetic
 from crs import moves
 from crs.bundles import movable_bundles
 from crs.imbalance import MoveEvaluator, truncated
@@ -18,9 +16,6 @@ from crs.moves import Cluster, best_bruteforce, exact_imbalances, move_floors, s
 from crs.rules import compile_rules
 from crs.snapshot import parse
 from crs.usage import node_stats
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from make_snapshot import synthetic  # noqa: E402
 
 
 def cluster_of(doc: dict) -> Cluster:

@@ -187,12 +187,7 @@ def test_one_loss_at_many_counts_in_one_matrix(seed):
 def test_a_larger_cluster_past_the_exact_folds_budget(monkeypatch):
     """60 nodes: the per-loss sums of squares go through BLAS's vector kernel, as in crs.placement's
     O(1) criteria; every loss's verdict, with capacity's extra guests, is still crs.n1's."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-    from make_snapshot import synthetic
-
+    from bench.make_snapshot import synthetic
     from crs.capacity import _allocation_order, _probe, capacity, parse_size
     from crs.snapshot import parse
 

@@ -13,11 +13,11 @@ from crs import fits
 from crs.balancer import apply_move, plan, run_round, stale_reason
 from crs.decision import RoundState, total_gain
 from crs.errors import SnapshotError
-from crs.imbalance import imbalance, truncated
+from crs.imbalance import NOISE, imbalance, truncated
 from crs.model import PROXMOX, Guards
-from crs.planner import NOISE, limits_of
+from crs.planner import limits_of
 from crs.snapshot import parse, to_dict
-from crs.usage import counted_nodes, node_loads, usable_nodes
+from crs.usage import counted_nodes, node_loads, node_stats, usable_nodes
 
 ACT_NOW = {"threshold": 0.0, "hold_duration": 0}
 
@@ -199,6 +199,7 @@ def test_plans_never_churn_report_true_figures_and_obey_rules_guards_and_fits(
     assert len(result.plan) <= budget
     limits = limits_of(snap.settings)
     current, moved = snap, set()
+    as_if = {s.name: (s.cpu, s.mem) for s in node_stats(snap, mode)}  # Proxmox's node sums, moved by subtraction
     for k, step in enumerate(result.plan):
         move = step.move
         assert step.after == (k - 1 if k else None)
@@ -213,10 +214,10 @@ def test_plans_never_churn_report_true_figures_and_obey_rules_guards_and_fits(
             for sid in move.guests:
                 commitment = commitment.plus(current.guest(sid), target)
             assert fits.refusal(target, commitment, limits) is None
-        before = imbalance(list(node_loads(current, mode).values()), snap.settings.imbalance_scale)
+        before = _figure(current, as_if if preset == "proxmox" else None)
         assert step.imbalance_before == (before if k == 0 else truncated(before))
-        current = apply_move(current, move)
-        direct = imbalance(list(node_loads(current, mode).values()), snap.settings.imbalance_scale)
+        current = _carry(as_if, current, move)
+        direct = _figure(current, as_if if preset == "proxmox" else None)
         assert step.imbalance_after == move.imbalance_after == truncated(direct)
         assert step.gain == move.relative_gain == pytest.approx((step.imbalance_before - direct) / before, abs=1e-12)
         if k:
@@ -236,3 +237,28 @@ def test_plan_steps_previews_the_planner_beside_the_greedy_sequence():
     assert len(result.plan) == 12 and result.moves  # the greedy `moves` keep their meaning
     assert len({s.move.leader for s in result.plan}) == 12
     assert all(s.alternatives for s in result.plan)
+
+
+def _figure(snap, as_if=None):
+    """The imbalance: `proxmox` of the sums Proxmox carries from move to move, `product` counted
+    again from the moved snapshot, as the next round sees it."""
+    if as_if is None:
+        return imbalance(list(node_loads(snap, snap.settings.mode).values()), snap.settings.imbalance_scale)
+    loads = [
+        (cpu / snap.node(name).cpus + mem / snap.node(name).memory_bytes) / 2.0 for name, (cpu, mem) in as_if.items()
+    ]
+    return imbalance(loads, snap.settings.imbalance_scale)
+
+
+def _carry(as_if, snap, move):
+    """`snap` after `move`, and Proxmox's sums moved with it: the guests' summed configured
+    (static) or measured (dynamic) size off the source, at least 0, and onto the target."""
+    cpu = mem = 0.0
+    for sid in move.guests:
+        g = snap.guest(sid)
+        cpu += g.cores if snap.settings.mode == "static" else g.cpu_usage
+        mem += g.memory_bytes if snap.settings.mode == "static" else g.mem_usage_bytes
+    source, target = as_if[move.source], as_if[move.target]
+    as_if[move.source] = (max(0.0, source[0] - cpu), max(0.0, source[1] - mem))
+    as_if[move.target] = (target[0] + cpu, target[1] + mem)
+    return apply_move(snap, move)

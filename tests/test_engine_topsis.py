@@ -134,12 +134,7 @@ def test_start_node_ranking_matches_proxmox(case, heterogeneous):
 
 
 def test_topsis_at_scale_picks_the_same_move_as_the_exact_fold(monkeypatch):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-    from make_snapshot import synthetic
-
+    from bench.make_snapshot import synthetic
     from crs import moves
     from crs.balancer import plan
     from crs.snapshot import parse
@@ -180,12 +175,7 @@ def test_skipping_bundles_that_cannot_win_picks_what_the_full_scan_picks(monkeyp
     """Large TOPSIS rounds score only the bundles whose closeness ceiling reaches the best
     found; with no ceiling (every bundle scored) the pick is the same move, first of equals
     included (the synthetic guests come in four sizes, so equal candidates abound)."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-    from make_snapshot import synthetic
-
+    from bench.make_snapshot import synthetic
     from crs import moves
     from crs.balancer import plan
     from crs.snapshot import parse

@@ -8,6 +8,7 @@ Read from the source with `ast`, so an import added inside a function is caught 
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,47 @@ def test_the_check_sees_a_wrong_import():
     assert "dashboard.live.sender" in imported(paths["tasks.py"])
     assert "dashboard.models.Cluster" in imported(ROOT / "dashboard/pages/views.py")
     assert len([p for p in modules("dashboard") if domain(p)]) > 20
+
+
+def from_the_tests(source: str) -> set[str]:
+    """Modules of tests/ that `source` imports: `tests.x`, or `x` found through a sys.path edit."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+    top = {m.split(".")[0] for m in found}
+    return {m for m in top if m == "tests" or (ROOT / "tests" / f"{m}.py").exists()}
+
+
+def edits_sys_path(source: str) -> bool:
+    return any(
+        isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", "") == "sys"
+        for node in ast.walk(ast.parse(source))
+    )
+
+
+@pytest.mark.parametrize("path", modules("bench"), ids=module_name)
+def test_the_benchmarks_import_nothing_from_the_tests_and_run_as_modules(path):
+    source = path.read_text()
+    assert not from_the_tests(source), f"{module_name(path)} imports {from_the_tests(source)} from tests/: use harness/"
+    assert not edits_sys_path(source), f"{module_name(path)} edits sys.path: run it as `python -m {module_name(path)}`"
+
+
+def test_the_benchmark_checks_see_the_old_way():
+    old = "import sys\nsys.path.insert(0, str(ROOT / 'tests'))\nfrom fakepve import x\nimport tests.conftest\n"
+    assert from_the_tests(old) == {"fakepve", "tests"}
+    assert edits_sys_path(old)
+
+
+def test_the_readme_is_short_and_points_only_inside_the_repository():
+    """A newcomer's page: at most 150 lines, the rest in docs/. Every file or folder it names exists
+    here (it once sent readers to a design file kept beside the project)."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 150
+    # files it names: a path with a folder (docs/install.md), or any Markdown file (DESIGN.md)
+    named = re.findall(r"(?<![\w/.-])(?:[\w.-]+/)+[\w.-]+\.[a-z]+\b|[\w.-]+\.md\b", readme)
+    assert "docs/install.md" in named
+    missing = [name for name in named if not (ROOT / name).exists()]
+    assert not missing, f"README.md names {missing}, which are not in the repository"

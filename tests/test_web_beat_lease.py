@@ -6,7 +6,8 @@ import time
 import psycopg
 import pytest
 from conftest import own_database
-from stack import ARTIFACTS, BEAT, VENV_BIN, distributed_stack, start, stop
+
+from harness.stack import ARTIFACTS, BEAT, VENV_BIN, distributed_stack, start, stop
 
 PASSWORD = "beat-password"
 

@@ -6,7 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from stack import ROOT
+
+from harness.stack import ROOT
 
 # The environment README's production section asks for (distributed mode, served over HTTPS).
 PRODUCTION = {

@@ -8,8 +8,9 @@ import urllib.request
 
 import pytest
 from conftest import own_database
-from stack import BEAT, ROOT, WEB, WORKER, distributed_stack
-from wsclient import Client, login
+
+from harness.stack import BEAT, ROOT, WEB, WORKER, distributed_stack
+from harness.wsclient import Client, login
 
 PASSWORD = "distributed-password"
 

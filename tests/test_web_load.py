@@ -11,8 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import psycopg
 import pytest
 from conftest import own_database
-from stack import ARTIFACTS, distributed_stack, start
-from wsclient import login
+
+from harness.stack import ARTIFACTS, distributed_stack, start
+from harness.wsclient import login
 
 PASSWORD = "load-password"
 POOL_SIZE = 10  # the default CRS_DB_POOL_SIZE

@@ -10,12 +10,12 @@ import pytest
 from conftest import migration_fields, run_rounds, service_or_skip, set_policy
 from django.db import connection
 from django.db.models import F
-from stack import free_port
 
 from dashboard import notify
 from dashboard.celery import app
 from dashboard.models import AuditEvent, Cluster, Migration, NotificationDestination
 from dashboard.tasks import balancing_round, collect, finish
+from harness.stack import free_port
 
 pytestmark = pytest.mark.django_db
 GIB = 1024**3

@@ -19,11 +19,11 @@ import pytest
 from conftest import FAST_SIMULATOR, guest_on, make_migration, service_or_skip, shared_database_url
 from django.conf import settings
 from django.utils import timezone
-from stack import ARTIFACTS, free_port, processes_of_a_stack, stop, wait_for_port
 from tcpproxy import TcpProxy
 
 from dashboard import tasks
 from dashboard.models import Cluster, Migration, Policy
+from harness.stack import ARTIFACTS, free_port, processes_of_a_stack, stop, wait_for_port
 
 OUTAGE = 30  # seconds
 SETTLE = 60  # seconds after the database returns: issue 12's target

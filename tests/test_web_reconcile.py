@@ -9,10 +9,10 @@ from conftest import FAST_SIMULATOR, make_migration, service_or_skip, shared_dat
 from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
-from stack import ARTIFACTS, BEAT, SINGLE_WORKER, SUPERVISE, VENV_BIN, start, stop
 
 from dashboard import tasks
 from dashboard.models import AuditEvent, Cluster, Migration, Policy
+from harness.stack import ARTIFACTS, BEAT, SINGLE_WORKER, SUPERVISE, VENV_BIN, start, stop
 
 OUTAGE = 30  # seconds Redis is away in the outage test: issue 12 measured a 30 s outage
 

@@ -13,10 +13,10 @@ import pytest
 from conftest import FAST_SIMULATOR, service_or_skip, shared_database_url
 from django.conf import settings
 from django.test import Client as HttpClient
-from stack import processes_of_a_stack, stop, wait_for_port
-from wsclient import Client
 
 from dashboard.models import Cluster, Policy
+from harness.stack import processes_of_a_stack, stop, wait_for_port
+from harness.wsclient import Client
 
 
 @pytest.fixture

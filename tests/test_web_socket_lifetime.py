@@ -7,8 +7,9 @@ import time
 
 import pytest
 from conftest import own_database
-from stack import ARTIFACTS, distributed_stack
-from wsclient import Client, login
+
+from harness.stack import ARTIFACTS, distributed_stack
+from harness.wsclient import Client, login
 
 PASSWORD = "socket-password"
 

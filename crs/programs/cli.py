@@ -23,7 +23,7 @@ from ..replay_power import Power
 from ..sources import trace
 from ..sources.config import ConfigError
 from ..sources.simulator import Simulator, parse_config
-from . import capacity, export, n1, options
+from . import capacity, check, export, n1, options
 
 # The planner's settings `crs replay` takes as flags.
 PLAN_SETTINGS = {"moves_per_round": int, "target_imbalance": float, "load_floor": float}
@@ -51,6 +51,7 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
         default=None,
         help="preview the planner rounds use with a budget of K moves (down to the file's target imbalance)",
     )
+    p.add_argument("--objective", choices=OBJECTIVES, help="even, pressure or both, instead of the file's objective")
     p.set_defaults(handler=_plan)
     s = sub.add_parser("score", help="rank the nodes for placing one guest")
     s.add_argument("snapshot")
@@ -74,11 +75,15 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
     c = sub.add_parser("capacity", help="how many more guests of a size fit, and why the next does not")
     capacity.add_arguments(c)
     c.set_defaults(handler=capacity.run)
+    k = sub.add_parser("check", help="test a connection to a cluster: reach, TLS, token, privileges")
+    check.add_arguments(k)
     return parser
 
 
 def _plan(args: argparse.Namespace) -> int:
     snap = snapshot.load_file(args.snapshot)
+    if args.objective:
+        snap = snap.with_settings(dataclasses.replace(snap.settings, objective=args.objective))
     result = balancer.plan(snap, steps=args.steps)
     if args.json:
         print(json.dumps(result.to_plan_dict(steps=args.steps is not None), indent=2))
@@ -90,7 +95,8 @@ def _plan(args: argparse.Namespace) -> int:
 def _plan_table(snap: Snapshot, result: RoundResult, with_steps: bool) -> str:
     s = snap.settings
     lines = [
-        f"cluster {snap.cluster or '-'}: mode {s.mode}, method {s.method}, scale {s.imbalance_scale}",
+        f"cluster {snap.cluster or '-'}: mode {s.mode}, objective {s.objective}, method {s.method}, "
+        f"scale {s.imbalance_scale}",
         "",
         f"{'node':<16} {'load':>7}",
     ]

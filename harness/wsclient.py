@@ -1,4 +1,4 @@
-"""A small WebSocket client for the tests and bench/latency.py: log in over HTTP, then read pushes.
+"""A small WebSocket client for the tests and the benchmarks: log in over HTTP, then read pushes.
 
 Hand-written (RFC 6455, text frames only) because the project has no client library,
 and the benchmark needs hundreds of cheap asyncio connections.

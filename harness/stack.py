@@ -1,7 +1,7 @@
 """The distributed mode's processes (daphne, a Celery worker and beat on PostgreSQL and Redis),
 started with the commands of the Makefile and docker-compose.yml: one start-up for the tests that
-run it (conftest's fixtures) and for bench/latency.py, so the benchmark times the stack the tests
-check. No pytest and no Django here: a benchmark imports it as a plain module."""
+run it (conftest's fixtures) and for the benchmarks (bench.latency), so the benchmark times the
+stack the tests check. No pytest and no Django here."""
 
 import atexit
 import os
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = Path(__file__).parent / "artifacts"  # server logs, kept by CI
+ARTIFACTS = ROOT / "tests" / "artifacts"  # server logs, kept by CI
 VENV_BIN = Path(sys.executable).parent
 # The commands of docker-compose.yml and the Makefile; the web's bind address and port vary.
 WEB = ["daphne", "-b", "0.0.0.0", "-p", "8000", "dashboard.asgi:application"]
