@@ -1,11 +1,12 @@
-"""A person's decisions on recommendations: approve one (with the steps it was computed behind),
-apply all of a cluster's, reject one. The page and the REST API both call these, so both check
-the same things and start the same migrations.
+"""A person's decisions: approve one recommendation (with the steps it was computed behind),
+apply all of a cluster's, reject one, mark a running migration failed, the emergency stop.
+The page and the REST API both call these, so both check the same things and start the same
+migrations.
 """
 
 from django.db import transaction
 
-from . import plans, tasks
+from . import emergency, plans, tasks
 from .models import Cluster, Migration
 
 
@@ -21,13 +22,17 @@ def approve_migration(migration: Migration, user) -> str:
     return ""
 
 
-def approve_all(cluster: Cluster, user) -> list[int]:
-    """Apply all: every pending recommendation of the cluster, in plan order; the ones approved.
-    The caller has checked `not_migratable`."""
+def apply_all(cluster: Cluster, user) -> tuple[list[Migration], dict[int, str]]:
+    """Apply all: every pending recommendation of a migratable cluster, plan by plan in plan
+    order, each re-checked on the latest snapshot. Returns the migrations approved and, for each
+    pending one that was not, why. The caller has checked `not_migratable`."""
+    pending = list(cluster.migrations.filter(state="suggested").order_by("plan", "step").values_list("pk", flat=True))
     with transaction.atomic():
         approved = plans.approve_all(cluster, user)
         tasks.after_decision(approved, approved)
-    return approved
+    migrations = Migration.objects.filter(pk__in=pending).select_related("decided_by").order_by("plan", "step")
+    refused = {m.pk: decision_conflict(m, "approved") for m in migrations if m.pk not in approved}
+    return [m for m in migrations if m.pk in approved], refused
 
 
 def not_migratable(cluster: Cluster) -> str:
@@ -56,3 +61,27 @@ def decision_conflict(migration: Migration, wanted: str, recorded: bool = True) 
         return ""
     reason = f" ({migration.reason})" if migration.reason else ""
     return f"migration {migration.pk} is {migration.state}{reason}, not a pending recommendation"
+
+
+def fail_migration(pk: int, user) -> tuple[Migration, str]:
+    """An operator settles a running migration by hand: its follower is lost and the adapter cannot
+    say, or the operator knows better. Audited with the operator as actor; a no-op unless running.
+    Returns the migration and "" or why nothing changed."""
+    reason = f"marked failed by {user.get_username()}; the adapter's task was not stopped"
+    with transaction.atomic():
+        marked = Migration.objects.transition(pk, "running", "failed", user, reason=reason)
+        tasks.after_decision([], [pk] if marked else [])
+    migration = Migration.objects.select_related("decided_by").get(pk=pk)
+    return migration, "" if marked else f"migration {pk} is {migration.state}, not running"
+
+
+def toggle_stop(cluster: Cluster, user, stop: bool) -> dict:
+    """The emergency stop of one cluster set (automation paused, approved moves expire, running
+    ones aborted) or lifted; what it did."""
+    if not stop:
+        emergency.lift(cluster, user)
+        return {"stopped": False}
+    with transaction.atomic():
+        stopped = emergency.stop(cluster, user)
+        tasks.after_decision([], stopped["expired"])
+    return {"stopped": True, **stopped}

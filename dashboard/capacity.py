@@ -45,8 +45,7 @@ MIN_MEMORY, MAX_MEMORY = 64 * 2**20, 2**50
 MAX_WATTS = 100_000.0
 FITS_RULE = (
     "A guest fits on a node when its configured memory is within the node's RAM less the memory "
-    "reserve and its configured cores are within the node's CPU threads × the CPU overcommit ratio "
-    "(Ganeti's vcpu_ratio)."
+    "reserve and its configured cores are within the node's CPU threads × the CPU overcommit ratio."
 )
 WAKE_ON_LAN = (
     "Nothing happens until an admin powers a suggested node down: it drains (its maintenance, the "

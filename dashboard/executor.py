@@ -25,15 +25,13 @@ from crs.sources.base import SourceError
 from . import expiry, rolling, windows
 from .live import sender as live
 from .models import Cluster, Migration
+from .models.migration import UNFOLLOWED, silent
 from .sources import opened_source
 
 log = logging.getLogger(__name__)
 FOLLOW_SECONDS = 1.0  # how often a running migration's progress is polled and pushed
 # An approved migration not started after this long lost its message; rounds queue it again.
 STALLED_APPROVAL = timedelta(seconds=30)
-# A running migration not polled for this long lost its follower (its message was dropped by a
-# broker or database outage, or its worker was killed): rounds and a starting worker follow it again.
-UNFOLLOWED = timedelta(seconds=10)
 
 
 def claim(migration_id: int) -> str:
@@ -215,7 +213,7 @@ def unfollowed(cluster_id: int | None = None, after: timedelta = UNFOLLOWED) -> 
 
     Each is stamped first (conditionally), so two rounds never return it both."""
     now = timezone.now()
-    stale = Q(followed_at__lte=now - after) | Q(followed_at__isnull=True, started_at__lte=now - after)
+    stale = silent(now, after)
     running = Migration.objects.filter(stale, state="running")
     if cluster_id is not None:
         running = running.filter(cluster_id=cluster_id)

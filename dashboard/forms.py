@@ -65,6 +65,8 @@ class UnitField(forms.FloatField):
         return typed
 
     def to_python(self, value):
+        if isinstance(value, str) and value.count(",") == 1 and "." not in value:
+            value = value.replace(",", ".")  # a decimal comma, as many admins type it: "30,5"
         typed = super().to_python(value)
         if typed is None:
             return None
@@ -153,7 +155,12 @@ def limits(name: str) -> tuple:
 
 
 class PolicyForm(forms.ModelForm):
-    """The settings as the page and the admin site show them: percent, minutes, GiB."""
+    """The settings as the page and the admin site show them: percent, minutes, GiB.
+
+    Numbers are typed in text fields (a numeric keyboard on phones): a browser's number field
+    empties itself on letters or a decimal comma, and the server then saw a missing value."""
+
+    typed = True  # a person types the values (the JSON API's form: False)
 
     time_zone = forms.ChoiceField(
         choices=TIME_ZONE_CHOICES,
@@ -197,7 +204,10 @@ class PolicyForm(forms.ModelForm):
             field.error_messages["required"] = f"{label} is required"
             whole = isinstance(field, forms.IntegerField) and not isinstance(field, forms.FloatField)
             kind = "a whole number" if whole else "a number"
-            field.error_messages["invalid"] = f"{label} must be {kind}"
+            example = ", e.g. 3" if whole else ", e.g. 30.5 or 30,5"
+            field.error_messages["invalid"] = f"{label} must be {kind}{example if self.typed else ''}"
+            if self.typed and isinstance(field, forms.IntegerField | forms.FloatField):
+                field.widget = forms.TextInput(attrs={"inputmode": "numeric" if whole else "decimal"})
             if isinstance(field, forms.ChoiceField):
                 choices = field.choices  # a list once set (django-stubs types what the setter takes)
                 allowed = ", ".join(str(value) for value, _ in choices if value != "")  # type: ignore[misc,union-attr]
@@ -208,7 +218,6 @@ class PolicyForm(forms.ModelForm):
                     )
             if isinstance(field, UnitField):
                 field.limits = low, high = limits(name)
-                field.widget.attrs.update(min=number(field.shown(low)), max=number(field.shown(high)))
                 shown = f"{number(field.shown(low))} and {number(field.shown(high))} {field.unit}".rstrip()
                 field.error_messages["range"] = f"{label} must be between {shown}"
             # Other ranges are checked by the model's validators, whose messages name the field;
@@ -240,6 +249,8 @@ class PolicyForm(forms.ModelForm):
 
 class PolicyApiForm(PolicyForm):
     """The settings as the JSON API reads and returns them: fractions, seconds, bytes."""
+
+    typed = False
 
     class Meta(PolicyForm.Meta):
         field_classes = unit_fields(UnitField, SecondsField, BytesField)
@@ -277,6 +288,16 @@ def json_type_errors(data: dict) -> dict:
             continue
         errors[name] = [{"message": message, "code": "invalid"}]
     return errors
+
+
+def json_settings(policy: Policy, data: dict) -> tuple[PolicyApiForm, dict]:
+    """A JSON settings change (the REST API's PATCH, the page's JSON endpoint): the form over the
+    stored values, and every refusal at once, as the page's form reports them: the JSON names and
+    types first, then the form's rules for the fields of the right type."""
+    typed = json_type_errors(data)
+    changes = {name: value for name, value in data.items() if name not in typed}
+    form = PolicyApiForm({**PolicyApiForm.values(policy), **changes}, instance=policy)
+    return form, typed | ({} if form.is_valid() else form.errors.get_json_data())
 
 
 class RejectForm(forms.Form):

@@ -1,6 +1,9 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from dashboard.api import capacity as capacity_api
 from dashboard.api import ha as ha_api
@@ -18,9 +21,6 @@ app_patterns = [
     path("api/clusters/<int:pk>/", views.api_cluster, name="api-cluster"),
     path("api/clusters/<int:pk>/settings", views.api_settings, name="api-settings"),
     path("api/migrations/<int:pk>/approve", views.approve, name="approve"),
-    path("api/clusters/<int:pk>/approve-all", views.approve_all, name="approve-all"),
-    path("api/clusters/<int:pk>/emergency-stop", views.emergency_stop, name="emergency-stop"),
-    path("api/emergency-stop", views.emergency_stop, name="emergency-stop-all"),
     path("api/migrations/<int:pk>/reject", views.reject, name="reject"),
     path("api/migrations/<int:pk>/fail", views.mark_failed, name="mark-failed"),
     path("audit/", audit.audit, name="audit"),
@@ -52,6 +52,14 @@ app_patterns = [
     path("clusters/<int:pk>/capacity/power/<str:what>", capacity_views.power_act, name="power"),
 ]
 
+
+class Favicon(RedirectView):
+    permanent = True
+
+    def get_redirect_url(self, *args, **kwargs) -> str:
+        return static("favicon.svg")
+
+
 handler400 = "dashboard.pages.errors.bad_request"
 handler403 = "dashboard.pages.errors.forbidden"
 handler404 = "dashboard.pages.errors.not_found"
@@ -60,6 +68,8 @@ handler500 = "dashboard.pages.errors.server_error"
 urlpatterns = [
     path("", include((app_patterns, "dashboard"))),
     path("healthz", views.healthz, name="healthz"),
+    # Browsers ask for /favicon.ico by themselves (the API docs, a JSON answer): the pages' own icon.
+    path("favicon.ico", login_not_required(Favicon.as_view()), name="favicon"),
     path("api/", include("dashboard.api.urls")),
     path("api/v1/", include((ha_api.router.urls, "api-ha"))),
     path("api/v1/", include((rolling_api.router.urls, "api-rolling"))),

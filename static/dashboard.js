@@ -92,7 +92,7 @@ function showRound(r) {
 
 function bar(fraction) {
   const width = Math.min(100, Math.max(0, percent(fraction))).toFixed(1);
-  return `<div class="bar"><div style="width:${width}%"></div><span>${pct(fraction)}</span></div>`;
+  return `<div class="bar"><div class="track"><div style="width:${width}%"></div></div><span>${pct(fraction)}</span></div>`;
 }
 
 function addRound(r) {
@@ -119,14 +119,24 @@ function showMigrations() {
   el("plan-summary").hidden = pending.length === 0;
   if (pending.length) {
     const first = pending[0];
+    // A plan's figures are those of the snapshot it was computed on: said with when, beside the
+    // status's imbalance of the last round (a kept plan's figures on fresh data are in its reason).
+    const steps = all.filter((m) => m.plan === first.plan);
+    const start = steps.find((m) => m.step === 0) || first;
+    const computed = `computed ${clock(first.recommended_at)} at imbalance ${pct(start.imbalance_before)}`;
     el("plan-summary").textContent = first.explanation
-      ? `Plan ${first.plan} (${KIND_WORDS[first.kind] || first.kind}, priority 1): it goes before any balancing.` +
+      ? `Plan ${first.plan} (${KIND_WORDS[first.kind] || first.kind}, priority 1, ${computed}): it goes before any balancing.` +
         ` ${pending.length} recommendations waiting.`
-      : `Plan ${first.plan}: ${pending.length} moves, total gain ${pct(first.plan_gain)}` +
-        ` vs margin ${pct(first.margin)}. A move marked "computed after #N" assumes #N is done first.`;
+      : `Plan ${first.plan}, ${computed}: ${pending.length} of its ${steps.length} moves waiting, total gain` +
+        ` ${pct(first.plan_gain)} vs margin ${pct(first.margin)}. A move marked "computed after #N" assumes #N is done first.`;
   }
   el("migrations").tBodies[0].replaceChildren(...all.filter((m) => m.state !== "suggested").slice(0, 20).map(migrationRow));
+  // "Mark failed" shows once a running migration's follower is silent: the table is drawn again then.
+  clearTimeout(silenceTimer);
+  const next = all.map((m) => m.state === "running" && Date.parse(m.silent_from)).filter((at) => at > Date.now());
+  if (next.length) silenceTimer = setTimeout(showMigrations, Math.min(...next) - Date.now() + 100);
 }
+let silenceTimer;
 
 function recommendationItem(m) {
   const li = document.createElement("li");
@@ -145,7 +155,8 @@ function recommendationItem(m) {
   li.dataset.priority = m.priority;
   li.querySelector(".math").textContent =
     `#${m.id} priority ${m.priority} · ${m.guests.join(", ")}: ${m.source} → ${m.target}` +
-    ` · imbalance ${pct(m.imbalance_before)} → ${pct(m.imbalance_after)} · step gain ${pct(m.relative_gain)}` +
+    ` · imbalance ${pct(m.imbalance_before)} → ${pct(m.imbalance_after)} as computed ${clock(m.recommended_at)}` +
+    ` · step gain ${pct(m.relative_gain)}` +
     (behind ? ` · computed after #${behind.id}` : "") + ` · ${m.method}` +
     (m.downtime != null ? ` · restart, ~${Math.round(m.downtime)} s downtime (a container cannot live-migrate)` : "");
   if (m.explanation) {  // owed moves (evacuation, failback, rule fix) say why they go first
@@ -185,9 +196,14 @@ function migrationRow(m) {
                  m.automatic ? "automatic" : (m.decided_by || "")];
   cells.forEach((text) => { const td = document.createElement("td"); td.textContent = text; row.append(td); });
   row.cells[4].className = "state";
-  if (m.state === "running" && config.can_decide) {  // a migration stuck after an outage
+  // A migration stuck after an outage: its follower silent (tasks.silent), an operator may settle it.
+  if (m.state === "running" && config.can_decide && m.silent_from && Date.parse(m.silent_from) <= Date.now()) {
     row.cells[4].insertAdjacentHTML("beforeend", ' <button class="mark-failed">Mark failed</button> <span class="error"></span>');
-    row.querySelector(".mark-failed").onclick = () => decide(row, config.mark_failed, m.id, {});
+    row.querySelector(".mark-failed").onclick = () => {
+      const what = `Mark migration #${m.id} (${m.guests.join(", ")}: ${m.source} → ${m.target}) failed?` +
+        " Nothing has heard from it for a while; the task on the cluster is not stopped.";
+      if (confirm(what)) decide(row, config.mark_failed, m.id, {});
+    };
   }
   if (m.reason) {
     row.title = m.reason;
@@ -199,18 +215,35 @@ function migrationRow(m) {
   return row;
 }
 
+// Apply all, through the REST API (/api/v1/) with the page's session: what it approved comes back
+// as pushes; what it could not approve is said beside the button.
 async function applyAll() {
   el("apply-all").disabled = true;
   const response = await fetch(config.approve_all, {
     method: "POST", headers: {"X-CSRFToken": csrfToken()}, credentials: "same-origin"});
   const answer = await response.json();
-  (answer.approved || []).forEach(setMigration);
-  el("apply-all-error").textContent = response.ok ? "" : (answer.error || "");
+  const refused = Object.entries(answer.refused || {}).map(([id, why]) => `#${id}: ${why}`);
+  el("apply-all-error").textContent = response.ok ? refused.join("; ") : (answer.detail || "");
   el("apply-all").disabled = false;
+}
+
+// The record of the last days (GET outcomes), in words; fetched again whenever a move is done.
+async function showOutcomes() {
+  const response = await fetch(config.outcomes, {credentials: "same-origin"});
+  if (!response.ok) return;
+  const o = await response.json();
+  const signed = (fraction) => (fraction < 0 ? "−" : "+") + pct(Math.abs(fraction));
+  const observed = o.observed_change_1h != null ? `${signed(o.observed_change_1h)} (1 h after)` :
+    o.observed_change_5m != null ? `${signed(o.observed_change_5m)} (5 min after)` : "not yet measured";
+  el("outcomes-summary").textContent = o.moves
+    ? `Last ${o.days} days: ${o.moves} move${o.moves === 1 ? "" : "s"}, predicted ${signed(o.predicted_change)},` +
+      ` observed ${observed} in imbalance.`
+    : `No move done in the last ${o.days} days.`;
 }
 
 function setMigration(m) {
   if (m.state === "running" && migrations.get(m.id)?.state !== "running") markStarted(m);
+  if (m.state === "done" && migrations.get(m.id)?.state !== "done") showOutcomes();
   migrations.set(m.id, m);
   showMigrations();
 }
@@ -273,6 +306,7 @@ function load(state) {
   migrations.clear();
   state.migrations.forEach((m) => migrations.set(m.id, m));
   showMigrations();
+  showOutcomes();
   if (state.n1) document.dispatchEvent(new CustomEvent("crs:n1", {detail: state.n1}));  // n1.js draws it
 }
 
@@ -325,10 +359,12 @@ function connect(delay) {
 
 async function toggleStop(all) {
   // One click stops (automation paused, approved moves expire, running ones aborted); a second lifts it.
+  // Every cluster at once is asked first: it sits one click from this cluster's stop.
   const stopped = all ? config.all_stopped : config.stopped;
+  if (all && !stopped && !confirm("Stop every cluster? Automation pauses and running moves are aborted on all of them.")) return;
   const response = await fetch(all ? config.emergency_stop_all : config.emergency_stop, {
-    method: "POST", headers: {"X-CSRFToken": csrfToken()}, credentials: "same-origin",
-    body: new URLSearchParams({stop: stopped ? "0" : "1"})});
+    method: "POST", headers: {"X-CSRFToken": csrfToken(), "Content-Type": "application/json"},
+    credentials: "same-origin", body: JSON.stringify({stop: !stopped})});
   if (!response.ok) return;
   config.stopped = !stopped;
   if (all) config.all_stopped = !stopped;

@@ -2,9 +2,13 @@
 
 import csv
 import io
+import re
 from datetime import timedelta
 
 import pytest
+from conftest import make_migration
+from django.contrib.staticfiles import finders
+from django.templatetags.static import static
 from django.utils import timezone
 
 from dashboard.models import AuditEvent, Migration
@@ -27,6 +31,16 @@ def test_schema_and_docs_are_readable_without_login(client):
     assert docs.status_code == 200
     body = docs.content.decode()
     assert "swagger-ui" in body and "cdn" not in body.lower()  # served from drf-spectacular-sidecar
+    # No inline script (the pages' CSP, script-src 'self', blocks it): the UI's script is a file.
+    assert not re.search(r"<script>\s*\S", body) and 'src="/api/docs/?script=' in body
+    script = client.get("/api/docs/?script=")
+    assert script.status_code == 200 and "SwaggerUIBundle" in script.content.decode()
+
+
+def test_the_favicon_is_served(client):
+    icon = client.get("/favicon.ico")  # browsers ask for it by themselves: not a 404
+    assert (icon.status_code, icon["Location"]) == (301, static("favicon.svg"))
+    assert finders.find("favicon.svg") and open(finders.find("favicon.svg")).read().startswith("<svg")
 
 
 def test_no_login_is_a_json_401(client, cluster):
@@ -139,6 +153,45 @@ def test_settings_read_and_change_with_the_models_validation(client, admin, oper
     assert good.status_code == 200 and good.json()["method"] == "topsis"
     event = AuditEvent.objects.get(action="settings-changed")
     assert event.actor == admin and event.details["changes"] == {"method": ["bruteforce", "topsis"]}
+
+
+def test_settings_speak_seconds_in_and_out_and_every_bad_field_is_named_at_once(client, admin, cluster):
+    url, auth = f"/api/v1/clusters/{cluster.pk}/settings/", bearer(admin)
+    changed = client.patch(url, {"cooldown": 1800}, content_type="application/json", **auth)
+    assert changed.status_code == 200 and changed.json()["cooldown"] == 1800
+    assert client.get(url, **auth).json()["cooldown"] == 1800 and isinstance(changed.json()["memory_reserve"], int)
+    three = {"threshold": 7, "hold_duration": "3", "mode": "fast"}
+    bad = client.patch(url, three, content_type="application/json", **auth)
+    assert bad.status_code == 400 and sorted(bad.json()) == ["hold_duration", "mode", "threshold"]
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()["components"]["schemas"]["Policy"]
+    cooldown = schema["properties"]["cooldown"]
+    assert cooldown["type"] == "number" and "seconds" in cooldown["description"]
+
+
+def test_every_action_of_the_page_works_with_a_token(client, operator, suggested):
+    auth, cluster = bearer(operator), suggested.cluster
+    url = f"/api/v1/clusters/{cluster.pk}/emergency-stop/"
+    stopped = client.post(url, {}, content_type="application/json", **auth).json()["clusters"]
+    assert [(c["id"], c["name"], c["stopped"]) for c in stopped] == [(cluster.pk, cluster.name, True)]
+    everywhere = "/api/v1/clusters/emergency-stop/"
+    lifted = client.post(everywhere, {"stop": False}, content_type="application/json", **auth).json()["clusters"]
+    assert [c["stopped"] for c in lifted] == [False]
+    actions = AuditEvent.objects.order_by("pk").values_list("action", flat=True)
+    assert list(actions) == ["emergency-stop", "emergency-stop-lifted"]
+    not_running = client.post(f"/api/v1/migrations/{suggested.pk}/fail/", **auth)
+    assert not_running.status_code == 409 and "not running" in not_running.json()["detail"]
+    Migration.objects.filter(pk=suggested.pk).update(state="running", started_at=timezone.now())
+    failed = client.post(f"/api/v1/migrations/{suggested.pk}/fail/", **auth)
+    assert failed.status_code == 200 and failed.json()["state"] == "failed"
+    assert AuditEvent.objects.filter(action="failed", actor=operator, migration=suggested.pk).exists()
+
+
+def test_recommendations_are_listed_in_plan_order(client, operator, suggested):
+    Migration.objects.filter(pk=suggested.pk).update(plan=1, step=0)
+    later = make_migration(suggested.cluster, "suggested", "ct:900", plan=2, step=1, after=0)
+    first = make_migration(suggested.cluster, "suggested", "ct:901", plan=2, step=0)
+    listed = [m["id"] for m in client.get("/api/v1/recommendations/", **bearer(operator)).json()]
+    assert listed == [suggested.pk, first.pk, later.pk]
 
 
 def test_nodes_and_guests_come_from_the_latest_snapshot(client, viewer, collected, cluster):

@@ -45,7 +45,7 @@ def test_apply_all_approves_the_whole_list_in_plan_order(
     set_policy(cluster, hold_duration=0)
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks(execute=True):
-        answer = admin_client.post(reverse("dashboard:approve-all", args=[cluster.pk]))
+        answer = admin_client.post(f"/api/v1/clusters/{cluster.pk}/recommendations/approve-all/")
     steps = list(Migration.objects.order_by("step").values_list("pk", flat=True))
     assert [m["id"] for m in answer.json()["approved"]] == steps == queued
     assert set(Migration.objects.values_list("state", "decided_by__username")) == {("approved", "admin")}
@@ -57,7 +57,7 @@ def test_apply_all_runs_steps_in_order_within_the_concurrency_and_per_node_limit
     set_policy(cluster, hold_duration=0, max_concurrent_migrations=2, max_migrations_per_node=1)
     collect.delay(cluster.pk)
     wait_until(lambda: Migration.objects.filter(state="suggested").count() >= 3)
-    assert admin_client.post(reverse("dashboard:approve-all", args=[cluster.pk])).status_code == 200
+    assert admin_client.post(f"/api/v1/clusters/{cluster.pk}/recommendations/approve-all/").status_code == 200
     wait_until(lambda: not Migration.objects.exclude(state__in=SETTLED).exists(), timeout=90)
     ran = list(Migration.objects.filter(state="done").order_by("step"))
     assert len(ran) >= 3
@@ -95,8 +95,8 @@ def test_emergency_stop_expires_approved_aborts_running_and_a_second_click_lifts
     assert Migration.objects.get(pk=first.pk).state == "running"
     Migration.objects.transition(second.pk, "suggested", "approved", None)
     client.force_login(operator)
-    url = reverse("dashboard:emergency-stop", args=[cluster.pk])
-    answer = client.post(url, {"stop": "1"}).json()["clusters"]["test"]
+    url = f"/api/v1/clusters/{cluster.pk}/emergency-stop/"
+    answer = client.post(url, {"stop": True}, content_type="application/json").json()["clusters"][0]
     assert (answer["stopped"], answer["expired"], answer["aborted"]) == (True, [second.pk], [first.pk])
     assert Migration.objects.get(pk=second.pk).reason == "emergency stop: automation paused"
     tasks.follow.apply(args=[first.pk])
@@ -105,19 +105,23 @@ def test_emergency_stop_expires_approved_aborts_running_and_a_second_click_lifts
     set_policy(cluster, automation="automatic")
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
     assert not Migration.objects.filter(state="approved").exists()  # automation paused
-    assert client.post(url, {"stop": "0"}).json()["clusters"]["test"] == {"stopped": False}
+    lifted = client.post(url, {"stop": False}, content_type="application/json").json()["clusters"]
+    assert lifted == [{"id": cluster.pk, "name": "test", "stopped": False}]
     assert client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).json()["stopped"] is False
     actions = list(AuditEvent.objects.filter(action__startswith="emergency").values_list("action", "actor"))
     assert sorted(actions) == [("emergency-stop", operator.pk), ("emergency-stop-lifted", operator.pk)]
-    assert client.post(url, {"stop": "maybe"}).json() == {
-        "errors": {"stop": ["stop must be 1 (stop) or 0 (lift), not 'maybe'"]}
+    assert client.post(url, {"stop": "maybe"}, content_type="application/json").json() == {
+        "stop": ["stop must be true (stop) or false (lift)"]
     }
 
 
 @pytest.mark.django_db
 def test_a_viewer_may_not_stop_a_cluster(client, viewer, cluster):
     client.force_login(viewer)
-    assert client.post(reverse("dashboard:emergency-stop-all"), {"stop": "1"}).status_code == 403
+    assert (
+        client.post("/api/v1/clusters/emergency-stop/", {"stop": True}, content_type="application/json").status_code
+        == 403
+    )
     assert not Cluster.objects.get(pk=cluster.pk).stopped
 
 

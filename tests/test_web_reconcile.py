@@ -2,7 +2,7 @@
 is followed again and settled; an operator can settle a stuck one by hand, audited."""
 
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from conftest import FAST_SIMULATOR, make_migration, service_or_skip, shared_database_url
@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from dashboard import tasks
 from dashboard.models import AuditEvent, Cluster, Migration, Policy
+from dashboard.models.migration import silent
 from harness.stack import ARTIFACTS, BEAT, SINGLE_WORKER, SUPERVISE, VENV_BIN, start, stop
 
 OUTAGE = 30  # seconds Redis is away in the outage test: issue 12 measured a 30 s outage
@@ -66,6 +67,24 @@ def test_an_operator_marks_a_stuck_migration_failed_and_it_is_audited(suggested,
     assert event.details["reason"] == "marked failed by operator; the adapter's task was not stopped"
     again = client.post(url)
     assert again.status_code == 409 and again.json()["error"] == f"migration {migration.pk} is failed, not running"
+
+
+@pytest.mark.django_db
+def test_the_page_offers_mark_failed_once_the_follower_is_silent(suggested, monkeypatch):
+    """The pushed migration says from when its follower counts as silent (models.migration.silent, the test
+    reconcile follows it again by): the page shows "Mark failed" only from then on."""
+    from dashboard.live.sender import migration_payload
+
+    migration = running_without_follower(suggested, monkeypatch)
+    Migration.objects.filter(pk=migration.pk).update(followed_at=timezone.now())
+    silent_from = migration_payload(Migration.objects.get(pk=migration.pk))["silent_from"]
+    assert timezone.now() < datetime.fromisoformat(silent_from)  # followed just now: not offered
+    quiet = timezone.now() - tasks.UNFOLLOWED - timedelta(seconds=1)
+    Migration.objects.filter(pk=migration.pk).update(followed_at=quiet)
+    silent_from = datetime.fromisoformat(migration_payload(Migration.objects.get(pk=migration.pk))["silent_from"])
+    assert silent_from <= timezone.now()
+    assert Migration.objects.filter(silent(timezone.now()), pk=migration.pk).exists()  # reconcile agrees
+    assert migration_payload(suggested)["silent_from"] is None  # only a running one
 
 
 @pytest.mark.django_db

@@ -97,6 +97,7 @@ def test_every_route_needs_a_login_but_login_and_healthz(db, client):
         "/api/schema/",  # the API's schema and docs describe, they hold no data
         "/api/docs/",
         "/metrics",  # guarded by its allow-list and token instead (test_web_metrics.py)
+        "/favicon.ico",  # the pages' icon, which browsers ask for before anyone logs in
     }
     checked = 0
     for path in _concrete_paths(get_resolver()):

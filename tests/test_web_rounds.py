@@ -58,6 +58,20 @@ def test_a_pending_plan_is_kept_round_after_round_while_it_holds(cluster, django
     assert trail[0]["reason"].startswith("Plan 1 is kept: on fresh data its ")
 
 
+def test_switched_to_automatic_the_next_round_approves_the_waiting_plan(cluster, django_capture_on_commit_callbacks):
+    set_policy(cluster, hold_duration=0)
+    run_rounds(cluster, 2, django_capture_on_commit_callbacks)
+    waiting = list(Migration.objects.order_by("step").values_list("pk", flat=True))
+    assert waiting and set(Migration.objects.values_list("state", flat=True)) == {"suggested"}
+    set_policy(cluster, automation="automatic")
+    run_round(cluster, django_capture_on_commit_callbacks)
+    decided = Migration.objects.filter(pk__in=waiting)
+    assert {(m.plan, m.automatic) for m in decided} == {(1, True)}
+    assert not decided.filter(state="suggested").exists()
+    approvals = AuditEvent.objects.filter(action="approved", migration__in=waiting)
+    assert {e.details["automation"] for e in approvals} == {"automatic"} and approvals.count() == len(waiting)
+
+
 def test_a_round_that_keeps_the_plan_describes_the_kept_plan_on_page_api_and_trail(
     admin_client, cluster, django_capture_on_commit_callbacks
 ):

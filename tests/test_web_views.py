@@ -63,6 +63,16 @@ def test_bad_settings_form_shows_field_error_and_changes_nothing(admin_client, c
     assert not AuditEvent.objects.exists()
 
 
+def test_settings_form_takes_a_decimal_comma_and_names_letters(admin_client, cluster):
+    url = reverse("dashboard:settings", args=[cluster.pk])
+    assert admin_client.post(url, policy_form(threshold="30,5")).status_code == 302
+    assert Policy.objects.get(cluster=cluster).threshold == pytest.approx(0.305)
+    response = admin_client.post(url, policy_form(margin="1O"))
+    body = admin_client.get(response["Location"]).content.decode()
+    assert "margin must be a number, e.g. 30.5 or 30,5" in body and "margin is required" not in body
+    assert 'name="margin" value="1O"' in body and 'inputmode="decimal"' in body  # kept as typed
+
+
 def test_viewer_may_not_change_settings(client, viewer, cluster):
     client.force_login(viewer)
     response = client.post(reverse("dashboard:settings", args=[cluster.pk]), {"threshold": 5})

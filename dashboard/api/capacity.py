@@ -54,7 +54,7 @@ CAPACITY_SCHEMA = inline_serializer(
             "limited_by and limited_by_n1 (per reason, how many nodes refused the next one), per_node.",
         ),
         "power": serializers.DictField(
-            help_text="hsqueeze's suggestion: power_off (with moves, watts_saved, kwh_per_day) or power_on."
+            help_text="The power-saving suggestion: power_off (with moves, watts_saved, kwh_per_day) or power_on."
         ),
         "trend": serializers.ListField(
             child=serializers.DictField(), help_text="Per size, the hourly figures of the last 30 days."

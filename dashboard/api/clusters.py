@@ -11,7 +11,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from .. import history, maintenance, outcomes, tasks, whatif, windows
-from ..approvals import approve_migration, decision_conflict
+from ..approvals import apply_all, not_migratable, toggle_stop
 from ..live import sender as live
 from ..models import (
     Cluster,
@@ -21,6 +21,7 @@ from .filters import HistoryRangeForm, OutcomeFilterForm
 from .serializers import (
     AutomationSerializer,
     ClusterSerializer,
+    EmergencyStopSerializer,
     GuestSerializer,
     HistorySerializer,
     MaintenanceRequestSerializer,
@@ -30,6 +31,7 @@ from .serializers import (
     NodeSerializer,
     OutcomeSummarySerializer,
     PolicySerializer,
+    StoppedSerializer,
     WhatIfRequestSerializer,
     WhatIfSerializer,
 )
@@ -83,13 +85,16 @@ class ClusterViewSet(ApiViewSet):
 
     @extend_schema(
         request=None,
-        responses=inline_serializer(
-            "ApprovedAll",
-            {
-                "approved": MigrationSerializer(many=True),
-                "refused": serializers.DictField(child=serializers.CharField()),
-            },
-        ),
+        responses={
+            200: inline_serializer(
+                "ApprovedAll",
+                {
+                    "approved": MigrationSerializer(many=True),
+                    "refused": serializers.DictField(child=serializers.CharField()),
+                },
+            ),
+            409: OpenApiResponse(description="Nothing of this cluster is migrated (what-if, archived): `detail`."),
+        },
     )
     @action(
         detail=True,
@@ -98,16 +103,44 @@ class ClusterViewSet(ApiViewSet):
         write_permission="dashboard.approve_migration",
     )
     def approve_all(self, request, pk=None):
-        """Approve every pending recommendation of the cluster; `refused` says why any did not take."""
-        approved, refused = [], {}
-        for migration in self.get_object().migrations.select_related("cluster").filter(state="suggested"):
-            refusal = approve_migration(migration, request.user)
-            migration.refresh_from_db()
-            if error := refusal or decision_conflict(migration, "approved"):
-                refused[str(migration.pk)] = error
-            else:
-                approved.append(migration)
-        return Response({"approved": MigrationSerializer(approved, many=True).data, "refused": refused})
+        """Apply all, as the page's button: every pending recommendation, plan by plan in plan order,
+        each re-checked on the latest snapshot; `refused` says why any did not take (by id)."""
+        cluster = self.get_object()
+        if refusal := not_migratable(cluster):
+            return Response({"detail": refusal}, status=status.HTTP_409_CONFLICT)
+        approved, refused = apply_all(cluster, request.user)
+        return Response(
+            {
+                "approved": MigrationSerializer(approved, many=True).data,
+                "refused": {str(pk): why for pk, why in refused.items()},
+            }
+        )
+
+    @extend_schema(request=EmergencyStopSerializer, responses=StoppedSerializer)
+    @action(detail=True, methods=["post"], url_path="emergency-stop", write_permission="dashboard.approve_migration")
+    def emergency_stop(self, request, pk=None):
+        """Emergency stop (`stop`: true, the default) or lift it (false): automation paused, approved
+        moves expire, running ones are aborted; nothing starts until it is lifted. Audited."""
+        return self._stop(request, [self.get_object()])
+
+    @extend_schema(request=EmergencyStopSerializer, responses=StoppedSerializer)
+    @action(
+        detail=False,
+        methods=["post"],
+        url_path="emergency-stop",
+        url_name="emergency-stop-all",
+        write_permission="dashboard.approve_migration",
+    )
+    def emergency_stop_all(self, request):
+        """The emergency stop of every cluster that is not archived, or lifted on all (`stop`: false)."""
+        return self._stop(request, list(Cluster.objects.filter(archived=False)))
+
+    def _stop(self, request, clusters):
+        serializer = EmergencyStopSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        stop = serializer.validated_data["stop"]
+        answers = [{"id": c.pk, "name": c.name, **toggle_stop(c, request.user, stop)} for c in clusters]
+        return Response({"clusters": answers})
 
     @extend_schema(responses=NodeMaintenanceSerializer(many=True))
     @action(detail=True, pagination_class=None, url_path="maintenance")

@@ -7,7 +7,7 @@ from rest_framework.decorators import action
 from rest_framework.generics import get_object_or_404  # a malformed id is a 404 too, not a 500
 from rest_framework.response import Response
 
-from ..approvals import approve_migration, decision_conflict, reject_migration
+from ..approvals import approve_migration, decision_conflict, fail_migration, reject_migration
 from ..models import (
     Migration,
     with_cluster,
@@ -36,6 +36,23 @@ class MigrationViewSet(ApiViewSet):
     def retrieve(self, request, pk=None):
         return Response(self.get_serializer(self.get_object()).data)
 
+    @extend_schema(
+        request=None,
+        responses={
+            200: MigrationSerializer,
+            409: OpenApiResponse(description="Not running (done, failed, …): `detail` says where it is."),
+        },
+    )
+    @action(detail=True, methods=["post"], write_permission="dashboard.approve_migration")
+    def fail(self, request, pk=None):
+        """Mark failed: settle a running migration by hand once its follower is silent (the page offers
+        it then); the task on the cluster is not stopped. Audited with you as actor."""
+        migration, error = fail_migration(self.get_object().pk, request.user)
+        data = MigrationSerializer(migration).data
+        if error:
+            return Response({"detail": error, "migration": data}, status.HTTP_409_CONFLICT)
+        return Response(data)
+
 
 class RecommendationFilterForm(forms.Form):
     cluster = MigrationFilterForm.base_fields["cluster"]
@@ -47,7 +64,10 @@ class RecommendationViewSet(ApiViewSet):
     serializer_class = MigrationSerializer
     read_permission = "dashboard.view_migration"
     write_permission = "dashboard.approve_migration"
-    queryset = with_cluster(Migration.objects.filter(state="suggested"), "decided_by")
+    # as the plans computed them: plan, then step (a step is computed after the one before it)
+    queryset = with_cluster(Migration.objects.filter(state="suggested"), "decided_by").order_by(
+        "cluster_id", "plan", "step", "pk"
+    )
 
     @extend_schema(parameters=form_parameters(RecommendationFilterForm))
     def list(self, request):

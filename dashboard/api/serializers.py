@@ -13,7 +13,7 @@ import crs.happiness
 import crs.model
 
 from .. import maintenance, whatif
-from ..forms import POLICY_FIELDS, PolicyApiForm, RejectForm, json_type_errors
+from ..forms import BYTES, DURATIONS, POLICY_FIELDS, PolicyApiForm, RejectForm, json_settings
 from ..models import (
     EVENTS,
     AuditEvent,
@@ -111,29 +111,62 @@ class MigrationSerializer(serializers.ModelSerializer):
 
 
 class PolicySerializer(serializers.ModelSerializer):
-    """The settings, in their stored units; the schema comes from the model fields.
+    """The settings in the JSON API's units, in and out: fractions (0–1), durations in seconds,
+    sizes in bytes (PolicyApiForm); the schema comes from the model fields, with those units.
 
-    Input is checked as the JSON settings endpoint checks it (forms.json_type_errors: names and
-    JSON types), then saved through the settings form, which applies the model's rules with
-    its messages (ranges, allowed values, automatic margin ≥ margin) and writes the audit
+    Input is checked as the JSON settings endpoint checks it, every bad field at once
+    (forms.json_settings: names, JSON types, then the settings form with the model's rules and
+    messages: ranges, allowed values, automatic margin ≥ margin); saving writes the audit
     trail, as the page does."""
 
     class Meta:
         model = Policy
         fields = POLICY_FIELDS
 
+    def get_fields(self):
+        fields = super().get_fields()
+        for name in DURATIONS:
+            fields[name] = serializers.FloatField(help_text=f"{fields[name].help_text} In seconds.".strip())
+        for name in BYTES:
+            fields[name] = serializers.IntegerField(help_text=f"{fields[name].help_text} In bytes.".strip())
+        for name in Policy.FRACTIONS:
+            fields[name].help_text = f"{fields[name].help_text or ''} A fraction, 0–1.".strip()
+        return fields
+
+    def to_representation(self, instance):
+        return PolicyApiForm.values(instance)
+
     def to_internal_value(self, data):
         if not isinstance(data, dict):
             raise ValidationError({"non_field_errors": ["the body must be a JSON object of settings"]})
-        if errors := json_type_errors(data):
-            raise ValidationError({name: [e["message"] for e in errs] for name, errs in errors.items()})
         return data
 
     def update(self, instance, validated_data):
-        form = PolicyApiForm({**PolicyApiForm.values(instance), **validated_data}, instance=instance)
-        if not form.is_valid():
-            raise ValidationError(errors_of(form))
+        form, errors = json_settings(instance, validated_data)
+        if errors:
+            raise ValidationError({name: [e["message"] for e in errs] for name, errs in errors.items()})
         return form.save_by(self.context["request"].user)
+
+
+class EmergencyStopSerializer(serializers.Serializer):
+    stop = serializers.BooleanField(
+        default=True,
+        help_text="true: stop (the default); false: lift the stop.",
+        error_messages={"invalid": "stop must be true (stop) or false (lift)"},
+    )
+
+
+class ClusterStoppedSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    stopped = serializers.BooleanField()
+    expired = serializers.ListField(child=serializers.IntegerField(), required=False, help_text="Approved, expired.")
+    aborted = serializers.ListField(child=serializers.IntegerField(), required=False, help_text="Running, aborted.")
+    abort_errors = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class StoppedSerializer(serializers.Serializer):
+    clusters = ClusterStoppedSerializer(many=True)
 
 
 class AuditEventSerializer(serializers.ModelSerializer):

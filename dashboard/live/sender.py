@@ -70,6 +70,8 @@ def migration_payload(migration: Migration) -> dict:
         "observed_5m": migration.observed_5m,
         "observed_1h": migration.observed_1h,
         "downtime": migration.downtime,
+        # from when the page offers "Mark failed": its follower silent (models.migration.silent)
+        "silent_from": silent.isoformat() if (silent := migration.silent_from) else None,
     }
 
 

@@ -1,5 +1,7 @@
 """Migrations: recommended, approved, running and ended moves, and their one way between states."""
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
@@ -52,6 +54,17 @@ class MigrationManager(models.Manager):
                     actor=actor, action=new, cluster_id=cluster_id, migration_id=pk, details=details or {}
                 )
         return done
+
+
+# A running migration not polled for this long lost its follower (its message was dropped by a
+# broker or database outage, or its worker was killed): rounds and a starting worker follow it again.
+UNFOLLOWED = timedelta(seconds=10)
+
+
+def silent(now, after: timedelta = UNFOLLOWED) -> models.Q:
+    """A running migration's follower is silent: nobody polled it for `after` since it started.
+    Reconcile follows such a one again; the page offers "Mark failed" only for them."""
+    return models.Q(followed_at__lte=now - after) | models.Q(followed_at__isnull=True, started_at__lte=now - after)
 
 
 def priority(step_gain: float) -> int:
@@ -123,6 +136,13 @@ class Migration(models.Model):
 
     def __str__(self) -> str:
         return f"{self.leader} {self.source} → {self.target} ({self.state})"
+
+    @property
+    def silent_from(self):
+        """When this running migration counts as silent unless polled again (None when not running)."""
+        if self.state != "running" or not (heard := self.followed_at or self.started_at):
+            return None
+        return heard + UNFOLLOWED
 
     def as_move(self) -> crs.decision.Move:
         return crs.decision.Move(

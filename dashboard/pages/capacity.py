@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from .. import capacity, maintenance, power, tasks
@@ -16,15 +17,15 @@ from ..models import Cluster
 from .ha import _listed
 
 REASONS = {
-    "memory": "memory (RAM less reserve)",
-    "cpu": "CPU (threads × overcommit)",
-    "n1": "N+1 (a node's loss would not be recovered)",
-    "allowed": "not allowed (rules)",
+    "memory": "no memory left (RAM less reserve)",
+    "cpu": "no CPU left (threads × CPU overcommit)",
+    "n1": "no room to recover a lost node (N+1)",
+    "allowed": "not allowed there (HA rules)",
 }
 
 
 def why(limited_by: dict) -> list[str]:
-    """hspace's refusal histogram in words: "CPU (threads × overcommit) on 12 nodes"."""
+    """How many nodes refused the next guest, per reason, in words: "no CPU left (…) on 12 nodes"."""
     return [f"{REASONS[r]} on {n} node{'s' if n != 1 else ''}" for r, n in limited_by.items() if n]
 
 
@@ -147,5 +148,6 @@ def _page(request, cluster: Cluster, errors: dict | None = None, power_error: st
         "power_error": power_error,
         "spark": {"width": capacity.SPARK_WIDTH, "height": capacity.SPARK_HEIGHT},
         "idle_watts_default": settings["idle_watts_default"],
+        "today": timezone.now().date().isoformat(),
     }
     return render(request, "dashboard/capacity.html", context, status=400 if errors else code)

@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required, permission_required
-from django.db import connection, transaction
+from django.db import connection
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -18,9 +18,9 @@ from django.views.decorators.http import require_GET, require_POST
 import crs.model
 from crs.fields import read_json
 
-from .. import approvals, emergency, history, outcomes
-from ..approvals import approve_migration, decision_conflict, not_migratable, reject_migration
-from ..forms import PolicyApiForm, PolicyForm, RejectForm, json_type_errors
+from .. import history
+from ..approvals import approve_migration, decision_conflict, fail_migration, reject_migration
+from ..forms import PolicyApiForm, PolicyForm, RejectForm, json_settings
 from ..live import sender as live
 from ..models import Cluster, Migration
 from ..pressure import pressure_context
@@ -76,7 +76,6 @@ def _page(request, cluster):
         "all_stopped": not Cluster.objects.filter(archived=False, stopped=False).exists(),
         "can_configure": request.user.has_perm("dashboard.change_policy"),
         "automation": windows.page_context(cluster),
-        "outcomes": outcomes.summary(cluster),
         "ranges": [(name, f"{name[:-1]} {name[-1]}") for name in history.RANGES],  # "24h" → "24 h"
     } | pressure_context(cluster)
     return render(request, "dashboard/cluster.html", context)
@@ -147,11 +146,9 @@ def api_settings(request, pk):
         return JsonResponse({"error": f"the body must be a JSON object of settings: {exc}"}, status=400)
     if not isinstance(data, dict):
         return JsonResponse({"error": "the body must be a JSON object of settings"}, status=400)
-    if errors := json_type_errors(data):
+    form, errors = json_settings(cluster.policy, data)
+    if errors:
         return JsonResponse({"errors": errors}, status=400)
-    form = PolicyApiForm({**PolicyApiForm.values(cluster.policy), **data}, instance=cluster.policy)
-    if not form.is_valid():
-        return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
     return JsonResponse({"settings": PolicyApiForm.values(form.save_by(request.user))})
 
 
@@ -163,18 +160,6 @@ def approve(request, pk):
     if refusal := approve_migration(migration, request.user):
         return JsonResponse({"error": refusal, "migration": live.migration_payload(migration)}, status=409)
     return _decided(pk, "approved")
-
-
-@require_POST
-@api("dashboard.approve_migration")
-def approve_all(request, pk):
-    """Apply all: every pending recommendation of the cluster, in plan order."""
-    cluster = get_object_or_404(Cluster, pk=pk)
-    if refusal := not_migratable(cluster):
-        return JsonResponse({"error": refusal}, status=409)
-    approved = approvals.approve_all(cluster, request.user)
-    migrations = Migration.objects.filter(pk__in=approved).select_related("decided_by").order_by("plan", "step")
-    return JsonResponse({"approved": [live.migration_payload(m) for m in migrations]})
 
 
 @require_POST
@@ -191,41 +176,14 @@ def reject(request, pk):
 @require_POST
 @api("dashboard.approve_migration")
 def mark_failed(request, pk):
-    """An operator settles a running migration by hand: its follower is lost and the adapter cannot
-    say, or the operator knows better. Audited with the operator as actor; a no-op unless running."""
     get_object_or_404(Migration, pk=pk)
-    reason = f"marked failed by {request.user.get_username()}; the adapter's task was not stopped"
-    with transaction.atomic():
-        marked = Migration.objects.transition(pk, "running", "failed", request.user, reason=reason)
-        if marked:
-            transaction.on_commit(lambda: live.push_migration(pk))
-    migration = Migration.objects.select_related("decided_by").get(pk=pk)
+    migration, error = fail_migration(pk, request.user)
     payload = live.migration_payload(migration)
-    if marked:
-        return JsonResponse({"migration": payload})
-    error = f"migration {pk} is {migration.state}, not running"
-    return JsonResponse({"error": error, "migration": payload}, status=409)
-
-
-@require_POST
-@api("dashboard.approve_migration")
-def emergency_stop(request, pk=None):
-    """Emergency stop for one cluster (or all, without `pk`): `stop=1` stops, `stop=0` lifts it."""
-    wanted = request.POST.get("stop", "1")
-    if wanted not in ("0", "1"):
-        return JsonResponse({"errors": {"stop": [f"stop must be 1 (stop) or 0 (lift), not {wanted!r}"]}}, status=400)
-    clusters = [get_object_or_404(Cluster, pk=pk)] if pk is not None else list(Cluster.objects.filter(archived=False))
-    answer = {}
-    for cluster in clusters:
-        if wanted == "1":
-            stopped = emergency.stop(cluster, request.user)
-            for expired in stopped["expired"]:
-                live.push_migration(expired)
-            answer[cluster.name] = {"stopped": True, **stopped}
-        else:
-            emergency.lift(cluster, request.user)
-            answer[cluster.name] = {"stopped": False}
-    return JsonResponse({"clusters": answer})
+    return (
+        JsonResponse({"error": error, "migration": payload}, status=409)
+        if error
+        else JsonResponse({"migration": payload})
+    )
 
 
 def _decided(pk, wanted, recorded: bool = True):
