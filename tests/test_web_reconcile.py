@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from dashboard import tasks
 from dashboard.models import AuditEvent, Cluster, Migration, Policy
-from dashboard.models.migration import silent
+from dashboard.models.migration import UNFOLLOWED, silent
 from harness.stack import ARTIFACTS, BEAT, SINGLE_WORKER, SUPERVISE, VENV_BIN, start, stop
 
 OUTAGE = 30  # seconds Redis is away in the outage test: issue 12 measured a 30 s outage
@@ -79,7 +79,7 @@ def test_the_page_offers_mark_failed_once_the_follower_is_silent(suggested, monk
     Migration.objects.filter(pk=migration.pk).update(followed_at=timezone.now())
     silent_from = migration_payload(Migration.objects.get(pk=migration.pk))["silent_from"]
     assert timezone.now() < datetime.fromisoformat(silent_from)  # followed just now: not offered
-    quiet = timezone.now() - tasks.UNFOLLOWED - timedelta(seconds=1)
+    quiet = timezone.now() - UNFOLLOWED - timedelta(seconds=1)
     Migration.objects.filter(pk=migration.pk).update(followed_at=quiet)
     silent_from = datetime.fromisoformat(migration_payload(Migration.objects.get(pk=migration.pk))["silent_from"])
     assert silent_from <= timezone.now()
