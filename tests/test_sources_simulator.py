@@ -274,3 +274,21 @@ def test_a_node_in_maintenance_is_reported_so_takes_no_guests_and_survives_a_res
     assert not resumed.collect(2.0).node("node02").maintenance
     with pytest.raises(SourceError, match="not a node"):
         resumed.maintenance("node99", True, 2.0)
+
+
+def test_starts_are_counted_per_route_across_a_resume_and_the_pruning_of_finished_tasks():
+    """The fault soak reads these counts: a migration started twice on its source shows as a 2."""
+    cluster = sim(migration_mib_s=1e9)
+    snap = cluster.collect(T0)
+    guest = snap.guests[0]
+    target = next(n.name for n in snap.nodes if n.name != guest.node)
+    cluster.migrate(guest.sid, target, T0)
+    resumed = open_source("simulator", {"migration_mib_s": 1e9}, cluster.state())
+    resumed.collect(T0 + 5)  # done: the guest is on its target
+    resumed.migrate(guest.sid, guest.node, T0 + 5)
+    resumed.collect(T0 + 10)
+    resumed.migrate(guest.sid, target, T0 + 10)
+    assert resumed.state()["starts"] == {
+        f"{guest.sid} {guest.node}>{target}": 2,
+        f"{guest.sid} {target}>{guest.node}": 1,
+    }

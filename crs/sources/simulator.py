@@ -202,6 +202,11 @@ class Simulator:
             raise SourceError(f"migrate: {sid} is already migrating")
         number = self._state["next_task"]
         self._state["next_task"] = number + 1
+        # Starts per route, kept past the pruning of finished tasks: a caller that started one
+        # migration twice (a worker killed between the start and its record) shows as a 2.
+        route = f"{sid} {placement[sid]}>{target}"
+        starts = self._state.setdefault("starts", {})
+        starts[route] = starts.get(route, 0) + 1
         memory = float(self.trace.memory_bytes[self._sids().index(sid)])
         duration = max(1.0, memory / (self.config.migration_mib_s * 2**20))
         fails = np.random.default_rng([self.config.seed, number]).random() < self.config.fail_rate
