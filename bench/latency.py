@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from stack import distributed_stack, free_port, fresh_database, start, stop, wait_for_port  # noqa: E402
+from stack import distributed_stack, free_port, fresh_database, memory_mb, start, stop, wait_for_port  # noqa: E402
 from wsclient import Client, login  # noqa: E402
 
 PASSWORD = "bench-password"
@@ -103,23 +103,6 @@ async def connect(base_url: str, cookie: str) -> Client:
         except (ConnectionError, OSError):
             await asyncio.sleep(1 + attempt)
     return await Client.connect(base_url, "/ws/clusters/1/", cookie)
-
-
-def memory_mb(pid: int) -> tuple[float, float]:
-    """RSS and PSS of a process and all its descendants (prefork children count)."""
-    rss = pss = 0.0
-    for p in [pid, *descendants(pid)]:
-        for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Rss:"):
-                rss += int(line.split()[1]) / 1024
-            elif line.startswith("Pss:"):
-                pss += int(line.split()[1]) / 1024
-    return rss, pss
-
-
-def descendants(pid: int) -> list[int]:
-    children = [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
-    return children + [d for c in children for d in descendants(c)]
 
 
 def main() -> int:
