@@ -482,7 +482,14 @@ class Soak:
                 self.seen.metrics_scrapes > 0 and not self.seen.metrics_missing,
             )
         )
-        table.append(("the socket's reconnects", f"{self.seen.reconnects}", True))
+        table.append(
+            (
+                "the socket between faults (the machine's own pace)",
+                f"{len(self.seen.rounds)} rounds, {self.seen.reconnects} reconnects; longest silence away from "
+                f"faults {quiet_gap(self.seen.rounds, self.faults):.1f} s",
+                True,
+            )
+        )
         return table
 
     def check_memory(self) -> list[tuple[str, str, bool]]:
@@ -504,6 +511,14 @@ class Soak:
                 )
             )
         return rows
+
+
+def quiet_gap(rounds: list[float], faults: list[Fault]) -> float:
+    """The longest wait between two rounds on the socket that no fault overlaps: what a round
+    takes to come on this machine without faults, to read the per-fault times against."""
+    busy = [(f.began, f.ended + ROUNDS_WITHIN) for f in faults]
+    gaps = [b - a for a, b in zip(rounds, rounds[1:]) if not any(a < end and b > start for start, end in busy)]
+    return max(gaps, default=0.0)
 
 
 def moved_at(lines: dict, cluster_of: dict, cluster: int, after: float) -> float | None:
