@@ -256,7 +256,8 @@ class Soak:
     def poll_health(self) -> None:
         last_metrics = 0.0
         while not self.done.is_set():
-            self.seen.health.append((time.time(), healthz(self.base)))
+            answer = healthz(self.base)
+            self.seen.health.append((time.time(), answer))  # when it answered: a probe may wait
             if time.monotonic() - last_metrics > 10:
                 last_metrics = time.monotonic()
                 self.scrape_metrics()
@@ -541,7 +542,7 @@ def at(samples: list[tuple[float, float]], seconds: float) -> float | None:
 
 def healthz(base: str) -> dict | None:
     try:
-        with urllib.request.urlopen(f"{base}/healthz", timeout=10) as response:
+        with urllib.request.urlopen(f"{base}/healthz", timeout=30) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as error:
         try:
