@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PORT ?= 8000
 
-.PHONY: run test soak check test-unit test-e2e web worker beat bench bench-table settings-reference venv lock clean
+.PHONY: run test soak soak-faults check test-unit test-e2e web worker beat bench bench-table settings-reference venv lock clean
 
 # One install at a time: `make web`, `make worker` and `make beat` started together (three
 # service units after an upgrade) each found the stamp stale and ran pip into the same .venv
@@ -46,6 +46,12 @@ test: $(STAMP)
 soak: $(STAMP)
 	$(PY) -m pytest -m soak -q
 
+# The fault soak (harness/faultsoak.py): the distributed stack under a fault a minute for MINUTES
+# minutes, on its own database (on CRS_TEST_DATABASE_URL's server) and its own redis-server.
+MINUTES ?= 10
+soak-faults: $(STAMP)
+	$(PY) -m harness.faultsoak --minutes $(MINUTES)
+
 # Lint and format (ruff), types (mypy: crs strictly, dashboard with django-stubs), and the
 # operator's guide (docs/) built strictly into site/ (git ignores it): a broken link fails.
 # .ci/run runs it before the tests.
@@ -65,14 +71,14 @@ test-unit: $(STAMP)
 test-e2e: $(STAMP)
 	$(PY) -m pytest -m e2e -q
 
-# Distributed mode: needs DATABASE_URL and REDIS_URL.
+# Distributed mode: needs DATABASE_URL and REDIS_URL. Web, worker and beat run supervised,
+# like the containers' restart policy: a web or worker that dies comes back, a Redis outage
+# can stop a Celery worker, and a PostgreSQL outage stops beat (it cannot read the schedule).
 web: $(STAMP)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput -v 0
-	$(VENV)/bin/daphne -b 0.0.0.0 -p $(PORT) project.asgi:application
+	scripts/supervise $(VENV)/bin/daphne -b 0.0.0.0 -p $(PORT) project.asgi:application
 
-# Supervised, like the containers' restart policy: a Redis outage can stop a Celery worker,
-# and a PostgreSQL outage stops beat (its scheduler cannot read the schedule).
 worker: $(STAMP)
 	scripts/supervise $(VENV)/bin/celery -A project worker -l info
 

@@ -1,7 +1,7 @@
 """Round → browser latency with 1, 50 and 200 WebSocket clients, and the memory of each process.
 
 Starts the product as the Makefile does (Redis mode: daphne, a supervised Celery worker and
-beat on PostgreSQL and Redis, started by tests/stack.py as the distributed tests start them;
+beat on PostgreSQL and Redis, started by harness/stack.py as the distributed tests start them;
 embedded mode: runembedded), connects N logged-in WebSocket clients and times every round
 push from `live.push` (the payload's `sent_at`, just after the round commits) to its arrival
 at each client. Same host, so one clock.
@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.stack import distributed_stack, free_port, fresh_database, start, stop, wait_for_port
+from harness.stack import distributed_stack, free_port, fresh_database, memory_mb, start, stop, wait_for_port
 from harness.wsclient import Client, login
 
 PASSWORD = "bench-password"
@@ -32,7 +32,7 @@ LOGS = Path(tempfile.gettempdir()) / "crs-bench"
 
 @contextmanager
 def redis_stack(args):
-    """The distributed mode as the tests start it (tests/stack.py), on a fresh database and Redis."""
+    """The distributed mode as the tests start it (harness/stack.py), on a fresh database and Redis."""
     import redis
 
     fresh_database(args.database_url)
@@ -100,23 +100,6 @@ async def connect(base_url: str, cookie: str) -> Client:
         except (ConnectionError, OSError):
             await asyncio.sleep(1 + attempt)
     return await Client.connect(base_url, "/ws/clusters/1/", cookie)
-
-
-def memory_mb(pid: int) -> tuple[float, float]:
-    """RSS and PSS of a process and all its descendants (prefork children count)."""
-    rss = pss = 0.0
-    for p in [pid, *descendants(pid)]:
-        for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Rss:"):
-                rss += int(line.split()[1]) / 1024
-            elif line.startswith("Pss:"):
-                pss += int(line.split()[1]) / 1024
-    return rss, pss
-
-
-def descendants(pid: int) -> list[int]:
-    children = [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
-    return children + [d for c in children for d in descendants(c)]
 
 
 def main() -> int:

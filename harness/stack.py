@@ -32,8 +32,8 @@ BEAT = [
     "--scheduler",
     "django_celery_beat.schedulers:DatabaseScheduler",
 ]
-# Worker and beat run restarted when they stop, as `make worker`, `make beat` and the compose
-# restart policy do.
+# Web, worker and beat run restarted when they stop, as `make web`, `make worker`, `make beat`
+# and the compose restart policy do.
 SUPERVISE = [str(ROOT / "scripts" / "supervise")]
 # One worker process as the single-worker tests run it: the production command, one process,
 # no mingle/gossip chatter to wait for at start.
@@ -87,20 +87,22 @@ def distributed_stack(database_url: str, redis_url: str, password: str, name: st
 
 
 def processes_of_a_stack(
-    env: dict, name: str, worker: list[str] = SINGLE_WORKER, logs: Path = ARTIFACTS
+    env: dict, name: str, worker: list[str] = SINGLE_WORKER, logs: Path = ARTIFACTS, workers: int = 1
 ) -> tuple[int, list[subprocess.Popen]]:
-    """The static files, then web (daphne), the supervised `worker` and supervised beat, as
-    `make web`, `make worker` and `make beat` start them, on `env`'s database and Redis (an
-    outage test's own); (the web's port, the processes). Logs go to <logs>/<name>-*.log."""
+    """The static files, then the supervised web (daphne), `workers` supervised `worker`s and
+    supervised beat, as `make web`, `make worker` and `make beat` start them, on `env`'s
+    database and Redis (an outage test's own); (the web's port, the processes: web, the
+    workers, beat). Logs go to <logs>/<name>-*.log."""
     env = {**env, **own_static(logs / f"{name}-static")}
     assert start(COLLECTSTATIC, env, logs / f"{name}-setup.log").wait(120) == 0
     keep_static_seed(env)
     port = free_port()
     web = [str(VENV_BIN / WEB[0]), "-b", "127.0.0.1", "-p", str(port), *WEB[5:]]
     beat = [str(VENV_BIN / BEAT[0]), *BEAT[1:]]
+    worker_logs = [f"{name}-worker.log"] if workers == 1 else [f"{name}-worker{i}.log" for i in range(1, workers + 1)]
     return port, [
-        start(web, env, logs / f"{name}-web.log"),
-        start([*SUPERVISE, *worker], env, logs / f"{name}-worker.log", new_session=True),
+        start([*SUPERVISE, *web], env, logs / f"{name}-web.log", new_session=True),
+        *(start([*SUPERVISE, *worker], env, logs / log, new_session=True) for log in worker_logs),
         start([*SUPERVISE, *beat], env, logs / f"{name}-beat.log", new_session=True),
     ]
 
@@ -157,6 +159,44 @@ def start(args: list[str], env: dict, log: Path, new_session: bool = False) -> s
         stderr=subprocess.STDOUT,
         start_new_session=new_session,
     )
+
+
+def memory_mb(pid: int) -> tuple[float, float]:
+    """RSS and PSS of a process and all its descendants (prefork children count)."""
+    rss = pss = 0.0
+    for p in [pid, *descendants(pid)]:
+        for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Rss:"):
+                rss += int(line.split()[1]) / 1024
+            elif line.startswith("Pss:"):
+                pss += int(line.split()[1]) / 1024
+    return rss, pss
+
+
+def descendants(pid: int) -> list[int]:
+    children = [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in (t / "children").read_text().split()]
+    return children + [d for c in children for d in descendants(c)]
+
+
+class RedisServer:
+    """A redis-server of the caller's own on a free port, to stop and start at will (outages)
+    without disturbing the shared Redis other tests use."""
+
+    def __init__(self, log: Path):
+        self.port, self.log, self.process = free_port(), log, None
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=self.log.open("a"),
+            stderr=subprocess.STDOUT,
+        )
+        wait_for_port(self.port, self.process, timeout=10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            stop(self.process)
 
 
 def stop(process: subprocess.Popen) -> None:

@@ -4,7 +4,7 @@ import logging
 import os
 import time
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import beat_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
@@ -23,6 +23,41 @@ def reconcile_on_start(sender, **kwargs) -> None:
     """A worker that starts (or restarts after an outage) follows again what nobody follows.
     Queued, not run here: the main process keeps no database connection of its own."""
     sender.app.send_task("dashboard.tasks.reconcile")
+
+
+class Heartbeat(bootsteps.StartStopStep):
+    """The worker's heartbeat for /healthz and /metrics (dashboard/health.py), from its event
+    loop's timer: a hung or stopped worker stops beating."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def start(self, worker) -> None:
+        from .health import heartbeat
+
+        self.tref = worker.timer.call_repeatedly(2.0, heartbeat, ("worker",))
+
+    def stop(self, worker) -> None:
+        worker.timer.cancel(self.tref)
+
+
+app.steps["worker"].add(Heartbeat)
+
+
+@beat_init.connect
+def heartbeat_on_tick(sender, **kwargs) -> None:
+    """Beat's heartbeat (dashboard/health.py) after each pass of its scheduler: a beat that
+    waits for the lease, or whose scheduler stopped, does not beat."""
+    from .health import heartbeat
+
+    scheduler = sender.scheduler
+    tick = scheduler.tick
+
+    def ticked(*args, **kwargs):
+        interval = tick(*args, **kwargs)
+        heartbeat("beat")
+        return interval
+
+    scheduler.tick = ticked
 
 
 @beat_init.connect

@@ -5,11 +5,10 @@ import subprocess
 import time
 import urllib.parse
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
-from harness.stack import ARTIFACTS, SINGLE_WORKER, drop_database, free_port, fresh_database, start, stop, wait_for_port
+from harness.stack import ARTIFACTS, SINGLE_WORKER, RedisServer, drop_database, fresh_database, start
 
 REQUIRE_SERVICES = os.environ.get("CRS_TEST_REQUIRE_SERVICES", "") in ("1", "true")
 # Migrations of the test cluster take the simulator's minimum of one second.
@@ -249,27 +248,6 @@ def pve(tmp_path):
     yield fake
     fake.stop()
     assert not fake.strays, "outside Proxmox VE's API schema:\n" + "\n".join(dict.fromkeys(fake.strays))
-
-
-class RedisServer:
-    """A redis-server of the test's own on a free port, to stop and start at will (outages)
-    without disturbing the shared Redis other tests use."""
-
-    def __init__(self, log: Path):
-        self.port, self.log, self.process = free_port(), log, None
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=self.log.open("a"),
-            stderr=subprocess.STDOUT,
-        )
-        wait_for_port(self.port, self.process, timeout=10)
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            stop(self.process)
 
 
 @pytest.fixture

@@ -110,6 +110,17 @@ def test_migration_time_is_proportional_to_guest_memory():
     assert cluster.task_status(tasks[0], T0 + seconds * small.memory_bytes / large.memory_bytes + 1).state == "done"
 
 
+def test_migration_time_stays_within_its_bounds_whatever_the_memory():
+    cluster = sim(migration_mib_s=512, migration_min_s=5, migration_max_s=10)
+    snap = cluster.collect(T0)
+    small, large = by_sid(snap)["vm:3"], by_sid(snap)["vm:1"]  # 1.3 s and 16 s at this rate
+    tasks = [cluster.migrate(g.sid, "node12" if g.node != "node12" else "node11", T0) for g in (small, large)]
+    assert [cluster.task_status(t, T0 + 4.9).state for t in tasks] == ["running", "running"]
+    assert cluster.task_status(tasks[0], T0 + 5.1).state == "done"
+    assert cluster.task_status(tasks[1], T0 + 9.9).state == "running"
+    assert cluster.task_status(tasks[1], T0 + 10.1).state == "done"
+
+
 def test_failing_migration_is_reported_and_leaves_the_guest_where_it_was():
     cluster = sim(fail_rate=1.0)
     source = by_sid(cluster.collect(T0))["vm:1"].node
@@ -274,3 +285,21 @@ def test_a_node_in_maintenance_is_reported_so_takes_no_guests_and_survives_a_res
     assert not resumed.collect(2.0).node("node02").maintenance
     with pytest.raises(SourceError, match="not a node"):
         resumed.maintenance("node99", True, 2.0)
+
+
+def test_starts_are_counted_per_route_across_a_resume_and_the_pruning_of_finished_tasks():
+    """The fault soak reads these counts: a migration started twice on its source shows as a 2."""
+    cluster = sim(migration_mib_s=1e9)
+    snap = cluster.collect(T0)
+    guest = snap.guests[0]
+    target = next(n.name for n in snap.nodes if n.name != guest.node)
+    cluster.migrate(guest.sid, target, T0)
+    resumed = open_source("simulator", {"migration_mib_s": 1e9}, cluster.state())
+    resumed.collect(T0 + 5)  # done: the guest is on its target
+    resumed.migrate(guest.sid, guest.node, T0 + 5)
+    resumed.collect(T0 + 10)
+    resumed.migrate(guest.sid, target, T0 + 10)
+    assert resumed.state()["starts"] == {
+        f"{guest.sid} {guest.node}>{target}": 2,
+        f"{guest.sid} {target}>{guest.node}": 1,
+    }

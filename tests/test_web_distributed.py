@@ -23,6 +23,14 @@ def test_compose_runs_the_commands_tested_here():
     assert "restart: unless-stopped" in compose  # the worker is restarted, as scripts/supervise does here
 
 
+@pytest.mark.servers
+def test_the_makefile_runs_these_commands_supervised():
+    """`make web`, `make worker` and `make beat` restart what dies (the fault soak kills each)."""
+    makefile = (ROOT / "Makefile").read_text()
+    for command in (" ".join(WEB).replace("8000", "$(PORT)"), " ".join(WORKER), " ".join(BEAT)):
+        assert f"scripts/supervise $(VENV)/bin/{command}" in makefile, command
+
+
 @pytest.fixture
 def stack(redis_url):
     with own_database("distributed") as database_url:

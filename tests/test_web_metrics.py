@@ -8,10 +8,12 @@ from conftest import migration_fields
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from dashboard import health
 from dashboard.models import Migration
 from dashboard.tasks import balancing_round
 
 pytestmark = pytest.mark.django_db
+COMPONENTS = ("database", "channel_layer", "worker", "beat")
 
 
 def scrape(client, **extra) -> dict:
@@ -78,3 +80,27 @@ def test_the_sample_grafana_dashboard_asks_only_for_served_metrics(client, sugge
         name for panel in dashboard["panels"] for t in panel["targets"] for name in re.findall(r"crs_\w+", t["expr"])
     }
     assert asked and asked <= served, asked - served
+
+
+def test_components_are_up_by_their_heartbeats_and_down_once_silent(client, cluster, monkeypatch):
+    """A worker beats every 2 s; beat may be silent two round intervals (at least 10 s)."""
+    monkeypatch.setattr(health, "_memory", {})
+    monkeypatch.setattr(health, "_written", {})
+    clock = [1_800_000_000.0]
+    monkeypatch.setattr(health.time, "time", lambda: clock[0])
+    health.heartbeat("worker")
+    health.heartbeat("beat")
+    families = scrape(client)
+    assert {c: value(families, "crs_component_up", component=c) for c in COMPONENTS} == dict.fromkeys(COMPONENTS, 1)
+
+    clock[0] += 11  # the worker's 10 s are over; beat's are two 10-s round intervals
+    cluster.policy.round_interval = 10
+    cluster.policy.save()
+    families = scrape(client)
+    assert value(families, "crs_component_up", component="worker") == 0
+    assert value(families, "crs_component_up", component="beat") == 1
+    health_json = client.get("/healthz").json()
+    assert health_json["worker"] == "down: no heartbeat for 11 s" and health_json["beat"] == "ok"
+
+    clock[0] += 10
+    assert client.get("/healthz").json()["beat"] == "down: no heartbeat for 21 s"

@@ -4,7 +4,7 @@ so as JSON, and once the database returns the migration settles (done, as the ad
 instead of staying "running" forever.
 
 The machine's PostgreSQL is shared, so the outage is a real TCP fault in between: the stack
-reaches the database through tests/tcpproxy.py, which the test closes (open connections reset,
+reaches the database through harness/tcpproxy.py, which the test closes (open connections reset,
 new ones refused) and reopens.
 """
 
@@ -19,11 +19,11 @@ import pytest
 from conftest import FAST_SIMULATOR, guest_on, make_migration, service_or_skip, shared_database_url
 from django.conf import settings
 from django.utils import timezone
-from tcpproxy import TcpProxy
 
 from dashboard import tasks
 from dashboard.models import Cluster, Migration, Policy
 from harness.stack import ARTIFACTS, free_port, processes_of_a_stack, stop, wait_for_port
+from harness.tcpproxy import TcpProxy
 
 OUTAGE = 30  # seconds
 SETTLE = 60  # seconds after the database returns: issue 12's target

@@ -37,6 +37,8 @@ KEYS = {
     "seconds_per_sample",
     "start_sample",
     "migration_mib_s",
+    "migration_min_s",
+    "migration_max_s",
     "fail_rate",
     "usage_period",
 }
@@ -66,6 +68,10 @@ class SimulatorConfig:
     migration_mib_s: float  # memory copied per caller second
     fail_rate: float  # share of migrations that fail half-way
     usage_period: float = 0.0  # trace seconds over which usage is averaged; 0 = the latest sample
+    # Bounds of a migration's caller seconds, whatever the guest's memory (the trace's range from
+    # 0.1 to 511 GiB would otherwise span 1 s to hours at one rate); 0 = no upper bound.
+    migration_min_s: float = 1.0
+    migration_max_s: float = 0.0
 
 
 def parse_config(config: dict[str, Any]) -> SimulatorConfig:
@@ -84,6 +90,8 @@ def parse_config(config: dict[str, Any]) -> SimulatorConfig:
         start_sample=cfg.integer(config, "start_sample", WHERE, 0, low=0),
         migration_mib_s=cfg.number(config, "migration_mib_s", WHERE, 1024.0, low=0.0, exclusive_low=True),
         fail_rate=cfg.number(config, "fail_rate", WHERE, 0.0, low=0.0, high=1.0),
+        migration_min_s=cfg.number(config, "migration_min_s", WHERE, 1.0, low=0.0, exclusive_low=True),
+        migration_max_s=cfg.number(config, "migration_max_s", WHERE, 0.0, low=0.0),
         usage_period=cfg.number(config, "usage_period", WHERE, 0.0, low=0.0, high=MAX_USAGE_PERIOD_S),
     )
 
@@ -202,8 +210,15 @@ class Simulator:
             raise SourceError(f"migrate: {sid} is already migrating")
         number = self._state["next_task"]
         self._state["next_task"] = number + 1
+        # Starts per route, kept past the pruning of finished tasks: a caller that started one
+        # migration twice (a worker killed between the start and its record) shows as a 2.
+        route = f"{sid} {placement[sid]}>{target}"
+        starts = self._state.setdefault("starts", {})
+        starts[route] = starts.get(route, 0) + 1
         memory = float(self.trace.memory_bytes[self._sids().index(sid)])
-        duration = max(1.0, memory / (self.config.migration_mib_s * 2**20))
+        duration = max(self.config.migration_min_s, memory / (self.config.migration_mib_s * 2**20))
+        if self.config.migration_max_s:
+            duration = min(duration, max(self.config.migration_max_s, self.config.migration_min_s))
         fails = np.random.default_rng([self.config.seed, number]).random() < self.config.fail_rate
         task_id = f"sim:{number}"
         self._state["tasks"][task_id] = {

@@ -12,6 +12,7 @@ import ipaddress
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
+from django.db import DatabaseError
 from django.db.models import Count
 from django.http import HttpResponse
 from django.views.decorators.http import require_GET
@@ -19,6 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from .. import health
 from ..models import Cluster, Migration
 
 # Migrations take seconds (a container) to many minutes (a VM with much memory).
@@ -48,7 +50,10 @@ class ClusterCollector:
             "crs_migration_duration_seconds", "Duration of finished migrations (done or failed).", labels=["cluster"]
         )
 
-        clusters = Cluster.objects.filter(archived=False).select_related("policy")
+        try:
+            clusters = list(Cluster.objects.filter(archived=False).select_related("policy"))
+        except DatabaseError:  # the database is away: crs_component_up says so, nothing else is known
+            return
         counts: dict[int, dict[str, int]] = {}
         for row in Migration.objects.values("cluster_id", "state").annotate(n=Count("pk")):
             counts.setdefault(row["cluster_id"], {})[row["state"]] = row["n"]
@@ -85,7 +90,23 @@ def histogram(cluster) -> tuple[list, float]:
     return buckets + [("+Inf", len(seconds))], sum(seconds)
 
 
+class ComponentCollector:
+    """crs_component_up per part of the service, as /healthz reports them (dashboard/health.py)."""
+
+    def collect(self):
+        up = GaugeMetricFamily(
+            "crs_component_up",
+            "1 if the part works: database and channel layer as the web reaches them, "
+            "worker and beat by their heartbeats.",
+            labels=["component"],
+        )
+        for name, state in health.components().items():
+            up.add_metric([name], 1 if state == "ok" else 0)
+        yield up
+
+
 REGISTRY = CollectorRegistry(auto_describe=False)
+REGISTRY.register(ComponentCollector())
 REGISTRY.register(ClusterCollector())
 
 

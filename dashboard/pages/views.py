@@ -5,11 +5,8 @@ Every page needs a login (LoginRequiredMiddleware) and a role's permission (role
 
 from functools import wraps
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required, permission_required
-from django.db import connection
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -18,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 import crs.model
 from crs.fields import read_json
 
-from .. import history
+from .. import health, history
 from ..approvals import approve_migration, decision_conflict, fail_migration, reject_migration
 from ..forms import PolicyApiForm, PolicyForm, RejectForm, json_settings
 from ..live import sender as live
@@ -71,7 +68,7 @@ def _page(request, cluster):
         "cluster": cluster,
         "clusters": Cluster.objects.filter(archived=False).only("name"),
         "form": PolicyForm(typed, instance=cluster.policy) if typed else PolicyForm(instance=cluster.policy),
-        "live_paused": _check(_probe_channel_layer) != "ok",
+        "live_paused": health.check(health.probe_channel_layer) != "ok",
         "can_decide": request.user.has_perm("dashboard.approve_migration") and not cluster.read_only,
         "all_stopped": not Cluster.objects.filter(archived=False, stopped=False).exists(),
         "can_configure": request.user.has_perm("dashboard.change_policy"),
@@ -198,10 +195,8 @@ def _decided(pk, wanted, recorded: bool = True):
 @require_GET
 @login_not_required  # load balancers and monitoring probe it without an account
 def healthz(request):
-    checks = {
-        "database": _check(lambda: connection.cursor().execute("SELECT 1")),
-        "channel_layer": _check(_probe_channel_layer),
-    }
+    parts = health.components()
+    checks = {name: parts[name] for name in ("database", "channel_layer")}
     clusters = list(Cluster.objects.only("name", "last_round_at", "source_error")) if checks["database"] == "ok" else []
     rounds = {c.name: c.last_round_at.isoformat() if c.last_round_at else None for c in clusters}
     # Monitoring polls anonymously: it learns that a source fails; people logged in learn why.
@@ -210,18 +205,18 @@ def healthz(request):
     sources = {
         c.name: ("ok" if not c.source_error else f"error: {c.source_error}" if detail else "error") for c in clusters
     }
+    # The web serves when it has its database and channel layer: a load balancer must not take
+    # it out for a dead worker or beat, which /healthz reports beside (and /metrics counts).
     ok = all(value == "ok" for value in checks.values())
     # An unreachable cluster is reported, not a 503: the service itself is healthy.
-    return JsonResponse({"ok": ok, **checks, "last_round": rounds, "sources": sources}, status=200 if ok else 503)
-
-
-def _probe_channel_layer() -> None:
-    async_to_sync(get_channel_layer().group_send)("healthz", {"type": "healthz.ping"})
-
-
-def _check(probe) -> str:
-    try:
-        probe()
-    except Exception as exc:  # a health check reports any failure instead of raising it
-        return f"error: {exc}"
-    return "ok"
+    return JsonResponse(
+        {
+            "ok": ok,
+            **checks,
+            "worker": parts["worker"],
+            "beat": parts["beat"],
+            "last_round": rounds,
+            "sources": sources,
+        },
+        status=200 if ok else 503,
+    )

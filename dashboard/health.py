@@ -1,0 +1,105 @@
+"""The service's parts as /healthz and /metrics report them: the database and the channel
+layer, probed from the web; the workers and beat, from their heartbeats.
+
+A worker or beat cannot be probed from the web (they are other processes, maybe other
+hosts), so each records when it last worked: a worker from its event loop's timer every
+two seconds, beat after a pass of its scheduler. The heartbeats live in Redis, which every
+process of the distributed mode reaches; the embedded mode runs all in one process and
+keeps them in memory. Heartbeats are written at most once a second per process.
+"""
+
+import time
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import connection
+from django.db.models import Min
+
+WORKER_SILENCE = 10.0  # seconds without a heartbeat from any worker before it counts as down
+# Beat is down when it has not ticked within two round intervals of the fastest cluster, but
+# never before 10 s: a busy host stalls a healthy process for seconds.
+BEAT_SILENCE_FLOOR = 10.0
+HEARTBEAT_EVERY = 1.0  # seconds between two writes of one process's heartbeat
+_memory: dict[str, float] = {}  # the embedded mode's heartbeats
+_written: dict[str, float] = {}  # this process's last write, per component
+_redis = None
+
+
+def _client():
+    global _redis
+    if _redis is None:
+        import redis
+
+        _redis = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+    return _redis
+
+
+def _key(component: str) -> str:
+    return f"crs:heartbeat:{component}"
+
+
+def heartbeat(component: str) -> None:
+    """Record that `component` ("worker" or "beat") works now. Never raises: with Redis away
+    the heartbeat is lost, and the web reports the component as unknown meanwhile."""
+    now = time.time()
+    if now - _written.get(component, 0.0) < HEARTBEAT_EVERY:
+        return
+    _written[component] = now
+    if not settings.REDIS_URL:
+        _memory[component] = now
+        return
+    try:
+        _client().set(_key(component), now, ex=3600)
+    except Exception:  # noqa: BLE001  (Redis away: the next beat tries again)
+        pass
+
+
+def _silence(component: str, within: float) -> str:
+    """ "ok" if `component` beat within `within` seconds, else why not."""
+    if settings.REDIS_URL:
+        try:
+            value = _client().get(_key(component))
+        except Exception as exc:  # a health check reports any failure instead of raising it
+            return f"unknown: its heartbeat is in Redis, unreachable ({exc})"
+        last = float(value) if value is not None else None
+    else:
+        last = _memory.get(component)
+    if last is None:
+        return "down: no heartbeat yet"
+    silent = time.time() - last
+    return "ok" if silent <= within else f"down: no heartbeat for {silent:.0f} s"
+
+
+def beat_silence() -> float:
+    """Two round intervals of the fastest live cluster, at least BEAT_SILENCE_FLOOR seconds."""
+    from .models import Policy
+
+    try:
+        fastest = Policy.objects.filter(cluster__archived=False).aggregate(s=Min("round_interval"))["s"]
+    except Exception:  # noqa: BLE001  (database away: the floor)
+        fastest = None
+    return max(BEAT_SILENCE_FLOOR, 2.0 * (fastest or 0))
+
+
+def probe_channel_layer() -> None:
+    async_to_sync(get_channel_layer().group_send)("healthz", {"type": "healthz.ping"})
+
+
+def check(probe) -> str:
+    try:
+        probe()
+    except Exception as exc:  # a health check reports any failure instead of raising it
+        return f"error: {exc}"
+    return "ok"
+
+
+def components() -> dict[str, str]:
+    """Each part's state: "ok", or what is wrong ("error: …", "down: …", "unknown: …")."""
+    database = check(lambda: connection.cursor().execute("SELECT 1"))
+    return {
+        "database": database,
+        "channel_layer": check(probe_channel_layer),
+        "worker": _silence("worker", WORKER_SILENCE),
+        "beat": _silence("beat", beat_silence() if database == "ok" else BEAT_SILENCE_FLOOR),
+    }
