@@ -21,11 +21,11 @@ ARTIFACTS = ROOT / "tests" / "artifacts"  # server logs, kept by CI
 VENV_BIN = Path(sys.executable).parent
 # The commands of docker-compose.yml and the Makefile; the web's bind address and port vary.
 WEB = ["daphne", "-b", "0.0.0.0", "-p", "8000", "project.asgi:application"]
-WORKER = ["celery", "-A", "dashboard", "worker", "-l", "info"]
+WORKER = ["celery", "-A", "project", "worker", "-l", "info"]
 BEAT = [
     "celery",
     "-A",
-    "dashboard",
+    "project",
     "beat",
     "-l",
     "info",
