@@ -87,8 +87,16 @@ def errors_of(form) -> dict:
 
 
 def filtered(form_class, request) -> dict:
-    """The filter form's cleaned values, or a 400 naming each bad field."""
+    """The filter form's cleaned values, or a 400 naming each bad field. A parameter given empty
+    is refused rather than read as absent: the schema says what each one takes."""
     form = form_class(request.query_params)
+    empty = {
+        name: [f"{name}: give a value or leave the parameter out"]
+        for name in form.fields
+        if request.query_params.get(name) == ""
+    }
+    if empty:
+        raise ValidationError(empty)
     if not form.is_valid():
         raise ValidationError(errors_of(form))
     return form.cleaned_data
@@ -112,6 +120,13 @@ class Pages(PageNumberPagination):
     page_size = 100
     page_size_query_param = "page_size"
     max_page_size = 1000
+
+    def get_page_size(self, request):
+        """A page_size that is not a whole number of 1 or more is refused (DRF would use the default)."""
+        given = request.query_params.get(self.page_size_query_param)
+        if given is not None and not (given.isdigit() and int(given) >= 1):
+            raise ValidationError({"page_size": [f"page_size must be a whole number of 1 or more, not {given!r}"]})
+        return super().get_page_size(request)
 
 
 class ApiViewSet(viewsets.GenericViewSet):
@@ -652,7 +667,7 @@ class ClusterViewSet(ApiViewSet):
         """Approve every pending recommendation of the cluster; `refused` says why any did not take."""
         approved, refused = [], {}
         for migration in self.get_object().migrations.select_related("cluster").filter(state="suggested"):
-            refusal = approve_migration(migration, request.user)
+            refusal, _ = approve_migration(migration, request.user)
             migration.refresh_from_db()
             if error := refusal or decision_conflict(migration, "approved"):
                 refused[str(migration.pk)] = error
@@ -834,7 +849,8 @@ class RecommendationViewSet(ApiViewSet):
     def approve(self, request, pk=None):
         """Approve: it runs as soon as a slot is free. One that no longer fits the cluster expires (409)."""
         migration = self._pending(pk)
-        return self._decided(migration.pk, "approved", refusal=approve_migration(migration, request.user))
+        refusal, approved = approve_migration(migration, request.user)
+        return self._decided(migration.pk, "approved", migration.pk in approved, refusal)
 
     @extend_schema(
         request=RejectSerializer,

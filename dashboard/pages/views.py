@@ -160,21 +160,23 @@ def api_settings(request, pk):
 def approve(request, pk):
     """Approve one recommendation, and the steps of its plan it was computed behind."""
     migration = get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
-    if refusal := approve_migration(migration, request.user):
+    refusal, approved = approve_migration(migration, request.user)
+    if refusal:
         return JsonResponse({"error": refusal, "migration": live.migration_payload(migration)}, status=409)
-    return _decided(pk, "approved")
+    return _decided(pk, "approved", pk in approved)
 
 
-def approve_migration(migration: Migration, user) -> str:
+def approve_migration(migration: Migration, user) -> tuple[str, list[int]]:
     """A person approves a pending recommendation and the steps it was computed behind (the page
     and the REST API alike); a step that no longer fits the latest snapshot expires instead, with
-    the reason. Returns why nothing of its cluster can be migrated at all, or "" when tried."""
+    the reason. Returns why nothing of its cluster can be migrated at all ("" when tried), and
+    the migrations this call approved (a click that came second approved none)."""
     if refusal := _not_migratable(migration.cluster):
-        return refusal
+        return refusal, []
     with transaction.atomic():
         approved = plans.approve(migration, user)
         _after_commit(approved, approved + [migration.pk])
-    return ""
+    return "", approved
 
 
 def _not_migratable(cluster) -> str:
@@ -280,10 +282,12 @@ def _decided(pk, wanted, recorded: bool = True):
 
 def decision_conflict(migration: Migration, wanted: str, recorded: bool = True) -> str:
     """Why a decision did not take (someone else decided first, or it expired); "" if it did."""
-    if not recorded and migration.state == wanted:
-        return f"migration {migration.pk} was {wanted} by someone else first: this decision was not recorded"
     if migration.state == wanted or (wanted == "approved" and migration.state in ("running", "done", "failed")):
-        return ""
+        return (
+            ""
+            if recorded
+            else f"migration {migration.pk} was {wanted} by someone else first: this decision was not recorded"
+        )
     reason = f" ({migration.reason})" if migration.reason else ""
     return f"migration {migration.pk} is {migration.state}{reason}, not a pending recommendation"
 
