@@ -87,8 +87,13 @@ def errors_of(form) -> dict:
 
 
 def filtered(form_class, request) -> dict:
-    """The filter form's cleaned values, or a 400 naming each bad field. A parameter given empty
-    is refused rather than read as absent: the schema says what each one takes."""
+    """The filter form's cleaned values, or a 400 naming each bad field."""
+    return valid_filter(form_class, request).cleaned_data
+
+
+def valid_filter(form_class, request):
+    """The filter form, valid, or a 400 naming each bad field. A parameter given empty is
+    refused rather than read as absent: the schema says what each one takes."""
     form = form_class(request.query_params)
     empty = {
         name: [f"{name}: give a value or leave the parameter out"]
@@ -99,7 +104,7 @@ def filtered(form_class, request) -> dict:
         raise ValidationError(empty)
     if not form.is_valid():
         raise ValidationError(errors_of(form))
-    return form.cleaned_data
+    return form
 
 
 # --- access ---------------------------------------------------------------------------------------
@@ -278,6 +283,10 @@ class Username(serializers.SlugRelatedField):
         if isinstance(data, str) and "\x00" in data:
             self.fail("does_not_exist", slug_name=self.slug_field, value=data.replace("\x00", "\\x00"))
         return super().to_internal_value(data)
+
+    def get_value(self, dictionary):
+        """`user=` in a form body is refused as JSON's "" is, not read as omitted (DRF's HTML-form rule)."""
+        return "" if dictionary.get(self.field_name) == "" else super().get_value(dictionary)
 
 
 class TokenSerializer(serializers.ModelSerializer):
@@ -849,8 +858,7 @@ class RecommendationViewSet(ApiViewSet):
     def approve(self, request, pk=None):
         """Approve: it runs as soon as a slot is free. One that no longer fits the cluster expires (409)."""
         migration = self._pending(pk)
-        refusal, approved = approve_migration(migration, request.user)
-        return self._decided(migration.pk, "approved", migration.pk in approved, refusal)
+        return self._decided(migration.pk, "approved", refusal=approve_migration(migration, request.user)[0])
 
     @extend_schema(
         request=RejectSerializer,
@@ -874,10 +882,7 @@ class AuditViewSet(ApiViewSet):
     read_permission = "dashboard.view_auditevent"
 
     def events(self, request):
-        form = AuditFilterForm(request.query_params)
-        if not form.is_valid():
-            raise ValidationError(errors_of(form))
-        return form.events()
+        return valid_filter(AuditFilterForm, request).events()
 
     @extend_schema(parameters=form_parameters(AuditFilterForm))
     def list(self, request):

@@ -163,7 +163,7 @@ def approve(request, pk):
     refusal, approved = approve_migration(migration, request.user)
     if refusal:
         return JsonResponse({"error": refusal, "migration": live.migration_payload(migration)}, status=409)
-    return _decided(pk, "approved", pk in approved)
+    return _decided(pk, "approved", already=pk not in approved)
 
 
 def approve_migration(migration: Migration, user) -> tuple[str, list[int]]:
@@ -271,23 +271,26 @@ def _after_commit(approved: list[int], changed: list[int]) -> None:
         transaction.on_commit(partial(live.push_migration, pk))
 
 
-def _decided(pk, wanted, recorded: bool = True):
-    """200 with the migration if this decision took, 409 saying where it is otherwise."""
+def _decided(pk, wanted, recorded: bool = True, already: bool = False):
+    """200 with the migration if this decision took, 409 saying where it is otherwise. A second
+    approval of an approved move (a double click, a colleague first) changes nothing: 200, saying so."""
     migration = Migration.objects.select_related("decided_by").get(pk=pk)
     payload = live.migration_payload(migration)
     if error := decision_conflict(migration, wanted, recorded):
         return JsonResponse({"error": error, "migration": payload}, status=409)
+    if already:
+        return JsonResponse(
+            {"already": f"migration {pk} was {wanted} already: this changed nothing", "migration": payload}
+        )
     return JsonResponse({"migration": payload})
 
 
 def decision_conflict(migration: Migration, wanted: str, recorded: bool = True) -> str:
     """Why a decision did not take (someone else decided first, or it expired); "" if it did."""
+    if not recorded and migration.state == wanted:
+        return f"migration {migration.pk} was {wanted} by someone else first: this decision was not recorded"
     if migration.state == wanted or (wanted == "approved" and migration.state in ("running", "done", "failed")):
-        return (
-            ""
-            if recorded
-            else f"migration {migration.pk} was {wanted} by someone else first: this decision was not recorded"
-        )
+        return ""
     reason = f" ({migration.reason})" if migration.reason else ""
     return f"migration {migration.pk} is {migration.state}{reason}, not a pending recommendation"
 
