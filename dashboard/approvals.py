@@ -10,16 +10,17 @@ from . import emergency, plans, tasks
 from .models import Cluster, Migration
 
 
-def approve_migration(migration: Migration, user) -> str:
+def approve_migration(migration: Migration, user) -> tuple[str, list[int]]:
     """A person approves a pending recommendation and the steps it was computed behind (the page
     and the REST API alike); a step that no longer fits the latest snapshot expires instead, with
-    the reason. Returns why nothing of its cluster can be migrated at all, or "" when tried."""
+    the reason. Returns why nothing of its cluster can be migrated at all ("" when tried), and
+    the migrations this call approved (a click that came second approved none)."""
     if refusal := not_migratable(migration.cluster):
-        return refusal
+        return refusal, []
     with transaction.atomic():
         approved = plans.approve(migration, user)
         tasks.after_decision(approved, approved + [migration.pk])
-    return ""
+    return "", approved
 
 
 def apply_all(cluster: Cluster, user) -> tuple[list[Migration], dict[int, str]]:

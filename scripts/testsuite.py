@@ -9,6 +9,11 @@ rest run at once, each with its own PostgreSQL database name and Redis database 
 (derived from CRS_TEST_DATABASE_URL and CRS_TEST_REDIS_URL when they are set) so that no run
 flushes or drops another's. The rest streams to the terminal; the other three are printed
 when they end. The exit status is non-zero if any run failed.
+
+The rest runs on two pytest-xdist workers: its tests mostly wait (on PostgreSQL, on the
+in-process workers), and a subset of them took 136 s on two workers where it took 247 s on
+one. The browser tests do not: two of their servers starting at once on a busy machine
+missed their start timeouts.
 """
 
 import os
@@ -19,14 +24,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
-# name, marker expression, offset added to the Redis database number
+# name, marker expression, offset added to the Redis database number, pytest-xdist options.
 # The soak run holds the 10-minute socket probe; the fault soak (tests/test_soak_faults.py,
 # marked `faultsoak`) holds a socket too and replaces it with the marker "faultsoak" here.
 RUNS = [
-    ("soak", "soak and not faultsoak", 2),
-    ("e2e", "e2e", 1),
-    ("servers", "servers and not soak and not e2e", 3),
-    ("main", "not e2e and not soak and not servers", 0),
+    ("soak", "soak and not faultsoak", 2, []),
+    ("e2e", "e2e", 1, []),
+    ("servers", "servers and not soak and not e2e", 3, []),
+    ("main", "not e2e and not soak and not servers", 0, ["-n", "2"]),
 ]
 
 
@@ -49,8 +54,19 @@ def services(name: str, offset: int) -> dict[str, str]:
 def main() -> int:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     started = {}
-    for name, marker, offset in RUNS:
-        command = [sys.executable, "-m", "pytest", "-m", marker, "-q", "-p", "no:cacheprovider", "--durations=10"]
+    for name, marker, offset, workers in RUNS:
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            marker,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--durations=30",
+            *workers,
+        ]
         env = {**os.environ, **services(name, offset)}
         if name == "main":
             started[name] = subprocess.Popen(command, cwd=ROOT, env=env)
@@ -60,7 +76,7 @@ def main() -> int:
             print(f"{name} tests running beside the rest (pid {started[name].pid}, {log.relative_to(ROOT)})")
         sys.stdout.flush()
     codes = {name: process.wait() for name, process in reversed(started.items())}
-    for name in reversed([name for name, _, _ in RUNS if name != "main"]):  # the longest last
+    for name in reversed([name for name, *_ in RUNS if name != "main"]):  # the longest last
         print(f"--- {name} tests (exit {codes[name]}) ---")
         print((ARTIFACTS / f"{name}.log").read_text(), flush=True)
     failed = [name for name, code in codes.items() if code != 0]

@@ -66,11 +66,21 @@ def redis_url():
     """A Redis database for this test alone: flushed before and after (that database only)."""
     import redis
 
-    url = service_or_skip("CRS_TEST_REDIS_URL")
+    url = own_redis_database(service_or_skip("CRS_TEST_REDIS_URL"))
     client = redis.Redis.from_url(url)
     client.flushdb()
     yield url
     client.flushdb()
+
+
+def own_redis_database(url: str) -> str:
+    """`url` as this pytest-xdist worker uses it: worker N moves the Redis database number by
+    4 N (scripts/testsuite.py's runs take 0-3), so that no worker flushes another's."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:])
+    if not worker:
+        return url
+    parts = urllib.parse.urlsplit(url)
+    return parts._replace(path=f"/{int(parts.path.lstrip('/') or 0) + 4 * worker}").geturl()
 
 
 def user_with_role(django_user_model, role: str | None, **fields):
@@ -216,17 +226,23 @@ def keep_collecting(cluster):
 
 def race(action, timeout: float) -> None:
     """Run `action` in two threads released at once (two workers at the same step), each with its
-    own database connection, closed after."""
+    own database connection, closed after. A thread's exception is raised here, as is a thread
+    still running after `timeout`: a race whose sides failed proves nothing. PostgreSQL only:
+    SQLite refuses the second writer ("database table is locked") instead of making it wait."""
     import threading
 
     from django.db import connection
 
+    service_or_skip("CRS_TEST_DATABASE_URL")
     barrier = threading.Barrier(2)
+    raised = []
 
     def run():
-        barrier.wait()
         try:
+            barrier.wait()
             action()
+        except BaseException as error:
+            raised.append(error)
         finally:
             connection.close()
 
@@ -235,6 +251,9 @@ def race(action, timeout: float) -> None:
         thread.start()
     for thread in threads:
         thread.join(timeout)
+    assert not any(thread.is_alive() for thread in threads), f"a side of the race still runs after {timeout} s"
+    if raised:
+        raise raised[0]
 
 
 @pytest.fixture

@@ -47,6 +47,7 @@ def test_start_pause_resume_and_node_is_back(page):  # noqa: F811
     wait_until(page, "document.getElementById('rolling-state')?.dataset.state === 'running'")
     wait_until(page, f"{step(first)} === 'waiting-admin'")  # refreshed in place, no reload
     assert "waiting for admin" in page.inner_text(f"#rolling-queue tr[data-node='{first}'] .rolling-step")
+    assert page.inner_text(f"#rolling-queue tr[data-node='{second}'] .rolling-step") == "next"
     for width, height in ((1440, 900), (390, 844)):
         page.set_viewport_size({"width": width, "height": height})
         wait_until(page, "document.documentElement.scrollWidth <= window.innerWidth", 10_000)  # no sideways scroll
@@ -54,9 +55,7 @@ def test_start_pause_resume_and_node_is_back(page):  # noqa: F811
     page.set_viewport_size({"width": 1400, "height": 1100})
     page.click(f"#rolling-queue tr[data-node='{first}'] .node-back")
     wait_until(page, f"{step(first)} === 'done'")
-    assert page.evaluate(step(second)) != "waiting" or "next" in page.inner_text(
-        f"#rolling-queue tr[data-node='{second}'] .rolling-step"
-    )
+    wait_until(page, f"{step(second)} !== 'waiting'")  # the second node's turn
     page.click("#rolling-cancel")
     wait_until(page, "document.getElementById('rolling-state')?.dataset.state === 'cancelled'")
     page.wait_for_selector("#rolling-start-form")  # a new one may start

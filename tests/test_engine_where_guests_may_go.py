@@ -33,17 +33,28 @@ def test_placement_honours_forbidden_traits():
     assert select_node(snap, "vm:100") == "n3"  # n1 not allowed, n2 forbidden by trait, n0 crowded
 
 
-@hsettings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.sets(st.sampled_from(["n0", "n1", "n2", "n3"])), st.booleans()), min_size=6, max_size=6))
-def test_no_plan_step_leaves_allowed_nodes_or_traits(constraints):
-    extra = {}
-    for i, (allowed, gpu) in enumerate(constraints):
-        extra[f"vm:{100 + i}"] = ({"allowed_nodes": sorted(allowed | {"n0"})} if allowed else {}) | (
-            {"requires": ["gpu"]} if gpu else {}
-        )
-    snap = cluster(extra, moves=6, gpu_nodes=("n2", "n3"))
-    guests = {g.sid: g for g in snap.guests}
-    nodes = {n.name: n for n in snap.nodes}
-    for step in run_round(snap, RoundState()).plan:
-        for target in (step.move.target, *step.alternatives):
-            assert all(guests[sid].may_run_on(nodes[target]) for sid in step.move.guests)
+def test_no_plan_step_leaves_allowed_nodes_or_traits():
+    """A property over the plan's steps: it proves something only if the examples have steps."""
+    steps = []
+
+    @hsettings(max_examples=40, deadline=None)
+    @given(
+        st.lists(st.tuples(st.sets(st.sampled_from(["n0", "n1", "n2", "n3"])), st.booleans()), min_size=6, max_size=6)
+    )
+    def every_step_stays_allowed(constraints):
+        extra = {}
+        for i, (allowed, gpu) in enumerate(constraints):
+            extra[f"vm:{100 + i}"] = ({"allowed_nodes": sorted(allowed | {"n0"})} if allowed else {}) | (
+                {"requires": ["gpu"]} if gpu else {}
+            )
+        snap = cluster(extra, moves=6, gpu_nodes=("n2", "n3"))
+        guests = {g.sid: g for g in snap.guests}
+        nodes = {n.name: n for n in snap.nodes}
+        plan = run_round(snap, RoundState()).plan
+        steps.append(len(plan))
+        for step in plan:
+            for target in (step.move.target, *step.alternatives):
+                assert all(guests[sid].may_run_on(nodes[target]) for sid in step.move.guests)
+
+    every_step_stays_allowed()
+    assert sum(1 for n in steps if n) >= len(steps) // 2, steps  # most examples planned moves

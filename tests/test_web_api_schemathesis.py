@@ -13,13 +13,20 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    negative_data_rejection,
     response_schema_conformance,
     status_code_conformance,
 )
 
 from dashboard.tokens import ApiToken
 
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    negative_data_rejection,
+]
 
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())  # needs no database
@@ -46,6 +53,8 @@ def token(admin, suggested):
 
 @pytest.mark.django_db
 @schema.parametrize()
-@settings(deadline=None, suppress_health_check=list(HealthCheck))
+# The examples share the test's database and token (pytest-django's transaction, one per
+# operation): what one example writes, the next may read, as a client's calls would.
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_api_conforms_to_its_schema(case, token):
     case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, checks=CHECKS)

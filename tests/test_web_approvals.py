@@ -58,6 +58,8 @@ def test_approve_queues_execution_once(admin_client, suggested, django_capture_o
         first = admin_client.post(url)
         second = admin_client.post(url)
     assert (first.status_code, second.status_code) == (200, 200)
+    assert "already" not in first.json()
+    assert second.json()["already"] == f"migration {suggested.pk} was approved already: this changed nothing"
     assert started == [suggested.pk]
     assert AuditEvent.objects.filter(action="approved").count() == 1
     assert Migration.objects.get(pk=suggested.pk).state == "approved"

@@ -121,8 +121,18 @@ def test_a_rule_violation_becomes_a_priority_1_recommendation_that_takes_over_fr
         assert m.state == "expired" and f"replaced by rule-fix plan {fix.plan}" in m.reason
     recommended = Migration.objects.filter(state="suggested").order_by("priority", "plan", "step")
     assert recommended.first().pk == fix.pk
-    round_ = cluster.rounds.order_by("-at").first()
-    assert "a rule fix goes first" in round_.explanation["waiting"] or round_.decision != "migrate"
+    # The rounds after it say the rule fix goes first, and make no balancing plan meanwhile.
+    tick = keep_collecting(cluster)
+
+    def second_round_after_the_fix():
+        """two rounds after the rule fix was suggested"""
+        tick()
+        later = list(cluster.rounds.filter(at__gt=fix.suggested_at).order_by("at"))
+        return later[1] if len(later) > 1 else None
+
+    round_ = wait_until(second_round_after_the_fix)
+    assert "a rule fix goes first" in round_.explanation["waiting"]
+    assert not Migration.objects.filter(kind="balancing", state="suggested").exists()
 
 
 @pytest.mark.django_db

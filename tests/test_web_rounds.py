@@ -10,7 +10,7 @@ from conftest import guest_on, make_migration, run_rounds, set_policy
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.models import AuditEvent, Cluster, Migration, Policy, Round
+from dashboard.models import AuditEvent, Cluster, Migration, Policy, Round, priority
 from dashboard.tasks import balancing_round
 
 pytestmark = pytest.mark.django_db
@@ -34,11 +34,17 @@ def test_rounds_hold_then_recommend_a_ranked_plan(cluster, django_capture_on_com
     kept = 1.0
     for m in steps:
         kept *= 1 - m.relative_gain
-        assert m.priority == (
-            2 if m.relative_gain >= 0.25 else 3 if m.relative_gain >= 0.15 else 4 if m.relative_gain >= 0.05 else 5
-        )
+        assert m.priority == priority(m.relative_gain)  # graded by its own step gain (edges below)
     assert steps[0].plan_gain == pytest.approx(1 - kept)
     assert AuditEvent.objects.filter(action="suggested").count() == len(steps)
+
+
+@pytest.mark.parametrize(
+    ("step_gain", "grade"),
+    [(0.0, 5), (0.0499, 5), (0.05, 4), (0.1499, 4), (0.15, 3), (0.2499, 3), (0.25, 2), (0.9, 2)],
+)
+def test_a_step_s_grade_starts_at_5_15_and_25_percent_gain(step_gain, grade):
+    assert priority(step_gain) == grade
 
 
 def test_hold_counter_is_persisted_between_rounds(cluster, django_capture_on_commit_callbacks):

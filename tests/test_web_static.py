@@ -14,11 +14,21 @@ YEAR = 365 * 24 * 3600
 MANIFEST = {"staticfiles": {"BACKEND": "dashboard.staticfiles.StaticStorage"}}
 
 
-@pytest.fixture
-def collected(tmp_path, settings):
-    with override_settings(STATIC_ROOT=tmp_path, STORAGES={**settings.STORAGES, **MANIFEST}):
+@pytest.fixture(scope="module")
+def collected_once(tmp_path_factory):
+    """One collect for the module (it compresses every file: half a minute on a busy machine)."""
+    from django.conf import settings
+
+    root = tmp_path_factory.mktemp("static")
+    with override_settings(STATIC_ROOT=root, STORAGES={**settings.STORAGES, **MANIFEST}):
         call_command("collectstatic", interactive=False, verbosity=0)
-        yield tmp_path
+    return root
+
+
+@pytest.fixture
+def collected(collected_once, settings):
+    with override_settings(STATIC_ROOT=collected_once, STORAGES={**settings.STORAGES, **MANIFEST}):
+        yield collected_once
 
 
 @pytest.mark.parametrize("encoding, suffix", [("br", ".br"), ("gzip", ".gz")])

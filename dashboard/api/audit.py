@@ -7,11 +7,10 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from ..audit import AuditFilterForm
-from .base import ApiViewSet, Pages, errors_of, form_parameters
+from .base import ApiViewSet, Pages, form_parameters, valid_filter
 from .serializers import AuditEventSerializer
 
 
@@ -23,10 +22,7 @@ class AuditViewSet(ApiViewSet):
     read_permission = "dashboard.view_auditevent"
 
     def events(self, request):
-        form = AuditFilterForm(request.query_params)
-        if not form.is_valid():
-            raise ValidationError(errors_of(form))
-        return form.events()
+        return valid_filter(AuditFilterForm, request).events()
 
     @extend_schema(parameters=form_parameters(AuditFilterForm))
     def list(self, request):

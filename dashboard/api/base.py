@@ -48,10 +48,23 @@ def errors_of(form) -> dict:
 
 def filtered(form_class, request) -> dict:
     """The filter form's cleaned values, or a 400 naming each bad field."""
+    return valid_filter(form_class, request).cleaned_data
+
+
+def valid_filter(form_class, request):
+    """The filter form, valid, or a 400 naming each bad field. A parameter given empty is
+    refused rather than read as absent: the schema says what each one takes."""
     form = form_class(request.query_params)
+    empty = {
+        name: [f"{name}: give a value or leave the parameter out"]
+        for name in form.fields
+        if request.query_params.get(name) == ""
+    }
+    if empty:
+        raise ValidationError(empty)
     if not form.is_valid():
         raise ValidationError(errors_of(form))
-    return form.cleaned_data
+    return form
 
 
 # --- access ---------------------------------------------------------------------------------------
@@ -72,6 +85,13 @@ class Pages(PageNumberPagination):
     page_size = 100
     page_size_query_param = "page_size"
     max_page_size = 1000
+
+    def get_page_size(self, request):
+        """A page_size that is not a whole number of 1 or more is refused (DRF would use the default)."""
+        given = request.query_params.get(self.page_size_query_param)
+        if given is not None and not (given.isdigit() and int(given) >= 1):
+            raise ValidationError({"page_size": [f"page_size must be a whole number of 1 or more, not {given!r}"]})
+        return super().get_page_size(request)
 
 
 class ApiViewSet(viewsets.GenericViewSet):

@@ -97,7 +97,7 @@ class RecommendationViewSet(ApiViewSet):
     def approve(self, request, pk=None):
         """Approve: it runs as soon as a slot is free. One that no longer fits the cluster expires (409)."""
         migration = self._pending(pk)
-        return self._decided(migration.pk, "approved", refusal=approve_migration(migration, request.user))
+        return self._decided(migration.pk, "approved", refusal=approve_migration(migration, request.user)[0])
 
     @extend_schema(
         request=RejectSerializer,

@@ -198,6 +198,10 @@ class Username(serializers.SlugRelatedField):
             self.fail("does_not_exist", slug_name=self.slug_field, value=data.replace("\x00", "\\x00"))
         return super().to_internal_value(data)
 
+    def get_value(self, dictionary):
+        """`user=` in a form body is refused as JSON's "" is, not read as omitted (DRF's HTML-form rule)."""
+        return "" if dictionary.get(self.field_name) == "" else super().get_value(dictionary)
+
 
 class TokenSerializer(serializers.ModelSerializer):
     user = Username(

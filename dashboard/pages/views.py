@@ -154,9 +154,10 @@ def api_settings(request, pk):
 def approve(request, pk):
     """Approve one recommendation, and the steps of its plan it was computed behind."""
     migration = get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
-    if refusal := approve_migration(migration, request.user):
+    refusal, approved = approve_migration(migration, request.user)
+    if refusal:
         return JsonResponse({"error": refusal, "migration": live.migration_payload(migration)}, status=409)
-    return _decided(pk, "approved")
+    return _decided(pk, "approved", already=pk not in approved)
 
 
 @require_POST
@@ -183,12 +184,17 @@ def mark_failed(request, pk):
     )
 
 
-def _decided(pk, wanted, recorded: bool = True):
-    """200 with the migration if this decision took, 409 saying where it is otherwise."""
+def _decided(pk, wanted, recorded: bool = True, already: bool = False):
+    """200 with the migration if this decision took, 409 saying where it is otherwise. A second
+    approval of an approved move (a double click, a colleague first) changes nothing: 200, saying so."""
     migration = Migration.objects.select_related("decided_by").get(pk=pk)
     payload = live.migration_payload(migration)
     if error := decision_conflict(migration, wanted, recorded):
         return JsonResponse({"error": error, "migration": payload}, status=409)
+    if already:
+        return JsonResponse(
+            {"already": f"migration {pk} was {wanted} already: this changed nothing", "migration": payload}
+        )
     return JsonResponse({"migration": payload})
 
 
