@@ -32,7 +32,7 @@ class Heartbeat(bootsteps.StartStopStep):
     requires = {"celery.worker.components:Timer"}
 
     def start(self, worker) -> None:
-        from .health import heartbeat
+        from dashboard.health import heartbeat
 
         self.tref = worker.timer.call_repeatedly(2.0, heartbeat, ("worker",))
 
@@ -47,7 +47,7 @@ app.steps["worker"].add(Heartbeat)
 def heartbeat_on_tick(sender, **kwargs) -> None:
     """Beat's heartbeat (dashboard/health.py) after each pass of its scheduler: a beat that
     waits for the lease, or whose scheduler stopped, does not beat."""
-    from .health import heartbeat
+    from dashboard.health import heartbeat
 
     scheduler = sender.scheduler
     tick = scheduler.tick
