@@ -46,7 +46,7 @@ def run_round(
         short = pressure.cluster_short(snapshot, _limits(settings)) if pressure.has_data(snapshot) else None
         relieving = None if wait or short or snapshot.in_motion else _relief(snapshot, guards, current, lasting)
         if not snapshot.in_motion and (relieving is not None or settings.objective == "pressure"):
-            decision, reason, steps = relieving or _no_relief(snapshot, wait or short)
+            decision, reason, steps = relieving or _no_relief(snapshot, wait or short, guards)
             return _result(settings, loads, current, decision, reason, state, state.hold_count, len(steps), steps)
     note = f" No pressure move: {short}." if short else ""
     waiting = _waiting(snapshot, stats, state, current, proxmox_gate)
@@ -129,12 +129,28 @@ def _period(settings: Settings) -> str:
     return f"; usage is the mean of the last {settings.usage_period / 60:g} min"
 
 
-def _no_relief(snapshot: Snapshot, wait: str | None) -> tuple[Decision, str, tuple[Step, ...]]:
+def _no_relief(snapshot: Snapshot, wait: str | None, guards: Guards) -> tuple[Decision, str, tuple[Step, ...]]:
     if not pressure.has_data(snapshot):
         return "no-pressure-data", "No pressure data: the source reports no stall figures (Proxmox VE 8).", ()
     if wait:
         return "pressure-wait", f"Waiting: {wait}.", ()
-    return "no-pressure", "No guest stalls beyond the limits, or none that does has a node to go to.", ()
+    limits = _limits(snapshot.settings)
+    hurt = pressure.hurting(snapshot, limits)
+    if not hurt:
+        return "no-pressure", "No guest stalls beyond the limits.", ()
+    found = pressure.relief(snapshot, limits, resting=guards.resting, barred=guards.barred)
+    count = f"{len(hurt)} guest hurts" if len(hurt) == 1 else f"{len(hurt)} guests hurt"
+    if found is None:
+        return "no-pressure", f"{count}; none that does has a node to go to.", ()
+    return (
+        "no-pressure",
+        (
+            f"{count}; moving {found.guest.sid} would leave {found.guest.node} short of CPU as a whole, "
+            f"its other guests stalling ({pressure.cpu_basis(snapshot, found.guest.node)}): a new stall is left "
+            "a round to pass."
+        ),
+        (),
+    )
 
 
 def _waiting(

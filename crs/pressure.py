@@ -216,11 +216,31 @@ class Relief:
     target: str
     score: float  # its TOPSIS closeness among the hurting guests
     relief: float  # the stall share expected to end: its CPU pressure, or the memory pseudo-pressure
+    basis: str = ""  # what decides the CPU relief: the measured stall or core contention (`cpu_basis`)
 
     @property
     def reason(self) -> str:
         why = "; ".join(self.guest.reasons)
-        return f"{self.guest.sid} on {self.guest.node} hurts: {why}. Moving it to {self.target}."
+        basis = f" ({self.basis})" if self.basis else ""
+        return f"{self.guest.sid} on {self.guest.node} hurts: {why}. Moving it to {self.target}{basis}."
+
+
+def contended(snapshot: Snapshot, node: str) -> bool:
+    """True when core counts explain a stall on `node`: its guests want more CPU than its threads."""
+    n = snapshot.node(node)
+    return cpu_stall(node_cpu_used(snapshot, n), n) > 0.0
+
+
+def cpu_basis(snapshot: Snapshot, node: str) -> str:
+    """What decides whether moving a guest off `node` ends its CPU stall. Where core counts
+    explain the stall (the simulator's figures are made that way), contention predicts what a
+    move leaves; where they do not (a node with idle threads that still reports a stall), the
+    measured stall decides, as in the seed: the guest moves to a node that stays under its limits."""
+    n = snapshot.node(node)
+    used = node_cpu_used(snapshot, n)
+    if contended(snapshot, node):
+        return f"core contention: {node} has {used:.1f} cores wanted on {n.cpus:g} threads"
+    return f"measured stall: {node} has {used:.1f} of {n.cpus:g} threads in use, so core counts do not explain it"
 
 
 def target(snapshot: Snapshot, guest: Hurting, limits: Limits, barred: frozenset[str] = frozenset()) -> str | None:
@@ -259,7 +279,8 @@ def relief(
             continue
         node = target(snapshot, guest, limits, frozenset(n for sid, n in barred if sid == guest.sid))
         if node is not None:
-            return Relief(guest, node, score, max(guest.cpu_pressure, guest.memory_pressure))
+            basis = cpu_basis(snapshot, guest.node) if guest.cpu_pressure > limits.cpu else ""
+            return Relief(guest, node, score, max(guest.cpu_pressure, guest.memory_pressure), basis)
     return None
 
 
@@ -267,13 +288,17 @@ def net_relief(
     hurting_before: int, after: Snapshot, sources: list[str], limits: Limits, lasting: frozenset[str] = frozenset()
 ) -> int:
     """The guests a pressure plan brings under the limits, of `hurting_before` (`after` is the
-    snapshot `settled` expects it to leave), not counting a moved guest whose source node still stalls as a
-    whole, unless that node's stall is `lasting` (seen at the round before too). Moving a
-    guest out of a node short of CPU relieves that guest but leaves the others stalling;
-    in the replay such moves at a new stall made most of `both`'s extra migrations while the
-    peak ended on its own (bench/README.md). A lasting stall is relieved a few moves a round.
+    snapshot `settled` expects it to leave), not counting a moved guest whose source node is
+    still short of CPU as a whole, unless that node's stall is `lasting` (seen at the round
+    before too). Moving a guest out of a node short of CPU relieves that guest but leaves the
+    others stalling; in the replay such moves at a new stall made most of `both`'s extra
+    migrations while the peak ended on its own (bench/README.md). A lasting stall is relieved a
+    few moves a round. "Short" is core contention's verdict: a node stalling with idle threads
+    is no peak that contention ends, and there the moved guest's measured stall decides.
     A plan with no net relief is not made."""
-    still = sum(1 for node in sources if node not in lasting and _stalls_whole(after, node, limits))
+    still = sum(
+        1 for node in sources if node not in lasting and _stalls_whole(after, node, limits) and contended(after, node)
+    )
     return hurting_before - len(hurting(after, limits)) - still
 
 
