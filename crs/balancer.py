@@ -38,17 +38,24 @@ def run_round(
     stats = node_stats(snapshot, settings.mode)
     loads = {s.name: s.load for s in stats}
     current = cluster_imbalance(snapshot, stats)
-    short = None  # why no pressure move can help this round (the cluster as a whole lacks the CPU)
+    # Why no placement can help this round's stalls (the cluster as a whole lacks the CPU or
+    # memory): said under every objective, and no pressure move is made meanwhile.
+    short = pressure.cluster_short(snapshot, _limits(settings))
     if settings.objective != "even":
         wait, state = gating.gate(snapshot, state)  # every round: a state change restarts the quiet minute
         lasting = frozenset(state.stalled_nodes)
         state = replace(state, stalled_nodes=pressure.stalled_nodes(snapshot, _limits(settings)))
-        short = pressure.cluster_short(snapshot, _limits(settings)) if pressure.has_data(snapshot) else None
         relieving = None if wait or short or snapshot.in_motion else _relief(snapshot, guards, current, lasting)
         if not snapshot.in_motion and (relieving is not None or settings.objective == "pressure"):
             decision, reason, steps = relieving or _no_relief(snapshot, wait or short, guards)
             return _result(settings, loads, current, decision, reason, state, state.hold_count, len(steps), steps)
-    note = f" No pressure move: {short}." if short else ""
+    note = (
+        ""
+        if not short
+        else f" No pressure move: {short}."
+        if settings.objective != "even"
+        else f" {short[0].upper()}{short[1:]}."
+    )
     waiting = _waiting(snapshot, stats, state, current, proxmox_gate)
     if waiting is not None:
         decision, reason, new_state = waiting

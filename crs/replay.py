@@ -17,11 +17,12 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from . import happiness
+from . import happiness, pressure
 from .balancer import run_round
 from .decision import Move, RoundResult, RoundState
 from .guards import PastMove, guards_from
 from .model import Settings, Snapshot
+from .pressure import Shortfall
 from .replay_power import Power, Switchable
 from .sources.base import TaskStatus
 from .sources.simulator import Simulator, parse_config
@@ -61,6 +62,7 @@ class Replay:
     under_pressure: tuple[int, ...] = ()  # per round: guests stalled beyond the pressure limit (crs.happiness)
     powered_down: tuple[int, ...] = ()  # per round with --power: nodes asleep; empty without power
     power: Power | None = None  # the power policy's final state (its wake-up count), when replayed with it
+    shortfalls: tuple[tuple[Shortfall, ...], ...] = ()  # per round: what the cluster as a whole lacked (crs.pressure)
 
 
 class World(Protocol):
@@ -111,6 +113,8 @@ def run(
     migrations: list[Migration] = []
     stalled: list[int] = []
     asleep: list[int] = []
+    short: list[tuple[Shortfall, ...]] = []
+    limits = pressure.Limits()
     for done, (now, trace_now) in enumerate(clock, 1):
         snap = world.collect(now)
         for task_id in list(running):
@@ -133,6 +137,7 @@ def run(
         result = run_round(snap.with_settings(settings), state, guards=guards_from(history, trace_now, cooldown_s, 0.0))
         state = result.state
         stalled.append(len(happiness.stalled(snap)))
+        short.append(pressure.shortfall(snap, limits))
         series.append((trace_now, result.imbalance, result.decision, result.node_loads))
         for move in planned_moves(result):
             for sid in move.guests:
@@ -154,6 +159,7 @@ def run(
         tuple(stalled),
         tuple(asleep),
         power,
+        tuple(short),
     )
 
 
@@ -247,6 +253,7 @@ def summary(result: Replay) -> dict[str, Any]:
         # a guest counts for a round's trace time while its CPU or memory pressure is above the limit
         "guest_minutes_under_pressure": sum(result.under_pressure) * _round_s(result) / 60,
         "days": by_day(result),
+        "shortfall": shortfalls(result),
     } | ({"power": power_summary(result)} if result.power is not None else {})
 
 
@@ -272,6 +279,48 @@ def by_day(result: Replay) -> list[dict[str, Any]]:
         }
         for day in sorted(rounds)
     ]
+
+
+def shortfalls(result: Replay) -> list[dict[str, Any]]:
+    """Per resource the cluster as a whole lacked at some round: its peak (the round most
+    short), the spans of trace time it lasted, and the node that would have covered the peak,
+    as one line an admin can act on: no placement helps there, another node does."""
+    round_s = _round_s(result)
+    out = []
+    for resource in ("cpu", "memory"):
+        rounds = [
+            (t, f) for t, found in zip(result.trace_s, result.shortfalls) for f in found if f.resource == resource
+        ]
+        if not rounds:
+            continue
+        peak = max(rounds, key=lambda r: r[1].short)[1]
+        spans: list[list[float]] = []
+        for t, _ in rounds:
+            if spans and t - spans[-1][1] <= round_s:
+                spans[-1][1] = t
+            else:
+                spans.append([t, t])
+        times = ", ".join(f"{_clock(a)}–{_clock(b + round_s)}" for a, b in spans)
+        out.append(
+            {
+                "resource": resource,
+                "wanted": peak.wanted,
+                "have": peak.have,
+                "short": peak.short,
+                "rounds": len(rounds),
+                "spans_s": spans,
+                "add": {"nodes": peak.nodes, "size": peak.node_size},
+                "text": f"at peaks {peak.figures()}, {times}; {peak.remedy()}",
+            }
+        )
+    return out
+
+
+def _clock(trace_s: float) -> str:
+    """Time of day of a trace second, with its day past the first: "13:25", "day 2 13:25"."""
+    day, second = divmod(int(round(trace_s)), int(DAY_S))
+    clock = f"{second // 3600:02d}:{second % 3600 // 60:02d}"
+    return clock if day == 0 else f"day {day + 1} {clock}"
 
 
 def power_summary(result: Replay) -> dict[str, Any]:

@@ -245,3 +245,14 @@ def test_list_traces_names_each_with_days_vms_and_step(capsys):
     assert all(r["days"] >= 1 for r in rows)
     assert main(["replay", "--list-traces"]) == 0
     assert re.search(r"google\s+1\s+800\s+300s", capsys.readouterr().out)
+
+
+def test_a_cluster_short_of_cpu_at_peaks_is_told_with_its_hours_and_the_node_to_add(capsys):
+    # the Bitbrains day on 6 nodes (48 + 16 + 8 threads, twice): the peaks want more than all threads
+    assert main(["replay", "--nodes", "6", "--json"]) == 0
+    (cpu,) = json.loads(capsys.readouterr().out)["shortfall"]
+    assert cpu["resource"] == "cpu" and cpu["have"] == 144 and cpu["add"] == {"nodes": 1, "size": 48}
+    assert cpu["text"].startswith("at peaks the guests want 181.6 cores on 144 threads, 38 cores short, 13:25–13:30")
+    assert cpu["text"].endswith("; add a node of 48 threads")
+    assert main(["replay", "--hours", "2"]) == 0  # 12 nodes: enough at every round
+    assert "the cluster as a whole had the CPU and memory at every round" in capsys.readouterr().out

@@ -159,6 +159,7 @@ crs/data/traces/README.md."""
 
 
 POWER_SIZE = "4c,8g"
+RESOURCES = {"cpu": "CPU", "memory": "memory"}
 
 
 def _replay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -350,6 +351,10 @@ def _replay_table(result: replay.Replay, out: dict[str, Any], trace_name: str) -
         f"most moves of one guest: {most['moves']}" + (f" ({most['guest']})" if most["guest"] else ""),
         "guest-minutes under pressure (CPU or memory stall above the limit): "
         f"{out['guest_minutes_under_pressure']:.0f}",
+    ]
+    lacked = [f"the cluster as a whole lacked {RESOURCES[f['resource']]}: {f['text']}" for f in out["shortfall"]]
+    lines += lacked or ["the cluster as a whole had the CPU and memory at every round"]
+    lines += [
         "",
         f"{'day':>3} {'pressure min':>12} {'migrations':>10} {'above threshold':>15} {'GiB moved':>9}",
     ]
