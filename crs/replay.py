@@ -17,7 +17,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from . import happiness, pressure
+from . import forecast, happiness, pressure
 from .balancer import run_round
 from .decision import Move, RoundResult, RoundState
 from .guards import PastMove, guards_from
@@ -26,7 +26,7 @@ from .pressure import Shortfall
 from .replay_power import Power, Switchable
 from .sources.base import TaskStatus
 from .sources.simulator import Simulator, parse_config
-from .sources.trace import SAMPLE_SECONDS
+from .sources.trace import SAMPLE_SECONDS, Trace
 
 START = 1372809600.0  # 2013-07-03 00:00 UTC, the trace's own day, so snapshot times read naturally
 PING_PONG_WINDOW_S = 3600.0  # an A→B→A within an hour of trace time counts as ping-pong
@@ -314,6 +314,26 @@ def shortfalls(result: Replay) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def forecast_summary(trace: Trace, samples: int) -> dict[str, Any] | None:
+    """How well each guest's history foretold its next-hour peak over the first `samples` of
+    `trace` (never a looped day, which any forecast would know by heart): the seasonal
+    baseline's and the naive forecast's mean absolute error, in cores and GiB. None while the
+    span is not longer than a day."""
+    per_hour = 3600 // SAMPLE_SECONDS
+    span = slice(0, min(samples, trace.samples))
+    cpu = forecast.accuracy(trace.cpu_usage[:, span], per_hour)
+    memory = forecast.accuracy(trace.mem_usage_bytes[:, span] / GIB, per_hour)
+    if cpu is None or memory is None:
+        return None
+    return {
+        "percentile": forecast.PERCENTILE,
+        "days_back": forecast.DAYS_BACK,
+        "guest_hours": cpu.forecasts,
+        "cpu_cores": {"seasonal": cpu.seasonal, "naive": cpu.naive},
+        "memory_gib": {"seasonal": memory.seasonal, "naive": memory.naive},
+    }
 
 
 def _clock(trace_s: float) -> str:

@@ -252,7 +252,8 @@ def _replay(args: argparse.Namespace) -> int:
     settings = _replay_settings(args)
     began = time.perf_counter()
     config = _replay_source(args)  # refusals here are reported by main(), exit 2
-    samples = Simulator(parse_config(config)).trace.samples
+    trace_of = Simulator(parse_config(config)).trace
+    samples = trace_of.samples
     if args.days is not None and args.days * trace.SAMPLES_PER_DAY > samples:
         raise ConfigError(
             f"--days: {args.days} days; this trace has {samples / trace.SAMPLES_PER_DAY:g} (--hours loops it)"
@@ -264,6 +265,7 @@ def _replay(args: argparse.Namespace) -> int:
     power = Power(args.power_size, limits) if args.power else None
     result = replay.replay(config, settings, rounds, cooldown_s=args.cooldown * 60.0, power=power)
     out = replay.summary(result) | {"runtime_s": time.perf_counter() - began}
+    out["forecast"] = replay.forecast_summary(trace_of, round(rounds * args.samples_per_round))
     if args.html:
         from .replay_report import write_html  # Plotly loads only for the report
 
@@ -354,6 +356,15 @@ def _replay_table(result: replay.Replay, out: dict[str, Any], trace_name: str) -
     ]
     lacked = [f"the cluster as a whole lacked {RESOURCES[f['resource']]}: {f['text']}" for f in out["shortfall"]]
     lines += lacked or ["the cluster as a whole had the CPU and memory at every round"]
+    if f := out["forecast"]:
+        lines.append(
+            f"next-hour peak per guest, mean absolute error over {f['guest_hours']} guest-hours (day 2 on): "
+            f"seasonal (p{f['percentile']:g} of the same hour, up to {f['days_back']} days) "
+            f"{f['cpu_cores']['seasonal']:.2f} cores / {f['memory_gib']['seasonal']:.2f} GiB, naive (last hour's peak) "
+            f"{f['cpu_cores']['naive']:.2f} cores / {f['memory_gib']['naive']:.2f} GiB"
+        )
+    else:
+        lines.append("forecast: not judged (the replayed trace is not longer than a day)")
     lines += [
         "",
         f"{'day':>3} {'pressure min':>12} {'migrations':>10} {'above threshold':>15} {'GiB moved':>9}",
