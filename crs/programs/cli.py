@@ -365,6 +365,13 @@ def _replay_table(result: replay.Replay, out: dict[str, Any], trace_name: str) -
         )
     else:
         lines.append("forecast: not judged (the replayed trace is not longer than a day)")
+    if p := out.get("power"):
+        lines.append(
+            f"power (minimal {p['minimal']:g}, target {p['target']:g}): {p['node_hours_powered_down']:.1f} node-hours "
+            f"powered down (at most {p['most_nodes_asleep']} nodes at once), {p['power_downs']} power-downs, "
+            f"{p['wakeups']} wake-ups; {p['power_migrations']} power migrations ({p['power_gib_moved']:.0f} GiB), "
+            f"{p['balancing_migrations']} balancing migrations"
+        )
     lines += [
         "",
         f"{'day':>3} {'pressure min':>12} {'migrations':>10} {'above threshold':>15} {'GiB moved':>9}",
@@ -374,11 +381,4 @@ def _replay_table(result: replay.Replay, out: dict[str, Any], trace_name: str) -
         f"{d['rounds_above_threshold']:>15.1%} {d['gib_moved']:>9.0f}"
         for d in out["days"]
     ]
-    if p := out.get("power"):
-        lines.append(
-            f"power (minimal {p['minimal']:g}, target {p['target']:g}): {p['node_hours_powered_down']:.1f} node-hours "
-            f"powered down (at most {p['most_nodes_asleep']} nodes at once), {p['power_downs']} power-downs, "
-            f"{p['wakeups']} wake-ups; {p['power_migrations']} power migrations ({p['power_gib_moved']:.0f} GiB), "
-            f"{p['balancing_migrations']} balancing migrations"
-        )
     return "\n".join(lines)

@@ -25,7 +25,7 @@ def figure(result: Replay) -> go.Figure:
         rows=3,
         cols=1,
         shared_xaxes=True,
-        vertical_spacing=0.06,
+        vertical_spacing=0.1,
         row_heights=(0.4, 0.4, 0.2),
         specs=[[{}], [{}], [{"type": "table"}]],
         subplot_titles=("Imbalance", "Node load", "Per day"),
