@@ -38,17 +38,24 @@ def run_round(
     stats = node_stats(snapshot, settings.mode)
     loads = {s.name: s.load for s in stats}
     current = cluster_imbalance(snapshot, stats)
-    short = None  # why no pressure move can help this round (the cluster as a whole lacks the CPU)
+    # Why no placement can help this round's stalls (the cluster as a whole lacks the CPU or
+    # memory): said under every objective, and no pressure move is made meanwhile.
+    short = pressure.cluster_short(snapshot, _limits(settings))
     if settings.objective != "even":
         wait, state = gating.gate(snapshot, state)  # every round: a state change restarts the quiet minute
         lasting = frozenset(state.stalled_nodes)
         state = replace(state, stalled_nodes=pressure.stalled_nodes(snapshot, _limits(settings)))
-        short = pressure.cluster_short(snapshot, _limits(settings)) if pressure.has_data(snapshot) else None
         relieving = None if wait or short or snapshot.in_motion else _relief(snapshot, guards, current, lasting)
         if not snapshot.in_motion and (relieving is not None or settings.objective == "pressure"):
-            decision, reason, steps = relieving or _no_relief(snapshot, wait or short)
+            decision, reason, steps = relieving or _no_relief(snapshot, wait or short, guards)
             return _result(settings, loads, current, decision, reason, state, state.hold_count, len(steps), steps)
-    note = f" No pressure move: {short}." if short else ""
+    note = (
+        ""
+        if not short
+        else f" No pressure move: {short}."
+        if settings.objective != "even"
+        else f" {short[0].upper()}{short[1:]}."
+    )
     waiting = _waiting(snapshot, stats, state, current, proxmox_gate)
     if waiting is not None:
         decision, reason, new_state = waiting
@@ -129,12 +136,28 @@ def _period(settings: Settings) -> str:
     return f"; usage is the mean of the last {settings.usage_period / 60:g} min"
 
 
-def _no_relief(snapshot: Snapshot, wait: str | None) -> tuple[Decision, str, tuple[Step, ...]]:
+def _no_relief(snapshot: Snapshot, wait: str | None, guards: Guards) -> tuple[Decision, str, tuple[Step, ...]]:
     if not pressure.has_data(snapshot):
         return "no-pressure-data", "No pressure data: the source reports no stall figures (Proxmox VE 8).", ()
     if wait:
         return "pressure-wait", f"Waiting: {wait}.", ()
-    return "no-pressure", "No guest stalls beyond the limits, or none that does has a node to go to.", ()
+    limits = _limits(snapshot.settings)
+    hurt = pressure.hurting(snapshot, limits)
+    if not hurt:
+        return "no-pressure", "No guest stalls beyond the limits.", ()
+    found = pressure.relief(snapshot, limits, resting=guards.resting, barred=guards.barred)
+    count = f"{len(hurt)} guest hurts" if len(hurt) == 1 else f"{len(hurt)} guests hurt"
+    if found is None:
+        return "no-pressure", f"{count}; none that does has a node to go to.", ()
+    return (
+        "no-pressure",
+        (
+            f"{count}; moving {found.guest.sid} would leave {found.guest.node} short of CPU as a whole, "
+            f"its other guests stalling ({pressure.cpu_basis(snapshot, found.guest.node)}): a new stall is left "
+            "a round to pass."
+        ),
+        (),
+    )
 
 
 def _waiting(

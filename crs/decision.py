@@ -19,7 +19,8 @@ Decision = Literal[
     "motion-in-flight",  # a guest is migrating: wait, the hold counter freezes
     "disabled",  # Proxmox gate: auto-rebalance off or mode basic
     "no-pressure-data",  # objective pressure: the source reports no pressure (Proxmox VE 8)
-    "no-pressure",  # objective pressure: no guest hurts, or none that hurts has a node to go to
+    "no-pressure",  # objective pressure: no guest hurts, none that hurts has a node to go to,
+    # or a move would leave its node short of CPU as a whole
     "pressure-wait",  # objective pressure: once a minute, a quiet minute after a change (crs.gating),
     # and none while the cluster as a whole lacks the CPU (crs.pressure.cluster_short)
 ]

@@ -13,6 +13,7 @@ preference table and `totalcpu` in its order; they are read as one criterion her
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -38,6 +39,7 @@ PREFERENCES = {
 # Directions: the worst-off guests first, and of those the cheapest to move (least CPU, memory).
 DIRECTIONS = (1.0, 1.0, 1.0, -1.0, -1.0)
 WEIGHTS = ahp.weights(CRITERIA, PREFERENCES)
+GIB = 2**30
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,24 +112,87 @@ def _contention(used: float, threads: float) -> float:
     return max(0.0, used - threads) / used if used > 0 else 0.0
 
 
-def cluster_short(snapshot: Snapshot, limits: Limits) -> str | None:
-    """Why no pressure move can help now, or None: the usable nodes' guests together want so
-    much more CPU than all their threads that, spread perfectly, they would still stall beyond
-    the limit. A move then only shifts the stall from one node's guests to another's (and a
-    migration adds load to both ends); on the Bitbrains day such peaks (181.6 cores on 144
-    threads) ended by the next sample, and the moves made at them relieved next to nobody
-    (bench/README.md, "Objective both: fewer migrations")."""
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """The cluster as a whole lacks CPU or memory: what its guests want against what its usable
+    nodes have, and the node that would cover the difference (the smallest of the cluster's own
+    sizes that does, or several of its largest)."""
+
+    resource: str  # "cpu" (cores on threads) or "memory" (bytes on the nodes' memory limits)
+    wanted: float
+    have: float
+    node_size: float  # threads, or bytes of RAM, of the node to add
+    nodes: int = 1
+
+    @property
+    def short(self) -> float:
+        return self.wanted - self.have
+
+    def figures(self) -> str:
+        """ "the guests want 181.6 cores on 144 threads, 38 cores short"."""
+        if self.resource == "cpu":
+            return (
+                f"the guests want {self.wanted:.1f} cores on {self.have:g} threads, {math.ceil(self.short)} cores short"
+            )
+        return (
+            f"the guests use {self.wanted / GIB:.0f} GiB of memory on {self.have / GIB:.0f} GiB under the nodes' "
+            f"limits, {math.ceil(self.short / GIB)} GiB short"
+        )
+
+    def remedy(self) -> str:
+        """ "add a node of 48 threads"."""
+        size = f"{self.node_size:g} threads" if self.resource == "cpu" else f"{self.node_size / GIB:.0f} GiB"
+        return f"add {'a node' if self.nodes == 1 else f'{self.nodes} nodes'} of {size}"
+
+
+def shortfall(snapshot: Snapshot, limits: Limits) -> tuple[Shortfall, ...]:
+    """Where no placement can help now: the usable nodes' guests together want so much more CPU
+    than all their threads that, spread perfectly, they would still stall beyond the limit; or
+    use more memory than all the nodes' memory limits together. A pressure move then only
+    shifts the stall from one node's guests to another's (and a migration adds load to both
+    ends); on the Bitbrains day such peaks (181.6 cores on 144 threads) ended by the next
+    sample, and the moves made at them relieved next to nobody (bench/README.md, "Objective
+    both: fewer migrations"). The answer is another node."""
     usable = [n for n in snapshot.nodes if n.usable]
+    out = []
     unmeasured = {n.name for n in usable if n.cpu_usage is None}
     demand = sum(n.cpu_usage or 0.0 for n in usable) + sum(g.cpu_usage for g in snapshot.guests if g.node in unmeasured)
-    threads = sum(n.cpus for n in usable)
-    stall = _contention(demand, threads)
-    if stall <= limits.cpu:
+    threads = float(sum(n.cpus for n in usable))
+    if _contention(demand, threads) > limits.cpu:
+        out.append(_short_of("cpu", demand, threads, [(float(n.cpus), float(n.cpus)) for n in usable]))
+    used = sum(node_memory_used(snapshot, n) for n in usable)
+    room = sum(memory_limit(n, limits) for n in usable)
+    if used > room:
+        out.append(_short_of("memory", used, room, [(n.memory_bytes, memory_limit(n, limits)) for n in usable]))
+    return tuple(out)
+
+
+def _short_of(resource: str, wanted: float, have: float, sizes: list[tuple[float, float]]) -> Shortfall:
+    """`sizes`: each usable node's size and what of it counts (all its threads; RAM up to its limit)."""
+    short = wanted - have
+    covering = [size for size, counted in sizes if counted >= short]
+    if covering:
+        return Shortfall(resource, wanted, have, min(covering))
+    largest, counted = max(sizes)
+    return Shortfall(resource, wanted, have, largest, math.ceil(short / counted))
+
+
+def cluster_short(snapshot: Snapshot, limits: Limits) -> str | None:
+    """Why no pressure move can help now (`shortfall`), or None."""
+    found = shortfall(snapshot, limits)
+    if not found:
         return None
-    return (
-        f"the cluster's guests want {demand:.1f} cores of its {threads:g} CPU threads, so even spread evenly "
-        f"they would stall {stall:.0%} of the time (limit {limits.cpu:.0%}): a move would only shift the stall"
-    )
+    figures = [
+        f.figures()
+        + (
+            f": spread evenly they would still stall {_contention(f.wanted, f.have):.0%} of the time "
+            f"(limit {limits.cpu:.0%})"
+            if f.resource == "cpu"
+            else ""
+        )
+        for f in found
+    ]
+    return f"no placement can help: {'; '.join(figures)}; {' and '.join(f.remedy() for f in found)}"
 
 
 def skip_reason(guest: Guest, online: set[str], limits: Limits, last_moved: str | None) -> str | None:
@@ -216,11 +281,31 @@ class Relief:
     target: str
     score: float  # its TOPSIS closeness among the hurting guests
     relief: float  # the stall share expected to end: its CPU pressure, or the memory pseudo-pressure
+    basis: str = ""  # what decides the CPU relief: the measured stall or core contention (`cpu_basis`)
 
     @property
     def reason(self) -> str:
         why = "; ".join(self.guest.reasons)
-        return f"{self.guest.sid} on {self.guest.node} hurts: {why}. Moving it to {self.target}."
+        basis = f" ({self.basis})" if self.basis else ""
+        return f"{self.guest.sid} on {self.guest.node} hurts: {why}. Moving it to {self.target}{basis}."
+
+
+def contended(snapshot: Snapshot, node: str) -> bool:
+    """True when core counts explain a stall on `node`: its guests want more CPU than its threads."""
+    n = snapshot.node(node)
+    return cpu_stall(node_cpu_used(snapshot, n), n) > 0.0
+
+
+def cpu_basis(snapshot: Snapshot, node: str) -> str:
+    """What decides whether moving a guest off `node` ends its CPU stall. Where core counts
+    explain the stall (the simulator's figures are made that way), contention predicts what a
+    move leaves; where they do not (a node with idle threads that still reports a stall), the
+    measured stall decides, as in the seed: the guest moves to a node that stays under its limits."""
+    n = snapshot.node(node)
+    used = node_cpu_used(snapshot, n)
+    if contended(snapshot, node):
+        return f"core contention: {node} has {used:.1f} cores wanted on {n.cpus:g} threads"
+    return f"measured stall: {node} has {used:.1f} of {n.cpus:g} threads in use, so core counts do not explain it"
 
 
 def target(snapshot: Snapshot, guest: Hurting, limits: Limits, barred: frozenset[str] = frozenset()) -> str | None:
@@ -259,7 +344,8 @@ def relief(
             continue
         node = target(snapshot, guest, limits, frozenset(n for sid, n in barred if sid == guest.sid))
         if node is not None:
-            return Relief(guest, node, score, max(guest.cpu_pressure, guest.memory_pressure))
+            basis = cpu_basis(snapshot, guest.node) if guest.cpu_pressure > limits.cpu else ""
+            return Relief(guest, node, score, max(guest.cpu_pressure, guest.memory_pressure), basis)
     return None
 
 
@@ -267,13 +353,17 @@ def net_relief(
     hurting_before: int, after: Snapshot, sources: list[str], limits: Limits, lasting: frozenset[str] = frozenset()
 ) -> int:
     """The guests a pressure plan brings under the limits, of `hurting_before` (`after` is the
-    snapshot `settled` expects it to leave), not counting a moved guest whose source node still stalls as a
-    whole, unless that node's stall is `lasting` (seen at the round before too). Moving a
-    guest out of a node short of CPU relieves that guest but leaves the others stalling;
-    in the replay such moves at a new stall made most of `both`'s extra migrations while the
-    peak ended on its own (bench/README.md). A lasting stall is relieved a few moves a round.
+    snapshot `settled` expects it to leave), not counting a moved guest whose source node is
+    still short of CPU as a whole, unless that node's stall is `lasting` (seen at the round
+    before too). Moving a guest out of a node short of CPU relieves that guest but leaves the
+    others stalling; in the replay such moves at a new stall made most of `both`'s extra
+    migrations while the peak ended on its own (bench/README.md). A lasting stall is relieved a
+    few moves a round. "Short" is core contention's verdict: a node stalling with idle threads
+    is no peak that contention ends, and there the moved guest's measured stall decides.
     A plan with no net relief is not made."""
-    still = sum(1 for node in sources if node not in lasting and _stalls_whole(after, node, limits))
+    still = sum(
+        1 for node in sources if node not in lasting and _stalls_whole(after, node, limits) and contended(after, node)
+    )
     return hurting_before - len(hurting(after, limits)) - still
 
 

@@ -17,15 +17,16 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from . import happiness
+from . import forecast, happiness, pressure
 from .balancer import run_round
 from .decision import Move, RoundResult, RoundState
 from .guards import PastMove, guards_from
 from .model import Settings, Snapshot
+from .pressure import Shortfall
 from .replay_power import Power, Switchable
 from .sources.base import TaskStatus
 from .sources.simulator import Simulator, parse_config
-from .sources.trace import SAMPLE_SECONDS
+from .sources.trace import SAMPLE_SECONDS, Trace
 
 START = 1372809600.0  # 2013-07-03 00:00 UTC, the trace's own day, so snapshot times read naturally
 PING_PONG_WINDOW_S = 3600.0  # an A→B→A within an hour of trace time counts as ping-pong
@@ -61,6 +62,7 @@ class Replay:
     under_pressure: tuple[int, ...] = ()  # per round: guests stalled beyond the pressure limit (crs.happiness)
     powered_down: tuple[int, ...] = ()  # per round with --power: nodes asleep; empty without power
     power: Power | None = None  # the power policy's final state (its wake-up count), when replayed with it
+    shortfalls: tuple[tuple[Shortfall, ...], ...] = ()  # per round: what the cluster as a whole lacked (crs.pressure)
 
 
 class World(Protocol):
@@ -82,8 +84,11 @@ def replay(
 ) -> Replay:
     """Run `rounds` balancing rounds on a fresh simulator built from `source_config`; a guest
     rests `cooldown_s` of trace time after its migration ended, as in the product; with
-    `power`, hsqueeze's suggestion is applied at every round too."""
-    cluster = Simulator(parse_config(source_config | {"usage_period": settings.usage_period}))
+    `power`, hsqueeze's suggestion is applied at every round too. Time is true unless the
+    config says otherwise: a round covers one sample period, and a migration takes its real
+    seconds inside it rather than stretching over many rounds against the workload."""
+    true_time = {"round_interval_s": float(SAMPLE_SECONDS)}
+    cluster = Simulator(parse_config(true_time | source_config | {"usage_period": settings.usage_period}))
     interval = cluster.config.round_interval_s
     trace_per_caller_s = SAMPLE_SECONDS / cluster.config.seconds_per_sample
     clock = [(START + r * interval, r * interval * trace_per_caller_s) for r in range(rounds)]
@@ -108,6 +113,8 @@ def run(
     migrations: list[Migration] = []
     stalled: list[int] = []
     asleep: list[int] = []
+    short: list[tuple[Shortfall, ...]] = []
+    limits = pressure.Limits()
     for done, (now, trace_now) in enumerate(clock, 1):
         snap = world.collect(now)
         for task_id in list(running):
@@ -130,6 +137,7 @@ def run(
         result = run_round(snap.with_settings(settings), state, guards=guards_from(history, trace_now, cooldown_s, 0.0))
         state = result.state
         stalled.append(len(happiness.stalled(snap)))
+        short.append(pressure.shortfall(snap, limits))
         series.append((trace_now, result.imbalance, result.decision, result.node_loads))
         for move in planned_moves(result):
             for sid in move.guests:
@@ -151,6 +159,7 @@ def run(
         tuple(stalled),
         tuple(asleep),
         power,
+        tuple(short),
     )
 
 
@@ -243,7 +252,95 @@ def summary(result: Replay) -> dict[str, Any]:
         "most_moves_of_one_guest": {"guest": busiest[0], "moves": busiest[1]},
         # a guest counts for a round's trace time while its CPU or memory pressure is above the limit
         "guest_minutes_under_pressure": sum(result.under_pressure) * _round_s(result) / 60,
+        "days": by_day(result),
+        "shortfall": shortfalls(result),
     } | ({"power": power_summary(result)} if result.power is not None else {})
+
+
+def by_day(result: Replay) -> list[dict[str, Any]]:
+    """Per day of trace time (day 1 places the crowded start, so it is read apart from the
+    days after it): guest-minutes under pressure, migrations started, share of rounds above
+    the threshold and GiB moved."""
+    minutes_per_guest_round = _round_s(result) / 60
+    rounds: dict[int, list[tuple[float, int]]] = {}
+    for t, value, stalled in zip(result.trace_s, result.imbalance, result.under_pressure):
+        rounds.setdefault(int(t // DAY_S), []).append((value, stalled))
+    moved: dict[int, list[Migration]] = {}
+    for m in result.migrations:
+        moved.setdefault(int(m.started_s // DAY_S), []).append(m)
+    return [
+        {
+            "day": day + 1,
+            "rounds": len(rounds[day]),
+            "guest_minutes_under_pressure": sum(s for _, s in rounds[day]) * minutes_per_guest_round,
+            "migrations": len(moved.get(day, ())),
+            "rounds_above_threshold": sum(v > result.settings.threshold for v, _ in rounds[day]) / len(rounds[day]),
+            "gib_moved": sum(m.memory_bytes for m in moved.get(day, ())) / GIB,
+        }
+        for day in sorted(rounds)
+    ]
+
+
+def shortfalls(result: Replay) -> list[dict[str, Any]]:
+    """Per resource the cluster as a whole lacked at some round: its peak (the round most
+    short), the spans of trace time it lasted, and the node that would have covered the peak,
+    as one line an admin can act on: no placement helps there, another node does."""
+    round_s = _round_s(result)
+    out = []
+    for resource in ("cpu", "memory"):
+        rounds = [
+            (t, f) for t, found in zip(result.trace_s, result.shortfalls) for f in found if f.resource == resource
+        ]
+        if not rounds:
+            continue
+        peak = max(rounds, key=lambda r: r[1].short)[1]
+        spans: list[list[float]] = []
+        for t, _ in rounds:
+            if spans and t - spans[-1][1] <= round_s:
+                spans[-1][1] = t
+            else:
+                spans.append([t, t])
+        times = ", ".join(f"{_clock(a)}–{_clock(b + round_s)}" for a, b in spans)
+        out.append(
+            {
+                "resource": resource,
+                "wanted": peak.wanted,
+                "have": peak.have,
+                "short": peak.short,
+                "rounds": len(rounds),
+                "spans_s": spans,
+                "add": {"nodes": peak.nodes, "size": peak.node_size},
+                "text": f"at peaks {peak.figures()}, {times}; {peak.remedy()}",
+            }
+        )
+    return out
+
+
+def forecast_summary(trace: Trace, samples: int) -> dict[str, Any] | None:
+    """How well each guest's history foretold its next-hour peak over the first `samples` of
+    `trace` (never a looped day, which any forecast would know by heart): the seasonal
+    baseline's and the naive forecast's mean absolute error, in cores and GiB. None while the
+    span is not longer than a day."""
+    per_hour = 3600 // SAMPLE_SECONDS
+    span = slice(0, min(samples, trace.samples))
+    cpu = forecast.accuracy(trace.cpu_usage[:, span], per_hour)
+    memory = forecast.accuracy(trace.mem_usage_bytes[:, span] / GIB, per_hour)
+    if cpu is None or memory is None:
+        return None
+    return {
+        "percentile": forecast.PERCENTILE,
+        "days_back": forecast.DAYS_BACK,
+        "guest_hours": cpu.forecasts,
+        "cpu_cores": {"seasonal": cpu.seasonal, "naive": cpu.naive},
+        "memory_gib": {"seasonal": memory.seasonal, "naive": memory.naive},
+    }
+
+
+def _clock(trace_s: float) -> str:
+    """Time of day of a trace second, with its day past the first: "13:25", "day 2 13:25"."""
+    day, second = divmod(int(round(trace_s)), int(DAY_S))
+    clock = f"{second // 3600:02d}:{second % 3600 // 60:02d}"
+    return clock if day == 0 else f"day {day + 1} {clock}"
 
 
 def power_summary(result: Replay) -> dict[str, Any]:

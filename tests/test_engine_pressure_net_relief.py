@@ -1,6 +1,9 @@
 """A pressure move must end more stalls than its own: on a node short of CPU as a whole,
 moving one guest out relieves that guest and leaves its neighbours stalling."""
 
+from dataclasses import replace
+
+from crs import pressure
 from crs.balancer import run_round
 from crs.decision import RoundState
 from crs.model import Guest, Node, Pressure, Settings, Snapshot
@@ -54,11 +57,46 @@ def test_no_pressure_move_while_the_cluster_as_a_whole_lacks_the_cpu():
     """23 cores wanted on 20 threads: a move would only shift the stall from a's guests to b's."""
     result = run_round(short_cluster("pressure"), RoundState())
     assert result.decision == "pressure-wait" and not result.plan
-    assert "want 23.0 cores of its 20 CPU threads" in result.explanation.reason
-    assert "stall 13% of the time (limit 10%)" in result.explanation.reason
+    assert "no placement can help: the guests want 23.0 cores on 20 threads, 3 cores short" in (
+        result.explanation.reason
+    )
+    assert "stall 13% of the time (limit 10%); add a node of 4 threads" in result.explanation.reason
 
 
 def test_objective_both_evens_out_instead_and_says_why_no_pressure_move():
     result = run_round(short_cluster("both"), RoundState())
     assert result.decision == "migrate" and all(step.move.objective == "even" for step in result.plan)
-    assert "No pressure move: the cluster's guests want 23.0 cores" in result.explanation.reason
+    assert "No pressure move: no placement can help: the guests want 23.0 cores" in result.explanation.reason
+
+
+def test_the_shortfall_names_the_node_that_covers_it():
+    """23 cores on 20 threads is 3 short: the smallest of the cluster's sizes that covers it (a's 4
+    threads); 60 cores short takes four of its largest (16 threads)."""
+    snap = short_cluster("pressure")
+    (cpu,) = pressure.shortfall(snap, pressure.Limits())
+    assert (cpu.resource, cpu.wanted, cpu.have, cpu.node_size, cpu.nodes) == ("cpu", 23.0, 20.0, 4, 1)
+    b = replace(snap.node("b"), cpu_usage=75.0)
+    (cpu,) = pressure.shortfall(snap.with_nodes((snap.node("a"), b)), pressure.Limits())
+    assert (cpu.short, cpu.node_size, cpu.nodes) == (63.0, 16, 4)
+    assert cpu.remedy() == "add 4 nodes of 16 threads"
+
+
+def test_a_cluster_short_of_memory_says_so_and_moves_nothing():
+    """Both nodes above their 85 % memory limit together: 120 GiB used on 2 × 54.4 GiB."""
+    snap = short_cluster("pressure")
+    full = tuple(replace(n, cpu_usage=1.0, mem_usage_bytes=60 * GIB) for n in snap.nodes)
+    found = pressure.shortfall(snap.with_nodes(full), pressure.Limits())
+    assert [f.resource for f in found] == ["memory"]
+    assert found[0].figures() == "the guests use 120 GiB of memory on 109 GiB under the nodes' limits, 12 GiB short"
+    assert found[0].remedy() == "add a node of 64 GiB"
+    result = run_round(snap.with_nodes(full), RoundState())
+    assert result.decision == "pressure-wait" and not result.plan
+    assert "no placement can help: the guests use 120 GiB of memory" in result.explanation.reason
+
+
+def test_objective_even_says_no_placement_can_help_too():
+    result = run_round(short_cluster("even"), RoundState())
+    assert result.decision == "migrate"
+    assert "No placement can help: the guests want 23.0 cores on 20 threads, 3 cores short" in (
+        result.explanation.reason
+    )

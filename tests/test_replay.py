@@ -88,6 +88,7 @@ def test_html_report_is_self_contained(tmp_path, capsys):
     assert "Plotly" in html and len(html) > 1_000_000  # plotly.js itself is in the file
     assert re.search(r"<script[^>]*\ssrc=", html) is None  # nothing fetched on opening
     assert "threshold 0.3" in html
+    assert "Per day" in html and "guest-minutes under pressure" in html and "rounds above threshold" in html
 
 
 @pytest.mark.parametrize(
@@ -198,3 +199,60 @@ def test_help_says_where_missing_vm_sizes_come_from(capsys):
     with pytest.raises(SystemExit):
         main(["replay", "--help"])
     assert "Bitbrains VM drawn with a fixed seed" in capsys.readouterr().out
+
+
+def test_replay_time_is_true_by_default(day):
+    # a round covers one 5-minute sample and a migration its real seconds inside it: every one is
+    # done by the next round; with 10-s rounds each 5-minute sample, the big ones span several
+    done = [m for m in day.migrations if m.outcome == "done"]
+    assert done and all(m.ended_s - m.started_s == 300 for m in done)
+    fast = replay({"round_interval_s": 10.0}, DYNAMIC, 36)
+    assert max(m.ended_s - m.started_s for m in fast.migrations if m.outcome == "done") > 300
+
+
+def test_json_reports_each_trace_day(capsys):
+    assert main(["replay", "--days", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["rounds"] == 288
+    (only,) = out["days"]
+    assert only["day"] == 1 and only["rounds"] == 288
+    assert only["migrations"] == out["migrations"]["started"]
+    assert only["rounds_above_threshold"] == out["share_above_threshold"]
+    assert only["gib_moved"] == pytest.approx(out["gib_moved_per_day"])
+    assert only["guest_minutes_under_pressure"] == out["guest_minutes_under_pressure"]
+
+
+def test_days_of_a_looped_replay_are_counted_apart():
+    result = replay({}, DYNAMIC, 288 + 24)
+    first, second = summary(result)["days"]
+    assert (first["rounds"], second["rounds"]) == (288, 24)
+    assert first["migrations"] + second["migrations"] == len(result.migrations)
+
+
+def test_days_beyond_the_trace_are_refused(capsys):
+    assert main(["replay", "--days", "2"]) == 2
+    assert "--days: 2 days; this trace has 1" in capsys.readouterr().err
+
+
+def test_list_traces_names_each_with_days_vms_and_step(capsys):
+    assert main(["replay", "--list-traces", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {(r["trace"], r["vms"], r["sample_s"]) for r in rows} >= {
+        ("bitbrains", 416, 300),
+        ("planetlab", 1052, 300),
+        ("google", 800, 300),
+    }
+    assert all(r["days"] >= 1 for r in rows)
+    assert main(["replay", "--list-traces"]) == 0
+    assert re.search(r"google\s+1\s+800\s+300s", capsys.readouterr().out)
+
+
+def test_a_cluster_short_of_cpu_at_peaks_is_told_with_its_hours_and_the_node_to_add(capsys):
+    # the Bitbrains day on 6 nodes (48 + 16 + 8 threads, twice): the peaks want more than all threads
+    assert main(["replay", "--nodes", "6", "--json"]) == 0
+    (cpu,) = json.loads(capsys.readouterr().out)["shortfall"]
+    assert cpu["resource"] == "cpu" and cpu["have"] == 144 and cpu["add"] == {"nodes": 1, "size": 48}
+    assert cpu["text"].startswith("at peaks the guests want 181.6 cores on 144 threads, 38 cores short, 13:25–13:30")
+    assert cpu["text"].endswith("; add a node of 48 threads")
+    assert main(["replay", "--hours", "2"]) == 0  # 12 nodes: enough at every round
+    assert "the cluster as a whole had the CPU and memory at every round" in capsys.readouterr().out

@@ -150,7 +150,8 @@ def _score(args: argparse.Namespace) -> int:
 
 # -- replay ---------------------------------------------------------------------------
 
-REPLAY_HELP = """A trace day through the engine's rounds on a simulated cluster, every proposed move approved at once.
+REPLAY_HELP = """A trace through the engine's rounds on a simulated cluster, every proposed move approved at once.
+Time is true by default: a round per 5-minute sample, a migration its real seconds inside it.
 
 Traces (--trace): bitbrains (the default: 416 VMs with their real sizes), planetlab (1052 VMs, CPU only),
 google (800 VMs, CPU and memory), or a directory holding one of those formats. PlanetLab and Google give
@@ -160,6 +161,7 @@ crs/data/traces/README.md."""
 
 
 POWER_SIZE = "4c,8g"
+RESOURCES = {"cpu": "CPU", "memory": "memory"}
 
 
 def _replay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -198,15 +200,20 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
         "(default 30, the dashboard's default; 0 = Proxmox, no cooldown)",
     )
     length = parser.add_mutually_exclusive_group()
-    length.add_argument(
-        "--rounds", type=options.number(1, whole=True), help="rounds to run (default: the whole trace day)"
-    )
+    length.add_argument("--rounds", type=options.number(1, whole=True), help="rounds to run (default: the whole trace)")
     length.add_argument("--hours", type=options.number(0, strict=True), help="hours of trace time to run")
+    length.add_argument(
+        "--days", type=options.number(1, whole=True), help="days of the trace to run, at most its own (default: all)"
+    )
+    parser.add_argument(
+        "--list-traces", action="store_true", help="name every packaged trace with its days, VMs and sample step"
+    )
     parser.add_argument(
         "--round-interval",
         type=float,
-        default=10.0,
-        help="seconds between rounds; migrations take real seconds against it (default 10)",
+        default=float(trace.SAMPLE_SECONDS),
+        help=f"seconds between rounds; migrations take real seconds against it (default {trace.SAMPLE_SECONDS}: "
+        "true time, a round per sample; less replays faster rounds, each migration then spans more of the workload)",
     )
     parser.add_argument(
         "--samples-per-round",
@@ -240,12 +247,19 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    if args.list_traces:
+        return _list_traces(args.json)
     if args.cooldown < 0:
         raise ConfigError(f"--cooldown: {args.cooldown!r} minutes; must be >= 0")
     settings = _replay_settings(args)
     began = time.perf_counter()
     config = _replay_source(args)  # refusals here are reported by main(), exit 2
-    samples = Simulator(parse_config(config)).trace.samples
+    trace_of = Simulator(parse_config(config)).trace
+    samples = trace_of.samples
+    if args.days is not None and args.days * trace.SAMPLES_PER_DAY > samples:
+        raise ConfigError(
+            f"--days: {args.days} days; this trace has {samples / trace.SAMPLES_PER_DAY:g} (--hours loops it)"
+        )
     rounds = args.rounds if args.rounds is not None else _rounds_for(args, samples)
     if rounds < 1:
         raise ConfigError(f"--rounds/--hours: {rounds} rounds; must be at least 1")
@@ -253,6 +267,7 @@ def _replay(args: argparse.Namespace) -> int:
     power = Power(args.power_size, limits) if args.power else None
     result = replay.replay(config, settings, rounds, cooldown_s=args.cooldown * 60.0, power=power)
     out = replay.summary(result) | {"runtime_s": time.perf_counter() - began}
+    out["forecast"] = replay.forecast_summary(trace_of, round(rounds * args.samples_per_round))
     if args.html:
         from .replay_report import write_html  # Plotly loads only for the report
 
@@ -290,8 +305,27 @@ def _replay_source(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _rounds_for(args: argparse.Namespace, samples: int) -> int:
+    if args.days is not None:
+        samples = args.days * trace.SAMPLES_PER_DAY
     hours = args.hours if args.hours is not None else samples * trace.SAMPLE_SECONDS / 3600
     return int(round(hours * 3600 / trace.SAMPLE_SECONDS / args.samples_per_round))
+
+
+def _list_traces(as_json: bool) -> int:
+    """The packaged traces, as `--trace` names them."""
+    step = trace.SAMPLE_SECONDS
+    loaded = {name: trace.load(name) for name in trace.PACKAGED}
+    rows = [
+        {"trace": name, "days": t.samples / trace.SAMPLES_PER_DAY, "vms": len(t.vm_ids), "sample_s": step}
+        for name, t in loaded.items()
+    ]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'trace':<12} {'days':>5} {'VMs':>5} {'sample':>7}")
+    for row in rows:
+        print(f"{row['trace']:<12} {row['days']:>5g} {row['vms']:>5} {row['sample_s']:>6}s")
+    return 0
 
 
 def _replay_table(result: replay.Replay, out: dict[str, Any], trace_name: str) -> str:
@@ -322,6 +356,17 @@ def _replay_table(result: replay.Replay, out: dict[str, Any], trace_name: str) -
         "guest-minutes under pressure (CPU or memory stall above the limit): "
         f"{out['guest_minutes_under_pressure']:.0f}",
     ]
+    lacked = [f"the cluster as a whole lacked {RESOURCES[f['resource']]}: {f['text']}" for f in out["shortfall"]]
+    lines += lacked or ["the cluster as a whole had the CPU and memory at every round"]
+    if f := out["forecast"]:
+        lines.append(
+            f"next-hour peak per guest, mean absolute error over {f['guest_hours']} guest-hours (day 2 on): "
+            f"seasonal (p{f['percentile']:g} of the same hour, up to {f['days_back']} days) "
+            f"{f['cpu_cores']['seasonal']:.2f} cores / {f['memory_gib']['seasonal']:.2f} GiB, naive (last hour's peak) "
+            f"{f['cpu_cores']['naive']:.2f} cores / {f['memory_gib']['naive']:.2f} GiB"
+        )
+    else:
+        lines.append("forecast: not judged (the replayed trace is not longer than a day)")
     if p := out.get("power"):
         lines.append(
             f"power (minimal {p['minimal']:g}, target {p['target']:g}): {p['node_hours_powered_down']:.1f} node-hours "
@@ -329,4 +374,13 @@ def _replay_table(result: replay.Replay, out: dict[str, Any], trace_name: str) -
             f"{p['wakeups']} wake-ups; {p['power_migrations']} power migrations ({p['power_gib_moved']:.0f} GiB), "
             f"{p['balancing_migrations']} balancing migrations"
         )
+    lines += [
+        "",
+        f"{'day':>3} {'pressure min':>12} {'migrations':>10} {'above threshold':>15} {'GiB moved':>9}",
+    ]
+    lines += [
+        f"{d['day']:>3} {d['guest_minutes_under_pressure']:>12.0f} {d['migrations']:>10} "
+        f"{d['rounds_above_threshold']:>15.1%} {d['gib_moved']:>9.0f}"
+        for d in out["days"]
+    ]
     return "\n".join(lines)

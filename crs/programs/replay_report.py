@@ -6,6 +6,8 @@ opens on an air-gapped management network and can be attached to a ticket.
 
 from __future__ import annotations
 
+from typing import Any
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -20,7 +22,13 @@ def figure(result: Replay) -> go.Figure:
     s = result.settings
     hours = [t / 3600 for t in result.trace_s]
     fig = make_subplots(
-        rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, subplot_titles=("Imbalance", "Node load")
+        rows=3,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.1,
+        row_heights=(0.4, 0.4, 0.2),
+        specs=[[{}], [{}], [{"type": "table"}]],
+        subplot_titles=("Imbalance", "Node load", "Per day"),
     )
     fig.add_trace(
         go.Scatter(x=hours, y=list(result.imbalance), name="imbalance", line={"color": "#1f77b4"}), row=1, col=1
@@ -46,6 +54,7 @@ def figure(result: Replay) -> go.Figure:
             col=1,
         )
     out = summary(result)
+    _days_table(fig, out["days"])
     q = out["imbalance"]
     fig.update_layout(
         title=(
@@ -56,7 +65,7 @@ def figure(result: Replay) -> go.Figure:
             f"{out['ping_pongs']} ping-pong"
         ),
         title_font_size=13,
-        height=800,
+        height=1000,
         hovermode="x unified",
     )
     fig.update_xaxes(title_text="trace time (hours)", row=2, col=1)
@@ -87,3 +96,15 @@ def _migration_markers(fig: go.Figure, result: Replay) -> None:
             row=1,
             col=1,
         )
+
+
+def _days_table(fig: go.Figure, days: list[dict[str, Any]]) -> None:
+    """One row per trace day: day 1 places the crowded start, the days after it show the policy."""
+    columns = {
+        "day": [str(d["day"]) for d in days],
+        "guest-minutes under pressure": [f"{d['guest_minutes_under_pressure']:.0f}" for d in days],
+        "migrations": [str(d["migrations"]) for d in days],
+        "rounds above threshold": [f"{d['rounds_above_threshold']:.1%}" for d in days],
+        "GiB moved": [f"{d['gib_moved']:.0f}" for d in days],
+    }
+    fig.add_trace(go.Table(header={"values": list(columns)}, cells={"values": list(columns.values())}), row=3, col=1)

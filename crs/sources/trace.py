@@ -37,6 +37,7 @@ PACKAGED = {
     "google": TRACES_DIR / "google-gcd-vms",
 }
 SAMPLE_SECONDS = 300
+SAMPLES_PER_DAY = 86400 // SAMPLE_SECONDS
 SIZE_SEED = 0  # the draw of Bitbrains sizes for traces without them: fixed, so a trace is always the same cluster
 COLUMNS = ("vm_id", "timestamp", "cpu_cores", "cpu_usage_pct", "mem_capacity_kb", "mem_usage_kb")
 
