@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.models import AuditEvent, Migration
-from dashboard.pages import views
+from dashboard import tasks
 
 CLICKS = 50
 
@@ -22,7 +22,7 @@ def test_fifty_concurrent_approvals_start_one_migration(operator, suggested, mon
     service_or_skip("CRS_TEST_DATABASE_URL")
     assert connection.vendor == "postgresql"
     started = []
-    monkeypatch.setattr(views.execute, "delay", started.append)
+    monkeypatch.setattr(tasks.execute, "delay", started.append)
     barrier = threading.Barrier(CLICKS)
     statuses = []
 

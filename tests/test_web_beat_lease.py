@@ -20,7 +20,11 @@ def rounds_of_demo(database_url: str) -> int:
 def lease_holders(database_url: str) -> int:
     """Connections holding the beat lease (project/celery.py's advisory lock)."""
     with psycopg.connect(database_url) as conn:
-        query = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = %s"
+        # advisory locks belong to a database: other test runs' beats hold the same key on theirs
+        query = (
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = %s"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
         return conn.execute(query, (0x637273,)).fetchone()[0]
 
 

@@ -8,6 +8,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_seriali
 from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
 from .. import history, maintenance, outcomes, tasks, whatif, windows
@@ -117,18 +118,27 @@ class ClusterViewSet(ApiViewSet):
         )
 
     @extend_schema(request=EmergencyStopSerializer, responses=StoppedSerializer)
-    @action(detail=True, methods=["post"], url_path="emergency-stop", write_permission="dashboard.approve_migration")
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="emergency-stop",
+        parser_classes=[JSONParser],  # `stop` is a JSON boolean; a form's "0" would read as one
+        write_permission="dashboard.approve_migration",
+    )
     def emergency_stop(self, request, pk=None):
         """Emergency stop (`stop`: true, the default) or lift it (false): automation paused, approved
         moves expire, running ones are aborted; nothing starts until it is lifted. Audited."""
         return self._stop(request, [self.get_object()])
 
-    @extend_schema(request=EmergencyStopSerializer, responses=StoppedSerializer)
+    @extend_schema(
+        operation_id="clusters_emergency_stop_all", request=EmergencyStopSerializer, responses=StoppedSerializer
+    )
     @action(
         detail=False,
         methods=["post"],
         url_path="emergency-stop",
         url_name="emergency-stop-all",
+        parser_classes=[JSONParser],
         write_permission="dashboard.approve_migration",
     )
     def emergency_stop_all(self, request):

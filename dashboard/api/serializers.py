@@ -148,8 +148,18 @@ class PolicySerializer(serializers.ModelSerializer):
         return form.save_by(self.context["request"].user)
 
 
+class JsonBoolean(serializers.BooleanField):
+    """true or false, as the schema says: DRF's own also takes 0, 1, "yes", "on", … which a
+    script may send by mistake, and an emergency stop read the wrong way round is no small thing."""
+
+    def to_internal_value(self, data):
+        if data is True or data is False:
+            return data
+        self.fail("invalid", input=data)
+
+
 class EmergencyStopSerializer(serializers.Serializer):
-    stop = serializers.BooleanField(
+    stop = JsonBoolean(
         default=True,
         help_text="true: stop (the default); false: lift the stop.",
         error_messages={"invalid": "stop must be true (stop) or false (lift)"},
