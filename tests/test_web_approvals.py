@@ -11,8 +11,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.models import AuditEvent, Migration
 from dashboard import tasks
+from dashboard.models import AuditEvent, Migration
 
 CLICKS = 50
 
