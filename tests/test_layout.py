@@ -41,20 +41,28 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported(path: Path) -> set[str]:
-    """Every module `path` imports, relative imports resolved, `from X import y` counted as X.y too
-    (y may be a module); packages left out (`from .live import sender` imports live/sender.py)."""
+def import_statements(path: Path) -> list[tuple[str, set[str]]]:
+    """Each import of `path`, inside functions too: the module, relative imports resolved, and
+    what `from X import …` names as X.y (y may be a module; empty for a plain `import`)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
+    found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
+            found += [(alias.name, set()) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
             module = ".".join(base + ([node.module] if node.module else []))
-            found.add(module)
-            found |= {f"{module}.{alias.name}" for alias in node.names}
+            found.append((module, {f"{module}.{alias.name}" for alias in node.names}))
+    return found
+
+
+def imported(path: Path) -> set[str]:
+    """Every module `path` imports, `from X import y` counted as X.y too; packages left out
+    (`from .live import sender` imports live/sender.py)."""
+    found = set()
+    for module, names in import_statements(path):
+        found |= {module} | names
     return {m for m in found if not is_package(m)}
 
 
@@ -167,15 +175,9 @@ def dashboard_imports() -> dict[str, set[str]]:
     paths = {module_name(p): p for p in modules("dashboard")}
     graph = {}
     for name, path in paths.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         found = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                found |= {alias.name for alias in node.names}
-            elif isinstance(node, ast.ImportFrom):
-                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
-                module = ".".join(base + ([node.module] if node.module else []))
-                found |= {f"{module}.{alias.name}" for alias in node.names} & paths.keys() or {module}
+        for module, names in import_statements(path):
+            found |= names & paths.keys() or {module}
         graph[name] = {m for m in found if m in paths and m != name}
     return graph
 
