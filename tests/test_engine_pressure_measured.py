@@ -3,6 +3,8 @@ cannot say what a move relieves, so the guest's measured stall decides (the seed
 
 from dataclasses import replace
 
+from test_engine_pressure_net_relief import saturated  # 4 guests of 2 cores stalling on 4 threads
+
 from crs.balancer import run_round
 from crs.decision import RoundState
 from crs.model import Guest, Node, Pressure, Settings, Snapshot
@@ -55,21 +57,6 @@ def test_under_both_the_measured_stall_moves_it_too():
     snap = stalling_with_idle_threads()
     result = run_round(snap.with_settings(Settings(objective="both")), RoundState())
     assert result.decision == "migrate" and result.move.objective == "pressure" and result.move.target == "b"
-
-
-def saturated(moves_per_round: int) -> Snapshot:
-    """a: 4 guests wanting 2 cores each on 4 threads, all stalling half the time (the simulator's
-    figures, made by contention); b is idle."""
-    stall = Pressure(cpu_some=0.5)
-    nodes = (
-        Node("a", 4, 64 * GIB, cpu_usage=8.0, mem_usage_bytes=8 * GIB, pressure=stall),
-        Node("b", 16, 64 * GIB, cpu_usage=0.0, mem_usage_bytes=0.0, pressure=Pressure()),
-    )
-    guests = tuple(
-        Guest(f"vm:{i}", "a", cores=2, memory_bytes=2 * GIB, cpu_usage=2.0, mem_usage_bytes=2 * GIB, pressure=stall)
-        for i in range(1, 5)
-    )
-    return Snapshot(nodes, guests, settings=Settings(objective="pressure", moves_per_round=moves_per_round))
 
 
 def test_where_core_contention_explains_the_stall_the_reason_says_so():
