@@ -171,7 +171,8 @@ def _waiting(
         g = moving[0]
         return (
             "motion-in-flight",
-            f"{g.sid} is moving {g.node} → {g.target}: waiting until it finishes "
+            # A guest the source shows moving, or one an approved move claims (crs.claims).
+            f"{g.sid}'s move {g.node} → {g.target} is approved or under way: waiting until it finishes "
             f"(hold counter kept at {state.hold_count}).",
             state,
         )

@@ -6,7 +6,8 @@ evacuation covers yet (crs.maintenance, Proxmox's placement); a node back gets i
 plan; a guest whose node breaks a rule gets the move Proxmox's manager would make
 (crs.violations). On a Proxmox cluster its HA manager moves its own HA guests: the plans hold
 only the others, so two balancers never fight over one guest, and its own moves are listed
-(`proxmox_own`) so an admin can follow each.
+(`proxmox_own`) so an admin can follow each. Each plan is placed around the claims it must
+leave room for (crs.claims): those of running moves and of approved moves it does not outrank.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import claims
 from .decision import Step
 from .maintenance import evacuate, failback
 from .model import Snapshot
@@ -69,6 +71,10 @@ def reconcile(
         for node in sorted(down - recorded)
     )
     skip = theirs(snapshot, proxmox_ha)
+
+    def around(kind: str) -> Snapshot:
+        return claims.held(snapshot, claims.against(ledger.alive(claims.HOLDING), kind))
+
     closed = []
     for record in sorted(records, key=lambda r: r.node):
         if record.node in down or not record.seen:
@@ -78,17 +84,17 @@ def reconcile(
         closed.append(record)
         emptying = [m for m in ledger.alive(("suggested", "approved"), EMPTYING) if m.move.source == record.node]
         ledger.expire(emptying, f"{record.node} left maintenance before this move started")
-        plan = failback(snapshot, record.node, [sid for sid in record.guests if sid not in skip])
+        plan = failback(around("failback"), record.node, [sid for sid in record.guests if sid not in skip])
         owe("failback", plan.steps, plan.reasons, record.at_once)
     for record in sorted((*records, *opened), key=lambda r: r.node):
         if record.node not in down:
             continue
         covered = {m.move.leader for m in ledger.alive(OWED_STATES, EMPTYING) if m.move.source == record.node}
-        plan = evacuate(snapshot, record.node, skip=frozenset(covered | skip))
         kind = "consolidation" if record.node in powering_down else "evacuation"
+        plan = evacuate(around(kind), record.node, skip=frozenset(covered | skip))
         owe(kind, plan.steps, plan.reasons, record.at_once)
     fixing = {m.move.leader for m in ledger.alive(OWED_STATES, ("rule-fix", "evacuation", "failback"))}
-    fixes = violations(snapshot, skip=frozenset(fixing | skip))
+    fixes = violations(around("rule-fix"), skip=frozenset(fixing | skip))
     owe("rule-fix", fixes.steps, fixes.reasons, False)
     return Owed(opened, tuple(closed), proxmox_own(snapshot, skip))
 

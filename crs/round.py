@@ -5,6 +5,8 @@ transaction and pushes it; nothing here reads a clock, a database or the network
 is the order of precedence (crs.precedence): recommendations nobody decided on expire, owed
 plans (evacuation, failback, rule fix) come first and outrank lower kinds, then the pending
 balancing plan is kept or replaced, then a new plan may be made; automation approves last.
+Every decision is made on the snapshot with the claims of the approved and running moves
+applied (crs.claims), so no plan fills room an approved move has taken.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
+from . import claims
 from .automation import Automation, held_reason, self_approved
 from .balancer import run_round
 from .decision import RoundResult, RoundState, Step
@@ -65,7 +68,7 @@ class Outcome:
 def decide(inputs: RoundInputs) -> Outcome:
     """Decide one round of the cluster."""
     snapshot, automation = inputs.snapshot, inputs.automation
-    result = run_round(snapshot, inputs.state, guards=inputs.guards)
+    result = run_round(claims.held(snapshot, claims.against(inputs.moves)), inputs.state, guards=inputs.guards)
     ledger = Ledger(inputs.moves, inputs.next_plan)
     overdue = [m for m in ledger.alive(("suggested",)) if _overdue(m, inputs)]
     ledger.expire(overdue, f"not decided within the recommendation expiry of {_human(inputs.recommendation_expiry)}")
@@ -139,8 +142,9 @@ def _judge(inputs: RoundInputs, result: RoundResult, ledger: Ledger) -> tuple[Ve
     pending = ledger.alive(("suggested",), BALANCING_KINDS)
     if not pending:
         return Verdict(), []
-    running = any(m.plan == pending[0].plan for m in ledger.alive(("approved", "running")))
-    review = verdict(inputs.snapshot, pending, result, inputs.guards, running)
+    holding = ledger.alive(claims.HOLDING)
+    running = any(m.plan == pending[0].plan for m in holding)
+    review = verdict(claims.held(inputs.snapshot, claims.against(holding)), pending, result, inputs.guards, running)
     if review.replace:
         ledger.expire(pending, review.replace)
         return review, []

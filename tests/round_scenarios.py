@@ -133,6 +133,11 @@ C2 = cluster([vm("vm:101", "n1", 3, 6), vm("vm:102", "n1", 2, 4), vm("vm:103", "
              target_imbalance=0.0)  # fmt: skip
 PLAN2 = stored(C2)
 EVACUATING = cluster([*C["guests"], vm("vm:105", "n3")], nodes=MAINT)
+# n1 carries 4 cores, n2 1: n3's guests go to n2 first, unless vm:106 (4 cores) is counted there.
+CLAIMING = cluster(
+    [vm("vm:101", "n1"), vm("vm:102", "n1"), vm("vm:104", "n2", 1, 2), vm("vm:105", "n3"), vm("vm:106", "n3", 4, 8)],
+    nodes=MAINT,
+)
 ANTI = [{"type": "resource-affinity", "id": "apart", "affinity": "negative", "resources": ["vm:101", "vm:102"]}]
 
 SCENARIOS = [
@@ -357,6 +362,27 @@ SCENARIOS = [
             "next_plan": 4,
         },
     ),
+    # Claims: an approved move holds its target from approval (crs.claims)
+    Scenario(
+        "claim-keeps-plan-off-target",
+        "n3 is in maintenance; #7 (vm:106 n3 → n2) is approved and waits for its slot: its claim "
+        "counts vm:106 on n2 from approval, so vm:105's evacuation is placed around it and goes to n1.",
+        CLAIMING,
+        {"plans": [{"number": 4, "kind": "evacuation", "moves": ["vm:105 n3 → n1"]}], "expired": []},
+        {
+            "maintenances": [{"node": "n3", "guests": ["vm:105", "vm:106"]}],
+            "moves": [move(7, "vm:106", "n3", "n2", kind="evacuation", state="approved", plan=3)],
+            "next_plan": 4,
+        },
+    ),
+    Scenario(
+        "claim-released-frees-target",
+        "The same cluster once #7 expired: its claim is released, so n2 is free again and vm:105 "
+        "goes there (vm:106, no longer covered, follows: n2's 3 cores are still fewer than n1's 4).",
+        CLAIMING,
+        {"plans": [{"number": 4, "kind": "evacuation", "moves": ["vm:105 n3 → n2", "vm:106 n3 → n2"]}]},
+        {"maintenances": [{"node": "n3", "guests": ["vm:105", "vm:106"]}], "next_plan": 4},
+    ),
     Scenario(
         "evacuation-automatic",
         "Under automatic automation the evacuation approves itself.",
@@ -442,10 +468,16 @@ SCENARIOS = [
     ),
     Scenario(
         "power-saving-last",
-        "n3 drains for a power-down: its consolidation approves itself at once, ranks below "
-        "balancing, so the pending balancing plan is not outranked.",
+        "n3 drains for a power-down: its consolidation approves itself at once and ranks below "
+        "balancing, so it does not outrank the pending balancing plan; but its claim on n2 "
+        "(vm:105 counted there from approval) leaves that plan's move to n2 pointless: judged "
+        "with the claim, the plan is replaced.",
         EVACUATING,
-        {"plans": lambda p: p[0]["kind"] == "consolidation", "expired": [], "approved": ["plan 2 step 0"]},
+        {
+            "plans": [{"number": 2, "kind": "consolidation", "moves": ["vm:105 n3 → n2"]}],
+            "expired": [{"move": "#1", "reason": starts("step #1 no longer helps")}],
+            "approved": ["plan 2 step 0"],
+        },
         {
             "maintenances": [{"node": "n3", "guests": ["vm:105"], "at_once": True}],
             "powering_down": ["n3"],
