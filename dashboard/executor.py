@@ -16,13 +16,15 @@ from django.db.models import Q
 from django.utils import timezone
 
 import crs.balancer
+import crs.claims
+import crs.decision
 import crs.model
 import crs.planner
 import crs.precedence
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, rolling, windows
+from . import expiry, plans, rolling, windows
 from .live import sender as live
 from .models import Cluster, Migration
 from .models.migration import UNFOLLOWED, silent
@@ -40,10 +42,11 @@ def claim(migration_id: int) -> str:
 
     Under the cluster's lock (opened_source), so two workers never both take the last slot.
     Approved steps start in plan order, at most `max_concurrent_migrations` at once and
-    `max_migrations_per_node` into or out of one node. The fresh snapshot counts every
-    running migration's guests on their targets (its claim), so two concurrent moves never
-    together overfill a node; a target that no longer fits gives way to the step's next
-    alternative target, or the step expires.
+    `max_migrations_per_node` into or out of one node. The fresh snapshot counts the claims
+    it must leave room for (`claims_ahead`), so two moves never together overfill a node: a
+    target that no longer fits gives way to the step's next alternative target; with none, a
+    step that only another move's claim keeps off its target waits, saying whose claim, and
+    any other step expires.
     """
     try:
         with opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (cluster, source):
@@ -59,11 +62,19 @@ def claim(migration_id: int) -> str:
                 return "approved"  # a paused rolling maintenance's evacuation: queued again on resume
             if not slot_free(cluster, migration):
                 return "approved"  # queued again when a running one starts or finishes
-            snapshot = claimed(cluster, source.collect(time.time()))
+            fresh = cluster.under_policy(source.collect(time.time()))
+            ahead = claims_ahead(cluster, migration)
+            snapshot = crs.claims.held(fresh, [move for _, move in ahead])
             # Only claim() moves an approved migration on, under this lock: the transitions succeed.
-            if migration.stale_reason(snapshot) and (target := alternative(migration, snapshot)):
-                Migration.objects.filter(pk=migration_id).update(target=target)
-                migration.target = target
+            if migration.stale_reason(snapshot):
+                if target := alternative(migration, snapshot):
+                    Migration.objects.filter(pk=migration_id).update(target=target)
+                    migration.target = target
+                elif not migration.stale_reason(fresh) and (
+                    whose := crs.claims.holder(fresh, migration.as_move(), ahead)
+                ):
+                    plans.hold(cluster, migration, f"waits: {whose}")
+                    return "approved"  # queued again when a migration finishes, and by every round
             if expiry.stale_at_start(migration, snapshot):
                 return "expired"
             Migration.objects.transition(
@@ -98,14 +109,20 @@ def slot_free(cluster: Cluster, migration: Migration) -> bool:
     )
 
 
-def claimed(cluster: Cluster, snapshot: crs.model.Snapshot) -> crs.model.Snapshot:
-    """The fresh snapshot under the cluster's policy, with every running migration's guests on its target."""
-    snapshot = cluster.under_policy(snapshot)
-    for m in cluster.migrations.filter(state="running"):
-        on_source = all(g.node == m.source and not g.moving for g in snapshot.guests if g.sid in m.guests)
-        if on_source and m.target in {n.name for n in snapshot.nodes}:
-            snapshot = crs.balancer.apply_move(snapshot, m.as_move())
-    return snapshot
+def claims_ahead(cluster: Cluster, migration: Migration) -> list[tuple[str, crs.decision.Move]]:
+    """The claims `migration` must leave room for, each with the name the admin reads: every
+    running migration's, then those of the migrations approved before it (the first claim
+    holds, as in Placement), so of two moves the later one never takes the earlier one's room."""
+    holding = cluster.migrations.filter(state__in=crs.claims.HOLDING).exclude(pk=migration.pk)
+    mine = _approval(migration)
+    ahead = [m for m in holding if m.state == "running" or _approval(m) < mine]
+    ahead.sort(key=lambda m: (m.state != "running", _approval(m)))
+    return [(f"migration {m.pk}", m.as_move()) for m in ahead]
+
+
+def _approval(m: Migration) -> tuple[float, int]:
+    """When it was approved, for the order of claims (a row stored approved has no time: first)."""
+    return (m.decided_at.timestamp() if m.decided_at else 0.0, m.pk)
 
 
 def alternative(migration: Migration, snapshot: crs.model.Snapshot) -> str | None:

@@ -1,9 +1,12 @@
 """A round's plan on the web side: approving with dependencies, Apply all, execution side by
 side within the concurrency and per-node limits (a real Celery worker), and the emergency stop."""
 
+from datetime import timedelta
+
 import pytest
 from conftest import make_migration, run_rounds, service_or_skip, set_policy, wait_until
 from django.urls import reverse
+from django.utils import timezone
 from test_web_tasks import worker  # noqa: F401 (a fixture)
 
 from dashboard import tasks
@@ -49,6 +52,42 @@ def test_apply_all_approves_the_whole_list_in_plan_order(
     steps = list(Migration.objects.order_by("step").values_list("pk", flat=True))
     assert [m["id"] for m in answer.json()["approved"]] == steps == queued
     assert set(Migration.objects.values_list("state", "decided_by__username")) == {("approved", "admin")}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("alternatives", [[], ["node05"]], ids=["waits", "alternative"])
+def test_an_approved_moves_claim_holds_its_target_from_approval_until_it_is_released(
+    admin_client, collected, monkeypatch, alternatives
+):
+    monkeypatch.setattr(tasks.follow, "apply_async", lambda *a, **k: None)
+    monkeypatch.setattr(tasks.execute, "delay", lambda pk: None)
+    snapshot = collected.snapshot
+    g1, g2 = [g for g in snapshot["guests"] if g["node"] == "node01"][:2]
+    node06 = next(n for n in snapshot["nodes"] if n["name"] == "node06")
+    carried = sum(g["memory_bytes"] for g in snapshot["guests"] if g["node"] == "node06")
+    # node06 keeps room for g1 and half of g2: each move fits alone, not both together.
+    reserve = int(node06["memory_bytes"] - carried - g1["memory_bytes"] - g2["memory_bytes"] / 2)
+    set_policy(collected, memory_reserve=reserve, max_concurrent_migrations=3, max_migrations_per_node=3)
+    now = timezone.now()
+    # Approved first, not started yet (it waits for its turn): its claim on node06 holds already.
+    first = make_migration(collected, "approved", g1["sid"], target="node06", decided_at=now - timedelta(minutes=1))
+    second = make_migration(
+        collected, "approved", g2["sid"], target="node06", alternatives=alternatives, decided_at=now
+    )
+    tasks.execute.apply(args=[second.pk])
+    second.refresh_from_db()
+    if alternatives:
+        assert (second.state, second.target) == ("running", "node05")
+        return
+    assert (second.state, second.target) == ("approved", "node06")
+    assert second.reason == f"waits: node06's memory is claimed by migration {first.pk}"
+    loaded = admin_client.get(reverse("dashboard:api-cluster", args=[collected.pk])).json()  # what the page loads
+    row = next(m for m in loaded["migrations"] if m["id"] == second.pk)
+    assert (row["state"], row["reason"]) == ("approved", second.reason)  # the row says why beside "approved"
+    Migration.objects.transition(first.pk, "approved", "expired", None, reason="the plan was abandoned")
+    tasks.execute.apply(args=[second.pk])  # its claim released, node06 takes the second move
+    second.refresh_from_db()
+    assert (second.state, second.target, second.reason) == ("running", "node06", "")
 
 
 @pytest.mark.django_db(transaction=True)
