@@ -112,10 +112,16 @@ def slot_free(cluster: Cluster, migration: Migration) -> bool:
 def claims_ahead(cluster: Cluster, migration: Migration) -> list[tuple[str, crs.decision.Move]]:
     """The claims `migration` must leave room for, each with the name the admin reads: every
     running migration's, then those of the migrations approved before it (the first claim
-    holds, as in Placement), so of two moves the later one never takes the earlier one's room."""
+    holds, as in Placement), so of two moves the later one never takes the earlier one's room.
+    Not those of kinds it outranks: they wait for it (`slot_free`), as a round's plan of its
+    kind expires them (crs.claims.against)."""
     holding = cluster.migrations.filter(state__in=crs.claims.HOLDING).exclude(pk=migration.pk)
     mine = _approval(migration)
-    ahead = [m for m in holding if m.state == "running" or _approval(m) < mine]
+    ahead = [
+        m
+        for m in holding
+        if m.state == "running" or (_approval(m) < mine and not crs.precedence.outranks(migration.kind, m.kind))
+    ]
     ahead.sort(key=lambda m: (m.state != "running", _approval(m)))
     return [(f"migration {m.pk}", m.as_move()) for m in ahead]
 

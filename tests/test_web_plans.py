@@ -55,9 +55,13 @@ def test_apply_all_approves_the_whole_list_in_plan_order(
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("alternatives", [[], ["node05"]], ids=["waits", "alternative"])
+@pytest.mark.parametrize(
+    ("alternatives", "kind"),
+    [([], "balancing"), (["node05"], "balancing"), ([], "pressure")],
+    ids=["waits", "alternative", "outranks"],
+)
 def test_an_approved_moves_claim_holds_its_target_from_approval_until_it_is_released(
-    admin_client, collected, monkeypatch, alternatives
+    admin_client, collected, monkeypatch, alternatives, kind
 ):
     monkeypatch.setattr(tasks.follow, "apply_async", lambda *a, **k: None)
     monkeypatch.setattr(tasks.execute, "delay", lambda pk: None)
@@ -72,12 +76,15 @@ def test_an_approved_moves_claim_holds_its_target_from_approval_until_it_is_rele
     # Approved first, not started yet (it waits for its turn): its claim on node06 holds already.
     first = make_migration(collected, "approved", g1["sid"], target="node06", decided_at=now - timedelta(minutes=1))
     second = make_migration(
-        collected, "approved", g2["sid"], target="node06", alternatives=alternatives, decided_at=now
+        collected, "approved", g2["sid"], target="node06", alternatives=alternatives, decided_at=now, kind=kind
     )
     tasks.execute.apply(args=[second.pk])
     second.refresh_from_db()
     if alternatives:
         assert (second.state, second.target) == ("running", "node05")
+        return
+    if kind == "pressure":  # it goes before balancing: the balancing move waits for it instead
+        assert (second.state, second.target) == ("running", "node06")
         return
     assert (second.state, second.target) == ("approved", "node06")
     assert second.reason == f"waits: node06's memory is claimed by migration {first.pk}"
