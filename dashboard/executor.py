@@ -22,11 +22,10 @@ import crs.precedence
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, rolling, windows
+from . import expiry, plans, windows
 from .live import sender as live
 from .models import Cluster, Migration
 from .models.migration import UNFOLLOWED, silent
-from .sources import opened_source
 
 log = logging.getLogger(__name__)
 FOLLOW_SECONDS = 1.0  # how often a running migration's progress is polled and pushed
@@ -38,7 +37,7 @@ def claim(migration_id: int) -> str:
     """approved → running if a slot is free and a fresh snapshot still supports the move;
     approved → expired (with the reason) if not. Returns the state it is left in.
 
-    Under the cluster's lock (opened_source), so two workers never both take the last slot.
+    Under the cluster's lock (Cluster.objects.opened_source), so two workers never both take the last slot.
     Approved steps start in plan order, at most `max_concurrent_migrations` at once and
     `max_migrations_per_node` into or out of one node. The fresh snapshot counts every
     running migration's guests on their targets (its claim), so two concurrent moves never
@@ -46,17 +45,16 @@ def claim(migration_id: int) -> str:
     alternative target, or the step expires.
     """
     try:
-        with opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (cluster, source):
+        with Cluster.objects.opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (cluster, source):
             migration = Migration.objects.select_related("cluster__policy").get(pk=migration_id)
             if migration.state != "approved":
                 return migration.state
             if cluster.stopped:
                 expiry.stopped(cluster, None)
                 return "expired"
-            if windows.hold_start(cluster, migration):
-                return "approved"  # outside the windows: queued again by each round until one opens
-            if rolling.hold_start(cluster, migration):
-                return "approved"  # a paused rolling maintenance's evacuation: queued again on resume
+            if reason := held(cluster, migration):
+                plans.hold(cluster, migration, reason)
+                return "approved"  # queued again by each round until the window opens, or on resume
             if not slot_free(cluster, migration):
                 return "approved"  # queued again when a running one starts or finishes
             snapshot = claimed(cluster, source.collect(time.time()))
@@ -75,6 +73,14 @@ def claim(migration_id: int) -> str:
         return "expired"
     finally:
         live.push_migration(migration_id)
+
+
+def held(cluster: Cluster, migration: Migration) -> str:
+    """Why the approved `migration` must wait though a slot may be free ("" = it need not): a closed
+    change window (windows.start_held) or the rolling maintenance draining its node, paused or
+    cancelled (RollingMaintenance.holds; set_state takes the same lock)."""
+    rolling = cluster.rollings.first()
+    return windows.start_held(cluster, migration) or (rolling.holds(migration) if rolling else "")
 
 
 def slot_free(cluster: Cluster, migration: Migration) -> bool:
@@ -127,7 +133,7 @@ def start(migration_id: int) -> str:
     Returns "running" if it started (follow it), "failed" if the adapter refused and this call
     failed it, "" if someone who thought this worker dead settled it first."""
     try:
-        with opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (_, source):
+        with Cluster.objects.opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (_, source):
             migration = Migration.objects.get(pk=migration_id)
             if migration.state != "running" or migration.task_ids:
                 return ""  # settled by someone who thought this worker dead
@@ -143,7 +149,7 @@ def settle_unstarted(migration_id: int) -> str:
     """A running migration without a task: its starter stopped. Holding the cluster lock the
     starter held while starting proves it is not half-way; fail it, with the reason. Returns
     "failed" if this call failed it."""
-    with opened_source(Migration.objects.get(pk=migration_id).cluster_id):
+    with Cluster.objects.opened_source(Migration.objects.get(pk=migration_id).cluster_id):
         if Migration.objects.filter(pk=migration_id, state="running", task_ids=[]).exists():
             return finish(
                 migration_id,
@@ -159,7 +165,7 @@ def poll(migration: Migration) -> str:
     or end it. Returns "running" while it goes on, else the state this call ended it in ("" if
     another decision came first)."""
     try:
-        with opened_source(migration.cluster_id) as (_, source):
+        with Cluster.objects.opened_source(migration.cluster_id) as (_, source):
             now = time.time()
             statuses = [source.task_status(task_id, now) for task_id in migration.task_ids]
     except (SourceError, CrsError) as exc:

@@ -19,19 +19,11 @@ import crs.rules
 import crs.snapshot
 from crs.errors import CrsError
 
+from .errors import Refused
 from .models import AuditEvent, CapacitySettings, Cluster, HaRule, RebalanceOptOut, rule_id_validator
 
 FIELDS = ("rule", "type", "resources", "nodes", "strict", "affinity")
 PROXMOX_RULES = "Datacenter → HA → Rules"
-
-
-class Refused(Exception):
-    """An edit refused: field → messages (each naming the field or the rule); `status` 400 or 409."""
-
-    def __init__(self, errors: dict[str, list[str]], status: int = 400):
-        super().__init__("; ".join(m for ms in errors.values() for m in ms))
-        self.errors = errors
-        self.status = status
 
 
 def editable(cluster: Cluster) -> bool:

@@ -22,9 +22,7 @@ from crs.errors import CrsError
 from crs.sources.base import SourceError
 from crs.sources.proxmox import command
 
-from . import expiry
-from .models import AuditEvent, Cluster, Maintenance
-from .sources import opened_source
+from .models import AuditEvent, Cluster, Maintenance, Migration
 
 OWED_STATES = ("suggested", "approved", "running")
 EMPTYING = crs.precedence.EMPTYING
@@ -53,7 +51,7 @@ def enter(cluster: Cluster, node: str, actor, at_once: bool = False) -> Maintena
     snapshot = _checked(cluster, node)
     guests = [g.sid for g in snapshot.guests if g.node == node and g.state == "started"]
     try:
-        with opened_source(cluster.pk) as (_, source):
+        with Cluster.objects.opened_source(cluster.pk) as (_, source):
             if (open_ := cluster.maintenances.filter(node=node, left_at=None).first()) is not None:
                 return open_
             record = Maintenance.objects.create(
@@ -79,13 +77,13 @@ def leave(cluster: Cluster, node: str, actor) -> list[int]:
     it expired (the caller pushes them: this module queues no tasks)."""
     _checked(cluster, node)
     try:
-        with opened_source(cluster.pk) as (_, source):
+        with Cluster.objects.opened_source(cluster.pk) as (_, source):
             record = cluster.maintenances.filter(node=node, left_at=None).first()
             if record is not None and Maintenance.objects.filter(pk=record.pk, left_by=None).update(left_by=actor):
                 AuditEvent.objects.create(
                     actor=actor, action="maintenance-left", cluster=cluster, details={"node": node}
                 )
-            expired = expiry.maintenance_ended(cluster, node)
+            expired = _evacuation_stopped(cluster, node)
             source.maintenance(node, False, time.time())
     except (SourceError, CrsError) as exc:
         raise Refused(str(exc)) from exc
@@ -140,6 +138,16 @@ def changeable_snapshot(cluster: Cluster) -> crs.model.Snapshot:
     if snapshot is None:
         raise Refused("this cluster has no snapshot yet (its first collection has not run)")
     return snapshot
+
+
+def _evacuation_stopped(cluster: Cluster, node: str) -> list[int]:
+    """The evacuation of `node` stops where it is: its moves not started expire (expiry.py lists the causes)."""
+    reason = f"{node} left maintenance before this move started"
+    return [
+        m.pk
+        for m in cluster.migrations.filter(kind__in=EMPTYING, source=node, state__in=["suggested", "approved"])
+        if Migration.objects.transition(m.pk, m.state, "expired", None, reason=reason)
+    ]
 
 
 def _checked(cluster: Cluster, node: str) -> crs.model.Snapshot:

@@ -35,7 +35,6 @@ from crs.sources.proxmox import command as proxmox_command
 from . import capacity, ha, maintenance, n1
 from .maintenance import Refused
 from .models import AuditEvent, CapacitySettings, Cluster, PowerDown
-from .sources import opened_source
 
 LABELS = {
     "draining": "draining: its guests are moved off",
@@ -48,11 +47,6 @@ BY_HAND = (
     "standby (or add it to the standby list)."
 )
 SHUT_DOWN = "{node} is empty and Proxmox was asked to shut it down (POST /nodes/{node}/status, command=shutdown)."
-
-
-def draining(cluster: Cluster) -> frozenset[str]:
-    """Nodes being emptied for a power-down: their evacuation is a consolidation and runs at once."""
-    return frozenset(cluster.power_downs.filter(state="draining").values_list("node", flat=True))
 
 
 def start(cluster: Cluster, node: str, actor) -> PowerDown:
@@ -90,7 +84,7 @@ def why_not(cluster: Cluster, node: str) -> str:
         return f"{node} is offline: there is nothing to power down"
     if found.maintenance or cluster.maintenances.filter(node=node, left_at=None).exists():
         return f"{node} is in maintenance: take it out of maintenance first, or power it down once it is back"
-    suggested = capacity.power(snapshot, settings, capacity.limits_of(cluster))["power_off"]
+    suggested = capacity.power(snapshot, settings, cluster.policy.limits())["power_off"]
     if node not in suggested:
         now = f"it suggests {', '.join(suggested)}" if suggested else "it suggests none now"
         return (
@@ -156,7 +150,7 @@ def _shut_down(cluster: Cluster, down: PowerDown) -> None:
     """The shutdown call and the step to standby in one transaction under the source's lock: it
     is called once, and a refused call leaves the node draining, tried again after the next round."""
     try:
-        with opened_source(cluster.pk) as (locked, source):
+        with Cluster.objects.opened_source(cluster.pk) as (locked, source):
             if not _step(down, "draining", "standby", SHUT_DOWN.format(node=down.node)):
                 return  # another worker took the step
             source.shutdown(down.node, time.time())
@@ -170,10 +164,10 @@ def _listed_standby(cluster: Cluster, node: str) -> list[str]:
     """Put `node` on the standby list (last to wake) and into the stored snapshot at once.
     Call under the cluster row's lock."""
     settings, _ = CapacitySettings.objects.get_or_create(cluster=cluster)
-    standby = settings.standby if node in settings.standby else [*settings.standby, node]
-    CapacitySettings.objects.filter(pk=settings.pk).update(standby=standby)
-    ha.refresh_snapshot(cluster)
-    return standby
+    if node not in settings.standby:
+        settings.standby = [*settings.standby, node]
+        settings.save(update_fields=["standby"])  # into the stored snapshot: signals.standby_in_snapshot
+    return settings.standby
 
 
 def _step(down: PowerDown, before: str, after: str, note: str) -> bool:

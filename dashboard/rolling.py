@@ -11,7 +11,7 @@ On a Proxmox cluster a node waiting for the admin also moves on by itself when i
 again with a smaller uptime than when it began waiting: it rebooted, so it is updated.
 
 Paused, the rolling maintenance takes no step and starts no further move of a node's evacuation
-(`hold_start`; the move under way finishes); cancelled, the same for good, the node staying in
+(RollingMaintenance.holds; the move under way finishes); cancelled, the same for good, the node staying in
 maintenance until an admin leaves it from the maintenance panel.
 
 Before a group starts, the cluster with its nodes emptied is checked for N+1 (crs.n1, the
@@ -36,9 +36,9 @@ import crs.model
 import crs.rolling
 from crs.sources.proxmox import command as proxmox_command
 
-from . import maintenance, n1, plans
+from . import maintenance, n1
 from .maintenance import OWED_STATES, Refused
-from .models import AuditEvent, Cluster, Migration, RollingMaintenance, RollingNode
+from .models import AuditEvent, Cluster, RollingMaintenance, RollingNode
 
 MAX_GROUP_SIZE = 64
 UNDER_WAY = ("running", "paused")
@@ -55,12 +55,6 @@ STOPPED_LABELS = {
     ("paused", "draining"): "draining, paused: the move under way finishes, the next wait for resume",
     ("cancelled", "draining"): "left in maintenance, its evacuation stopped (cancelled)",
     ("cancelled", "waiting-admin"): "left in maintenance (cancelled)",
-}
-# Why a move of a node's evacuation waits (the migration's reason on the page and in the API).
-HELD = {
-    "paused": "the rolling maintenance is paused: this move of {node}'s evacuation starts when it is resumed",
-    "cancelled": "the rolling maintenance was cancelled: {node} stays in maintenance and its evacuation stops; "
-    "leave maintenance from the maintenance panel",
 }
 
 
@@ -239,30 +233,6 @@ def _rebooted(entry: RollingNode, node: crs.model.Node | None) -> str:
     if node is None or not node.online or node.uptime_s is None or entry.uptime_s is None:
         return ""
     return f"node rebooted: uptime {node.uptime_s:.0f} s" if node.uptime_s < entry.uptime_s else ""
-
-
-def hold_start(cluster: Cluster, migration: Migration) -> bool:
-    """True if `migration` is a move of the evacuation of a node the latest rolling maintenance
-    is draining, and that maintenance is paused (the move starts once it is resumed), or was
-    cancelled while the node stayed in the maintenance it entered then (the move waits until an
-    admin leaves maintenance, which expires it). It stays approved and says why (plans.hold).
-    Called where a migration starts (executor.claim), under the lock set_state takes too."""
-    if migration.kind != "evacuation":
-        return False
-    rolling = latest(cluster)
-    if rolling is None or rolling.state not in HELD:
-        return False
-    if not rolling.queue.filter(node=migration.source, step="draining").exists():
-        return False
-    if (
-        rolling.state == "cancelled"
-        and not cluster.maintenances.filter(
-            node=migration.source, left_at=None, entered_at__lte=rolling.finished_at
-        ).exists()
-    ):
-        return False  # left since, and entered again: a maintenance of its own
-    plans.hold(cluster, migration, HELD[rolling.state].format(node=migration.source))
-    return True
 
 
 def _returned(cluster: Cluster, node: str) -> bool:

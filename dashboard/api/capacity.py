@@ -7,7 +7,6 @@ error under its field's name); capacity.py checks the bounds, as the page does.
 
 from dataclasses import asdict
 
-from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import action
@@ -15,7 +14,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from .. import capacity, maintenance, power, tasks
+from .. import capacity, events, maintenance, power
 from ..ha import Refused
 from ..models import Cluster
 from .base import ApiViewSet
@@ -125,7 +124,7 @@ class ClusterCapacityViewSet(ApiViewSet):
         except maintenance.Refused as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         # a collect now: the round plans the evacuation (and moves the power-down on) without waiting for beat
-        transaction.on_commit(lambda: tasks.collect.delay(cluster.pk), robust=True)
+        events.collect_wanted.send(Cluster, cluster_id=cluster.pk)
         return Response(_power_downs(cluster))
 
     @extend_schema(methods=["GET"], responses=CapacitySettingsSerializer)

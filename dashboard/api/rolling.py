@@ -6,9 +6,7 @@ next step at once (tasks.rolling_round) rather than waiting for the next round.
 """
 
 from dataclasses import asdict
-from functools import partial
 
-from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import action
@@ -16,7 +14,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from .. import rolling, tasks
+from .. import events, rolling
 from ..models import Cluster
 from .base import ApiViewSet
 
@@ -64,7 +62,7 @@ STATUS = inline_serializer(
 
 
 def _answer(cluster: Cluster, code: int = status.HTTP_200_OK) -> Response:
-    transaction.on_commit(partial(tasks.rolling_next_steps, cluster.pk), robust=True)
+    events.rolling_changed.send(Cluster, cluster_id=cluster.pk)
     found = rolling.status(cluster)
     return Response({**found, "queue": [asdict(q) for q in found["queue"]]} if found else None, status=code)
 
@@ -89,7 +87,7 @@ class ClusterRollingViewSet(ApiViewSet):
         except rolling.Refused as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         if isinstance(answer, list):  # "node is back": the migrations it expired
-            tasks.collect_after_node_back(cluster.pk, answer)
+            events.node_back.send(Cluster, cluster_id=cluster.pk, expired=answer)
         return _answer(cluster, code)
 
     @extend_schema(responses={200: STATUS})

@@ -6,12 +6,11 @@ with the API)."""
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .. import capacity, maintenance, power, tasks
+from .. import capacity, events, maintenance, power
 from ..ha import Refused
 from ..models import Cluster
 from .ha import _listed
@@ -87,7 +86,7 @@ def power_act(request, pk, what):
     except maintenance.Refused as exc:
         return _page(request, cluster, power_error=str(exc), code=409)
     messages.success(request, f"{node}: powering down." if what == "down" else f"{node} is standby.")
-    transaction.on_commit(lambda: tasks.collect.delay(cluster.pk), robust=True)
+    events.collect_wanted.send(Cluster, cluster_id=cluster.pk)
     return redirect("dashboard:capacity", pk)
 
 

@@ -1,15 +1,12 @@
 """The rolling maintenance page: its queue, and the buttons that start, pause, resume, cancel it
 and tell it a node is back (dashboard/rolling.py decides; the API's twin is api/rolling.py)."""
 
-from functools import partial
-
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
-from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from .. import rolling, tasks
+from .. import events, rolling
 from ..models import Cluster
 
 
@@ -53,7 +50,7 @@ def act(request, pk, what):
             rolling.set_state(cluster, ACTIONS[what], request.user)
         elif what == "node-back":
             expired = rolling.node_is_back(cluster, post.get("node", ""), request.user)
-            tasks.collect_after_node_back(cluster.pk, expired)
+            events.node_back.send(Cluster, cluster_id=cluster.pk, expired=expired)
         elif what == "go-on":
             rolling.go_on(cluster, post.get("node", ""), request.user)
         else:
@@ -62,5 +59,5 @@ def act(request, pk, what):
         return _page(request, cluster, 400, "; ".join(m for ms in exc.errors.values() for m in ms))
     except rolling.Refused as exc:
         return _page(request, cluster, 409, str(exc))
-    transaction.on_commit(partial(tasks.rolling_next_steps, cluster.pk), robust=True)
+    events.rolling_changed.send(Cluster, cluster_id=cluster.pk)
     return redirect("dashboard:rolling", pk)
