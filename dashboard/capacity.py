@@ -32,7 +32,7 @@ from crs.fits import Limits, committed
 from crs.model import Snapshot
 from crs.power import room, squeeze
 
-from .errors import Refused
+from .errors import BadInput
 from .models import DEFAULT_IDLE_WATTS, AuditEvent, CapacitySample, CapacitySettings, Cluster
 
 SIZE_NAMES = ("small", "medium", "large")
@@ -72,7 +72,7 @@ def parsed_size(name: str, text: str) -> dict:
     try:
         size = parse_size(text)
     except CrsError as exc:
-        raise Refused({name: [f"{name}: {exc}"]}) from None
+        raise BadInput({name: [f"{name}: {exc}"]}) from None
     return {"cores": size.cores, "memory_bytes": size.memory_bytes}
 
 
@@ -110,7 +110,7 @@ def validated(cluster: Cluster, data: dict) -> dict:
             errors["standby"] = ["standby: a node is named twice"]
         values["standby"] = standby
     if errors:
-        raise Refused(errors)
+        raise BadInput(errors)
     return values
 
 

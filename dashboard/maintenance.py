@@ -22,14 +22,11 @@ from crs.errors import CrsError
 from crs.sources.base import SourceError
 from crs.sources.proxmox import command
 
+from .errors import BadInput, Refused
 from .models import AuditEvent, Cluster, Maintenance, Migration
 
 OWED_STATES = ("suggested", "approved", "running")
 EMPTYING = crs.precedence.EMPTYING
-
-
-class Refused(Exception):
-    """Why a maintenance request cannot be carried out (a 409 for the API, a message on the page)."""
 
 
 @dataclass(frozen=True)
@@ -154,5 +151,5 @@ def _checked(cluster: Cluster, node: str) -> crs.model.Snapshot:
     snapshot = changeable_snapshot(cluster)
     names = [n.name for n in snapshot.nodes]
     if node not in names:
-        raise ValueError(f"node must be one of {', '.join(names)}, not {node!r}")
+        raise BadInput(f"node must be one of {', '.join(names)}, not {node!r}", field="node")
     return snapshot

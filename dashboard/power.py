@@ -33,7 +33,7 @@ from crs.sources.base import SourceError
 from crs.sources.proxmox import command as proxmox_command
 
 from . import capacity, ha, maintenance, n1
-from .maintenance import Refused
+from .errors import BadInput, Refused
 from .models import AuditEvent, CapacitySettings, Cluster, PowerDown
 
 LABELS = {
@@ -55,7 +55,7 @@ def start(cluster: Cluster, node: str, actor) -> PowerDown:
     snapshot = maintenance.changeable_snapshot(cluster)
     names = [n.name for n in snapshot.nodes]
     if node not in names:
-        raise ValueError(f"node must be one of {', '.join(names)}, not {node!r}")
+        raise BadInput(f"node must be one of {', '.join(names)}, not {node!r}", field="node")
     if (open_ := cluster.power_downs.filter(node=node, state__in=PowerDown.OPEN).first()) is not None:
         return open_
     if refusal := why_not(cluster, node):
@@ -107,7 +107,7 @@ def mark_standby(cluster: Cluster, node, actor) -> PowerDown:
     record = cluster.power_downs.filter(node=node).first() if isinstance(node, str) else None
     if record is None:
         listed = ", ".join(cluster.power_downs.values_list("node", flat=True).distinct()) or "none"
-        raise ValueError(f"node must be a node being powered down (power-downs: {listed})")
+        raise BadInput(f"node must be a node being powered down (power-downs: {listed})", field="node")
     if record.state == "standby":
         return record
     if record.state != "emptied":

@@ -37,7 +37,8 @@ import crs.rolling
 from crs.sources.proxmox import command as proxmox_command
 
 from . import maintenance, n1
-from .maintenance import OWED_STATES, Refused
+from .errors import BadInput, Refused
+from .maintenance import OWED_STATES
 from .models import AuditEvent, Cluster, RollingMaintenance, RollingNode
 
 MAX_GROUP_SIZE = 64
@@ -58,14 +59,6 @@ STOPPED_LABELS = {
 }
 
 
-class BadInput(Exception):
-    """A request naming something the cluster does not have: field → message (a 400)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.errors = {field: [message]}
-
-
 def under_way(cluster: Cluster) -> RollingMaintenance | None:
     return cluster.rollings.filter(state__in=UNDER_WAY).first()
 
@@ -83,12 +76,12 @@ def start(cluster: Cluster, nodes: list[str] | None, group_size: int, at_once: b
         unknown = [n for n in nodes if n not in names]
         if unknown or not nodes or len(set(nodes)) != len(nodes):
             why = f"{', '.join(map(repr, unknown))} not in the cluster" if unknown else "each at most once"
-            raise BadInput("nodes", f"nodes must be some of {', '.join(names)} ({why})")
+            raise BadInput(f"nodes must be some of {', '.join(names)} ({why})", field="nodes")
     if not 1 <= group_size <= MAX_GROUP_SIZE:
-        raise BadInput("group_size", f"group_size must be between 1 and {MAX_GROUP_SIZE}")
+        raise BadInput(f"group_size must be between 1 and {MAX_GROUP_SIZE}", field="group_size")
     groups = crs.rolling.groups(snapshot, tuple(nodes) if nodes is not None else None, group_size)
     if not groups:
-        raise BadInput("nodes", "nodes: the cluster has no usable node to take down")
+        raise BadInput("nodes: the cluster has no usable node to take down", field="nodes")
     try:
         with transaction.atomic():
             rolling = RollingMaintenance.objects.create(
@@ -113,7 +106,7 @@ def set_state(cluster: Cluster, wanted: str, actor) -> RollingMaintenance:
     action = {"paused": "rolling-paused", "running": "rolling-resumed", "cancelled": "rolling-cancelled"}[wanted]
     fields = {"finished_at": timezone.now()} if wanted == "cancelled" else {}
     with transaction.atomic():
-        # The cluster row's lock, which a migration's start holds (executor.claim): once paused or
+        # The cluster row's lock, which a migration's start holds (executor.admit): once paused or
         # cancelled here, no move of an evacuation starts that had not started before.
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
         if RollingMaintenance.objects.filter(pk=rolling.pk, state__in=before).update(state=wanted, **fields):
@@ -138,7 +131,7 @@ def _queued(cluster: Cluster, node) -> tuple[RollingMaintenance, RollingNode]:
     entry = rolling.queue.filter(node=node).first() if isinstance(node, str) else None
     if entry is None:
         queued = ", ".join(rolling.queue.values_list("node", flat=True))
-        raise BadInput("node", f"node must be one of the queue's nodes: {queued}")
+        raise BadInput(f"node must be one of the queue's nodes: {queued}", field="node")
     return rolling, entry
 
 

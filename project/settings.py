@@ -257,6 +257,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "dashboard.api.schema.Schema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "EXCEPTION_HANDLER": "dashboard.api.base.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "crs API",

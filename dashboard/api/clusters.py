@@ -193,12 +193,7 @@ class ClusterViewSet(ApiViewSet):
         cluster = self.get_object()
         serializer = MaintenanceRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            expired = change(cluster, serializer.validated_data)
-        except ValueError as exc:
-            raise ValidationError({"node": [str(exc)]}) from exc
-        except maintenance.Refused as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        expired = change(cluster, serializer.validated_data)
         for migration in expired:
             transaction.on_commit(partial(live.push_migration, migration), robust=True)
         events.collect_wanted.send(Cluster, cluster_id=cluster.pk)

@@ -10,7 +10,7 @@ from dataclasses import asdict
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
@@ -80,12 +80,7 @@ class ClusterRollingViewSet(ApiViewSet):
             serializer = serializer_class(data=request.data)
             serializer.is_valid(raise_exception=True)
             data = serializer.validated_data
-        try:
-            answer = change(cluster, data)
-        except rolling.BadInput as exc:
-            raise ValidationError(exc.errors) from exc
-        except rolling.Refused as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        answer = change(cluster, data)
         if isinstance(answer, list):  # "node is back": the migrations it expired
             events.node_back.send(Cluster, cluster_id=cluster.pk, expired=answer)
         return _answer(cluster, code)

@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import events, rolling
+from ..errors import BadInput, Refused
 from ..models import Cluster
 
 
@@ -42,7 +43,7 @@ def act(request, pk, what):
         if what == "start":
             size = post.get("group_size", "1").strip() or "1"
             if not size.isdigit():
-                raise rolling.BadInput("group_size", f"group_size must be a whole number 1 … {rolling.MAX_GROUP_SIZE}")
+                raise BadInput(f"group_size must be a whole number 1 … {rolling.MAX_GROUP_SIZE}", field="group_size")
             chosen = post.getlist("nodes") or None
             rolling.start(cluster, chosen, int(size), post.get("at_once") == "on", request.user)
             messages.success(request, "Rolling maintenance started.")
@@ -54,10 +55,8 @@ def act(request, pk, what):
         elif what == "go-on":
             rolling.go_on(cluster, post.get("node", ""), request.user)
         else:
-            raise rolling.BadInput("action", "action must be one of start, pause, resume, cancel, node-back, go-on")
-    except rolling.BadInput as exc:
-        return _page(request, cluster, 400, "; ".join(m for ms in exc.errors.values() for m in ms))
-    except rolling.Refused as exc:
-        return _page(request, cluster, 409, str(exc))
+            raise BadInput("action must be one of start, pause, resume, cancel, node-back, go-on", field="action")
+    except Refused as exc:  # bad input (400) or not now (409), with why
+        return _page(request, cluster, exc.status, str(exc))
     events.rolling_changed.send(Cluster, cluster_id=cluster.pk)
     return redirect("dashboard:rolling", pk)
