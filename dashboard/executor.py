@@ -1,4 +1,4 @@
-"""The migration executor: claim an approved migration, start it at the adapter, follow it, settle it.
+"""The migration executor: admit an approved migration, start it at the adapter, follow it, settle it.
 
 What runs a migration, apart from when it runs: the Celery tasks (tasks.py) call these and queue
 what they return (the next poll, the next approved steps), so nothing here queues a task. Each
@@ -33,7 +33,7 @@ FOLLOW_SECONDS = 1.0  # how often a running migration's progress is polled and p
 STALLED_APPROVAL = timedelta(seconds=30)
 
 
-def claim(migration_id: int) -> str:
+def admit(migration_id: int) -> str:
     """approved → running if a slot is free and a fresh snapshot still supports the move;
     approved → expired (with the reason) if not. Returns the state it is left in.
 
@@ -58,7 +58,7 @@ def claim(migration_id: int) -> str:
             if not slot_free(cluster, migration):
                 return "approved"  # queued again when a running one starts or finishes
             snapshot = claimed(cluster, source.collect(time.time()))
-            # Only claim() moves an approved migration on, under this lock: the transitions succeed.
+            # Only admit() moves an approved migration on, under this lock: the transitions succeed.
             if migration.stale_reason(snapshot) and (target := alternative(migration, snapshot)):
                 Migration.objects.filter(pk=migration_id).update(target=target)
                 migration.target = target
@@ -105,7 +105,8 @@ def slot_free(cluster: Cluster, migration: Migration) -> bool:
 
 
 def claimed(cluster: Cluster, snapshot: crs.model.Snapshot) -> crs.model.Snapshot:
-    """The fresh snapshot under the cluster's policy, with every running migration's guests on its target."""
+    """The fresh snapshot under the cluster's policy, with every running migration's guests on its
+    target: the claims, the target capacity each running move holds."""
     snapshot = cluster.under_policy(snapshot)
     for m in cluster.migrations.filter(state="running"):
         on_source = all(g.node == m.source and not g.moving for g in snapshot.guests if g.sid in m.guests)
@@ -205,7 +206,7 @@ def stalled(cluster_id: int | None = None, after: timedelta = STALLED_APPROVAL) 
     return list(found.values_list("pk", flat=True))
 
 
-def claim_follow(migration_id: int) -> bool:
+def lease_follow(migration_id: int) -> bool:
     """True if this caller polls the running migration now: nobody did in the last half
     FOLLOW_SECONDS. One conditional UPDATE, so of two followers of one migration one stops."""
     now = timezone.now()
@@ -225,7 +226,7 @@ def unfollowed(cluster_id: int | None = None, after: timedelta = UNFOLLOWED) -> 
         running = running.filter(cluster_id=cluster_id)
     found = []
     for pk in running.values_list("pk", flat=True):
-        # stamped back by one poll interval: the follower queued for it may claim it at once
+        # stamped back by one poll interval: the follower queued for it may poll it at once
         if Migration.objects.filter(stale, pk=pk).update(followed_at=now - timedelta(seconds=FOLLOW_SECONDS)):
             log.warning("migration %s: not followed for %s s; following it again", pk, after.seconds)
             found.append(pk)

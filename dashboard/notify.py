@@ -192,8 +192,8 @@ def imbalance_measured(sender, round_: Round, **kwargs) -> None:
         f"{since:%Y-%m-%d %H:%M} UTC, in every round since."
     )
     for pk, wanted in due.values_list("pk", "events"):
-        claimed = NotificationDestination.objects.filter(pk=pk).exclude(imbalance_sent_for=since)
-        if "imbalance-above" in wanted and claimed.update(imbalance_sent_for=since):
+        unsent = NotificationDestination.objects.filter(pk=pk).exclude(imbalance_sent_for=since)
+        if "imbalance-above" in wanted and unsent.update(imbalance_sent_for=since):
             transaction.on_commit(partial(send.delay, pk, title, body), robust=True)
 
 

@@ -90,7 +90,7 @@ def queue_round(cluster: Cluster) -> None:
 def balancing_round(cluster_id: int) -> None:
     """Runs after each collect. It decides nothing itself; crs.round does."""
     Cluster.objects.filter(pk=cluster_id).update(round_queued_until=None)  # the next collect may queue one
-    if not Cluster.objects.claim_round(cluster_id):
+    if not Cluster.objects.lease_round(cluster_id):
         return  # this cluster's round is already running on another worker
     try:
         cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
@@ -149,7 +149,7 @@ def announce(cluster: Cluster, recorded: rounds.Recorded) -> None:
 
 @shared_task(ignore_result=True)
 def execute(migration_id: int) -> None:
-    """Start an approved migration: claim it, re-check it on a fresh snapshot, start it, follow it.
+    """Start an approved migration: admit it (re-checked on a fresh snapshot), start it, follow it.
 
     Safe to deliver twice (acks_late after a killed worker, the stalled-approval sweep):
     only the call that moves it from approved to running starts it. A call that finds it
@@ -159,7 +159,7 @@ def execute(migration_id: int) -> None:
     migration = Migration.objects.filter(pk=migration_id).first()
     if migration is None:
         return
-    if migration.state == "approved" and executor.claim(migration_id) == "running":
+    if migration.state == "approved" and executor.admit(migration_id) == "running":
         started = executor.start(migration_id)
         if started == "running":
             follow.apply_async((migration_id,), countdown=executor.FOLLOW_SECONDS)
@@ -243,7 +243,7 @@ def follow(migration_id: int) -> None:
     if not migration.task_ids:
         settle_unstarted(migration)
         return
-    if not executor.claim_follow(migration_id):
+    if not executor.lease_follow(migration_id):
         return  # another follower (one queued again by reconcile) polled it just now: one chain goes on
     state = executor.poll(migration)
     if state == "running":

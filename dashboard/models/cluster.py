@@ -42,7 +42,7 @@ class ClusterManager(models.Manager):
         access, with one query."""
         return super().get_queryset().defer("n1")
 
-    def claim_round(self, pk: int) -> bool:
+    def lease_round(self, pk: int) -> bool:
         """True if this caller may run the cluster's round now; two rounds never overlap.
 
         A lease rather than a lock held open: a worker that dies mid-round blocks the
