@@ -135,7 +135,9 @@ def main() -> None:
     shutil.rmtree(scratch)
     import redis
 
-    redis.Redis.from_url(args.redis_url).delete(tasks.WHATIF_QUEUE, "celery")
+    from dashboard.models.cluster import WHATIF_QUEUE
+
+    redis.Redis.from_url(args.redis_url).delete(WHATIF_QUEUE, "celery")
 
 
 if __name__ == "__main__":

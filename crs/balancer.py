@@ -103,7 +103,7 @@ def _relief(
     net = [0]  # the guests the plan's first k steps bring under the limits (pressure.net_relief)
     hurt = len(pressure.hurting(snapshot, limits))
     while len(steps) < settings.moves_per_round:
-        found = pressure.relief(now, limits, resting=guards.resting | moved, barred=guards.barred)
+        found = pressure.relief(now, limits, in_cooldown=guards.in_cooldown | moved, barred=guards.barred)
         if found is None:
             break
         g = found.guest
@@ -145,7 +145,7 @@ def _no_relief(snapshot: Snapshot, wait: str | None, guards: Guards) -> tuple[De
     hurt = pressure.hurting(snapshot, limits)
     if not hurt:
         return "no-pressure", "No guest stalls beyond the limits.", ()
-    found = pressure.relief(snapshot, limits, resting=guards.resting, barred=guards.barred)
+    found = pressure.relief(snapshot, limits, in_cooldown=guards.in_cooldown, barred=guards.barred)
     count = f"{len(hurt)} guest hurts" if len(hurt) == 1 else f"{len(hurt)} guests hurt"
     if found is None:
         return "no-pressure", f"{count}; none that does has a node to go to.", ()
@@ -336,7 +336,7 @@ def stale_reason(snapshot: Snapshot, move: Move, guards: Guards = Guards()) -> s
     A suggestion waits for a person; meanwhile guests move, nodes fail and rules change.
     Executing it on stale data is what admins fear most, so it is re-checked right
     before it starts: same guests on the same source, target usable and allowed, no
-    guest resting after a recent migration, and (outside the `proxmox` preset) the
+    guest in its cooldown after a recent migration, and (outside the `proxmox` preset) the
     target still has room for them (`crs.fits`).
     """
     guests = {g.sid: g for g in snapshot.guests}
@@ -346,7 +346,7 @@ def stale_reason(snapshot: Snapshot, move: Move, guards: Guards = Guards()) -> s
             return f"{sid} no longer exists"
         if guest.node != move.source or guest.state != "started":
             return f"{sid} is no longer running on {move.source} (now {guest.state} on {guest.node})"
-        if sid in guards.resting:
+        if sid in guards.in_cooldown:
             return f"{sid} is in its cooldown after a recent migration"
     for sid in move.guests:
         if (sid, move.target) in guards.barred:

@@ -48,7 +48,7 @@ def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str, guards:
                 break
             if partner.state == "started":
                 members.append(partner)
-        if not members or not _may_move_together(members, guards.resting, never_ct):
+        if not members or not _may_move_together(members, guards.in_cooldown, never_ct):
             continue
         if len(members) > 1:
             members.sort(key=lambda g: g.sid)
@@ -78,12 +78,12 @@ def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str, guards:
     return [out[k] for k in sorted(out)]
 
 
-def _may_move_together(members: list[Guest], resting: frozenset[str], never_ct: bool) -> bool:
-    """All on one node, none excluded from rebalancing or resting, and no container when
+def _may_move_together(members: list[Guest], in_cooldown: frozenset[str], never_ct: bool) -> bool:
+    """All on one node, none excluded from rebalancing or in cooldown, and no container when
     the admin does not allow a container's restart (one pass: this runs for every guest)."""
     node = members[0].node
     for m in members:
-        if m.node != node or not m.auto_rebalance or m.sid in resting or (never_ct and m.kind == "ct"):
+        if m.node != node or not m.auto_rebalance or m.sid in in_cooldown or (never_ct and m.kind == "ct"):
             return False
     return True
 

@@ -1,4 +1,4 @@
-"""Anti-thrashing guards from migration history: who rests, and which moves stay barred.
+"""Anti-thrashing guards from migration history: who is in cooldown, and which moves stay barred.
 
 One derivation for the dashboard (from its Migration rows) and for `crs replay` (from
 the replay's own moves), so that a replay predicts what the product will suggest.
@@ -22,16 +22,16 @@ class PastMove:
 
 
 def guards_from(history: Iterable[PastMove], now: float, cooldown_s: float, rejection_memory_s: float) -> Guards:
-    """Guests of moves that ended within the cooldown rest and are not sent back where they
+    """Guests of moves that ended within the cooldown are in cooldown and are not sent back where they
     came from (the ping-pong guard); a rejected guest → node move stays barred for the
     rejection memory."""
-    resting: set[str] = set()
+    in_cooldown: set[str] = set()
     barred: set[tuple[str, str]] = set()
     for move in history:
         age = now - move.at
         if move.outcome in ("done", "failed") and age <= cooldown_s:
-            resting.update(move.guests)
+            in_cooldown.update(move.guests)
             barred.update((sid, move.source) for sid in move.guests)
         elif move.outcome == "rejected" and age <= rejection_memory_s:
             barred.update((sid, move.target) for sid in move.guests)
-    return Guards(frozenset(resting), frozenset(barred))
+    return Guards(frozenset(in_cooldown), frozenset(barred))

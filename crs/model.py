@@ -97,7 +97,7 @@ class Guards:
     already rejected coming back; the web side derives these sets from its history.
     """
 
-    resting: frozenset[str] = frozenset()  # guests in cooldown after a migration: not moved
+    in_cooldown: frozenset[str] = frozenset()  # guests in cooldown after a migration: not moved
     barred: frozenset[tuple[str, str]] = frozenset()  # (guest, node) not to suggest: way back, rejected
 
 

@@ -334,13 +334,13 @@ def relief(
     *,
     last_moved: str | None = None,
     breaking: frozenset[str] = frozenset(),
-    resting: frozenset[str] = frozenset(),
+    in_cooldown: frozenset[str] = frozenset(),
     barred: frozenset[tuple[str, str]] = frozenset(),
 ) -> Relief | None:
     """The first hurting guest, in TOPSIS order, that has a target (the seed: one per check).
-    `resting` guests (cooldown) are ranked but not moved; `barred` (guest, node) pairs are no target."""
+    guests `in_cooldown` are ranked but not moved; `barred` (guest, node) pairs are no target."""
     for guest, score in ranked(hurting(snapshot, limits, last_moved=last_moved, breaking=breaking)):
-        if guest.sid in resting:
+        if guest.sid in in_cooldown:
             continue
         node = target(snapshot, guest, limits, frozenset(n for sid, n in barred if sid == guest.sid))
         if node is not None:

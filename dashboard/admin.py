@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from . import ha, notify
+from .errors import Refused
 from .forms import PolicyForm
 from .models import EVENTS, AuditEvent, Cluster, HaRule, Migration, NotificationDestination, Policy, RebalanceOptOut
 
@@ -126,7 +127,7 @@ class HaRuleForm(forms.ModelForm):
             ha.validated(
                 data["cluster"], {k: v for k, v in data.items() if k != "cluster"}, self.instance.pk and self.instance
             )
-        except ha.Refused as exc:
+        except Refused as exc:
             for name, messages in exc.errors.items():
                 self.add_error(name if name in self.fields else None, messages)
         return data
@@ -164,7 +165,7 @@ class RebalanceOptOutForm(forms.ModelForm):
         if data.get("cluster") and data.get("guest"):
             try:
                 ha.check_guest(data["cluster"], data["guest"])
-            except ha.Refused as exc:
+            except Refused as exc:
                 raise ValidationError(str(exc)) from exc
         return data
 

@@ -1,13 +1,32 @@
 """A person's decisions: approve one recommendation (with the steps it was computed behind),
 apply all of a cluster's, reject one, mark a running migration failed, the emergency stop.
 The page and the REST API both call these, so both check the same things and start the same
-migrations.
+migrations (events.decided: tasks.py starts them once the decision commits).
+
+A step was computed on the snapshot with the steps it is `after` applied, so its math
+holds only with them: approving step n approves the steps it was computed behind (first
+first), and rejecting it expires the steps computed behind it (the steps before it stay;
+the moves after them are planned once they are decided). The round's automation decides in
+the engine (crs.round) and records through the same state machine (rounds.apply).
+
+The emergency stop halts a cluster's balancing, and a second click lifts it: stopping pauses
+automation (rounds still measure and recommend, nothing approves itself), expires every
+approved migration not yet started, and asks the source to abort the running ones where it
+can (the simulator stops them, Proxmox stops the task). Audited both ways.
 """
+
+import logging
+import time
 
 from django.db import transaction
 
-from . import emergency, plans, tasks
-from .models import Cluster, Migration
+from crs.errors import CrsError
+from crs.sources.base import SourceError
+
+from . import events, expiry
+from .models import AuditEvent, Cluster, Migration
+
+log = logging.getLogger(__name__)
 
 
 def approve_migration(migration: Migration, user) -> tuple[str, list[int]]:
@@ -18,8 +37,8 @@ def approve_migration(migration: Migration, user) -> tuple[str, list[int]]:
     if refusal := not_migratable(migration.cluster):
         return refusal, []
     with transaction.atomic():
-        approved = plans.approve(migration, user)
-        tasks.after_decision(approved, approved + [migration.pk])
+        approved = approve_steps(migration, user)
+        decided(approved, approved + [migration.pk])
     return "", approved
 
 
@@ -29,8 +48,8 @@ def apply_all(cluster: Cluster, user) -> tuple[list[Migration], dict[int, str]]:
     pending one that was not, why. The caller has checked `not_migratable`."""
     pending = list(cluster.migrations.filter(state="suggested").order_by("plan", "step").values_list("pk", flat=True))
     with transaction.atomic():
-        approved = plans.approve_all(cluster, user)
-        tasks.after_decision(approved, approved)
+        approved = approve_all_steps(cluster, user)
+        decided(approved, approved)
     migrations = Migration.objects.filter(pk__in=pending).select_related("decided_by").order_by("plan", "step")
     refused = {m.pk: decision_conflict(m, "approved") for m in migrations if m.pk not in approved}
     return [m for m in migrations if m.pk in approved], refused
@@ -49,8 +68,8 @@ def reject_migration(migration: Migration, user, reason: str) -> bool:
     """Reject one step with its reason (the steps computed behind it expire); False when another
     decision came first (this reason is not kept)."""
     with transaction.atomic():
-        changed = plans.reject(migration, user, reason)
-        tasks.after_decision([], changed)
+        changed = reject_step(migration, user, reason)
+        decided([], changed)
     return bool(changed)
 
 
@@ -71,7 +90,7 @@ def fail_migration(pk: int, user) -> tuple[Migration, str]:
     reason = f"marked failed by {user.get_username()}; the adapter's task was not stopped"
     with transaction.atomic():
         marked = Migration.objects.transition(pk, "running", "failed", user, reason=reason)
-        tasks.after_decision([], [pk] if marked else [])
+        decided([], [pk] if marked else [])
     migration = Migration.objects.select_related("decided_by").get(pk=pk)
     return migration, "" if marked else f"migration {pk} is {migration.state}, not running"
 
@@ -80,9 +99,101 @@ def toggle_stop(cluster: Cluster, user, stop: bool) -> dict:
     """The emergency stop of one cluster set (automation paused, approved moves expire, running
     ones aborted) or lifted; what it did."""
     if not stop:
-        emergency.lift(cluster, user)
+        lift_emergency_stop(cluster, user)
         return {"stopped": False}
     with transaction.atomic():
-        stopped = emergency.stop(cluster, user)
-        tasks.after_decision([], stopped["expired"])
+        stopped = emergency_stop(cluster, user)
+        decided([], stopped["expired"])
     return {"stopped": True, **stopped}
+
+
+def decided(approved: list[int], changed: list[int]) -> None:
+    """Announce a decision: once it commits, what it approved starts and what it changed is pushed."""
+    events.decided.send(Migration, approved=approved, changed=changed)
+
+
+def approve_steps(migration: Migration, actor, automatic: bool = False, details: dict | None = None) -> list[int]:
+    """Approve `migration` and the suggested steps it was computed behind, in plan order.
+
+    Each is re-checked on the latest snapshot first (a stale one expires, and the steps
+    after it stay pending). Returns the migrations this call approved.
+    """
+    approved = []
+    for step in [*migration.behind(), migration]:
+        if step.state in ("approved", "running", "done"):
+            continue
+        if step.state != "suggested" or (not automatic and expiry.stale(step, actor)):
+            break
+        who = {} if automatic else {"decided_by": actor}
+        if not Migration.objects.transition(
+            step.pk, "suggested", "approved", actor, details, automatic=automatic, **who
+        ):
+            break
+        approved.append(step.pk)
+    return approved
+
+
+def approve_all_steps(cluster, actor) -> list[int]:
+    """Apply all: every pending recommendation of the cluster, plan by plan, in plan order."""
+    approved = []
+    for migration in cluster.migrations.filter(state="suggested").order_by("plan", "step"):
+        migration.refresh_from_db()
+        if migration.state == "suggested":
+            approved += approve_steps(migration, actor)
+    return approved
+
+
+def reject_step(migration: Migration, actor, reason: str) -> list[int]:
+    """Reject one step with its reason (the rejection memory bars the move); the steps
+    computed behind it expire. Returns the migrations this call changed."""
+    if not Migration.objects.transition(migration.pk, "suggested", "rejected", actor, decided_by=actor, reason=reason):
+        return []
+    return [migration.pk, *expiry.behind_rejected(migration)]
+
+
+# -- the emergency stop ---------------------------------------------------------------------------
+
+
+def emergency_stop(cluster: Cluster, actor) -> dict:
+    """Stop the cluster; what it did: the approved migrations expired (toggle_stop announces them),
+    the running ones asked to abort."""
+    with transaction.atomic():
+        if Cluster.objects.filter(pk=cluster.pk, stopped=False).update(stopped=True) == 0:
+            return {"expired": [], "aborted": [], "abort_errors": []}
+        expired = expiry.stopped(cluster, actor)
+    aborted, errors = abort_running(cluster)
+    details = {"expired": expired, "aborted": aborted, "abort_errors": errors}
+    AuditEvent.objects.create(actor=actor, action="emergency-stop", cluster=cluster, details=details)
+    return details
+
+
+def lift_emergency_stop(cluster: Cluster, actor) -> bool:
+    """Undo the stop: automation resumes from the next round."""
+    with transaction.atomic():
+        done = Cluster.objects.filter(pk=cluster.pk, stopped=True).update(stopped=False) == 1
+        if done:
+            AuditEvent.objects.create(actor=actor, action="emergency-stop-lifted", cluster=cluster)
+    return done
+
+
+def abort_running(cluster: Cluster) -> tuple[list[int], list[str]]:
+    """Ask the source to abort each running migration's tasks; followers then see them fail."""
+    aborted: list[int] = []
+    errors: list[str] = []
+    running = list(cluster.migrations.filter(state="running").exclude(task_ids=[]))
+    if not running:
+        return aborted, errors
+    try:
+        with Cluster.objects.opened_source(cluster.pk) as (_, source):
+            for migration in running:
+                try:
+                    for task_id in migration.task_ids:
+                        source.abort(task_id, time.time())
+                    aborted.append(migration.pk)
+                except (SourceError, CrsError) as exc:
+                    errors.append(f"#{migration.pk}: {exc}")
+    except (SourceError, CrsError) as exc:
+        errors.append(str(exc))
+    if errors:
+        log.warning("cluster %s: emergency stop could not abort everything: %s", cluster.pk, errors)
+    return aborted, errors

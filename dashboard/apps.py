@@ -5,4 +5,4 @@ class DashboardConfig(AppConfig):
     name = "dashboard"
 
     def ready(self) -> None:
-        from . import logins, notify, signals  # noqa: F401  (connects the receivers)
+        from . import logins, notify, signals, tasks  # noqa: F401  (connects the receivers, events.py's too)

@@ -32,9 +32,8 @@ from crs.fits import Limits, committed
 from crs.model import Snapshot
 from crs.power import room, squeeze
 
-from .ha import Refused, refresh_snapshot
+from .errors import BadInput
 from .models import DEFAULT_IDLE_WATTS, AuditEvent, CapacitySample, CapacitySettings, Cluster
-from .n1 import limits_of
 
 SIZE_NAMES = ("small", "medium", "large")
 STANDARD = "medium"  # hsqueeze's standard guest: the room it keeps is counted in these
@@ -73,7 +72,7 @@ def parsed_size(name: str, text: str) -> dict:
     try:
         size = parse_size(text)
     except CrsError as exc:
-        raise Refused({name: [f"{name}: {exc}"]}) from None
+        raise BadInput({name: [f"{name}: {exc}"]}) from None
     return {"cores": size.cores, "memory_bytes": size.memory_bytes}
 
 
@@ -111,7 +110,7 @@ def validated(cluster: Cluster, data: dict) -> dict:
             errors["standby"] = ["standby: a node is named twice"]
         values["standby"] = standby
     if errors:
-        raise Refused(errors)
+        raise BadInput(errors)
     return values
 
 
@@ -128,12 +127,13 @@ def save_settings(cluster_id: int, data: dict, actor) -> CapacitySettings:
         values = validated(cluster, data)
         settings, _ = CapacitySettings.objects.get_or_create(cluster=cluster)
         before = as_dict(settings)
-        sizes = {**settings.sizes, **{name: values.pop(name) for name in SIZE_NAMES if name in values}}
-        CapacitySettings.objects.filter(pk=settings.pk).update(sizes=sizes, **values)
-        settings.refresh_from_db()
+        values["sizes"] = {**settings.sizes, **{name: values.pop(name) for name in SIZE_NAMES if name in values}}
+        if values.get("standby") == settings.standby:
+            del values["standby"]  # unchanged: the stored snapshot stays as it is (signals.standby_in_snapshot)
+        for field, value in values.items():
+            setattr(settings, field, value)
+        settings.save(update_fields=list(values))
         after = as_dict(settings)
-        if after["standby"] != before["standby"]:
-            refresh_snapshot(cluster)  # the stored snapshot says standby at once, not at the next collect
         if after != before:
             changed = [name for name in SIZE_NAMES if before[name] != after[name]]
             CapacitySample.objects.filter(cluster=cluster, hour=_hour(timezone.now()), size__in=changed).delete()
@@ -162,7 +162,7 @@ def report(cluster: Cluster) -> dict | None:
         return None
     settings = settings_of(cluster)
     latest = {s.size: s for s in cluster.capacity_samples.filter(hour__gte=_hour(timezone.now()) - timedelta(hours=1))}
-    out = figures(snapshot, settings, limits_of(cluster), latest)
+    out = figures(snapshot, settings, cluster.policy.limits(), latest)
     return out | {
         "n1_safe_now": (cluster.n1 or {}).get("survives"),
         "trend": trend(cluster),
@@ -259,7 +259,7 @@ def record_hourly(cluster: Cluster, snapshot: Snapshot) -> None:
     missing = missing_sizes(cluster)
     if not missing:
         return
-    settings, limits = settings_of(cluster), limits_of(cluster)
+    settings, limits = settings_of(cluster), cluster.policy.limits()
     rows = []
     for name in missing:
         size = settings.sizes[name]

@@ -1,4 +1,4 @@
-"""The migration executor: claim an approved migration, start it at the adapter, follow it, settle it.
+"""The migration executor: admit an approved migration, start it at the adapter, follow it, settle it.
 
 What runs a migration, apart from when it runs: the Celery tasks (tasks.py) call these and queue
 what they return (the next poll, the next approved steps), so nothing here queues a task. Each
@@ -24,11 +24,10 @@ import crs.precedence
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import expiry, plans, rolling, windows
+from . import expiry, plans, windows
 from .live import sender as live
 from .models import Cluster, Migration
 from .models.migration import UNFOLLOWED, silent
-from .sources import opened_source
 
 log = logging.getLogger(__name__)
 FOLLOW_SECONDS = 1.0  # how often a running migration's progress is polled and pushed
@@ -36,11 +35,11 @@ FOLLOW_SECONDS = 1.0  # how often a running migration's progress is polled and p
 STALLED_APPROVAL = timedelta(seconds=30)
 
 
-def claim(migration_id: int) -> str:
+def admit(migration_id: int) -> str:
     """approved → running if a slot is free and a fresh snapshot still supports the move;
     approved → expired (with the reason) if not. Returns the state it is left in.
 
-    Under the cluster's lock (opened_source), so two workers never both take the last slot.
+    Under the cluster's lock (Cluster.objects.opened_source), so two workers never both take the last slot.
     Approved steps start in plan order, at most `max_concurrent_migrations` at once and
     `max_migrations_per_node` into or out of one node. The fresh snapshot counts the claims
     it must leave room for (`claims_ahead`), so two moves never together overfill a node: a
@@ -49,23 +48,22 @@ def claim(migration_id: int) -> str:
     any other step expires.
     """
     try:
-        with opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (cluster, source):
+        with Cluster.objects.opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (cluster, source):
             migration = Migration.objects.select_related("cluster__policy").get(pk=migration_id)
             if migration.state != "approved":
                 return migration.state
             if cluster.stopped:
                 expiry.stopped(cluster, None)
                 return "expired"
-            if windows.hold_start(cluster, migration):
-                return "approved"  # outside the windows: queued again by each round until one opens
-            if rolling.hold_start(cluster, migration):
-                return "approved"  # a paused rolling maintenance's evacuation: queued again on resume
+            if reason := held(cluster, migration):
+                plans.hold(cluster, migration, reason)
+                return "approved"  # queued again by each round until the window opens, or on resume
             if not slot_free(cluster, migration):
                 return "approved"  # queued again when a running one starts or finishes
             fresh = cluster.under_policy(source.collect(time.time()))
             ahead = claims_ahead(cluster, migration)
             snapshot = crs.claims.held(fresh, [move for _, move in ahead])
-            # Only claim() moves an approved migration on, under this lock: the transitions succeed.
+            # Only admit() moves an approved migration on, under this lock: the transitions succeed.
             if migration.stale_reason(snapshot):
                 if target := alternative(migration, snapshot):
                     Migration.objects.filter(pk=migration_id).update(target=target)
@@ -86,6 +84,14 @@ def claim(migration_id: int) -> str:
         return "expired"
     finally:
         live.push_migration(migration_id)
+
+
+def held(cluster: Cluster, migration: Migration) -> str:
+    """Why the approved `migration` must wait though a slot may be free ("" = it need not): a closed
+    change window (windows.start_held) or the rolling maintenance draining its node, paused or
+    cancelled (RollingMaintenance.holds; set_state takes the same lock)."""
+    rolling = cluster.rollings.first()
+    return windows.start_held(cluster, migration) or (rolling.holds(migration) if rolling else "")
 
 
 def slot_free(cluster: Cluster, migration: Migration) -> bool:
@@ -150,7 +156,7 @@ def start(migration_id: int) -> str:
     Returns "running" if it started (follow it), "failed" if the adapter refused and this call
     failed it, "" if someone who thought this worker dead settled it first."""
     try:
-        with opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (_, source):
+        with Cluster.objects.opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (_, source):
             migration = Migration.objects.get(pk=migration_id)
             if migration.state != "running" or migration.task_ids:
                 return ""  # settled by someone who thought this worker dead
@@ -166,7 +172,7 @@ def settle_unstarted(migration_id: int) -> str:
     """A running migration without a task: its starter stopped. Holding the cluster lock the
     starter held while starting proves it is not half-way; fail it, with the reason. Returns
     "failed" if this call failed it."""
-    with opened_source(Migration.objects.get(pk=migration_id).cluster_id):
+    with Cluster.objects.opened_source(Migration.objects.get(pk=migration_id).cluster_id):
         if Migration.objects.filter(pk=migration_id, state="running", task_ids=[]).exists():
             return finish(
                 migration_id,
@@ -182,7 +188,7 @@ def poll(migration: Migration) -> str:
     or end it. Returns "running" while it goes on, else the state this call ended it in ("" if
     another decision came first)."""
     try:
-        with opened_source(migration.cluster_id) as (_, source):
+        with Cluster.objects.opened_source(migration.cluster_id) as (_, source):
             now = time.time()
             statuses = [source.task_status(task_id, now) for task_id in migration.task_ids]
     except (SourceError, CrsError) as exc:
@@ -222,7 +228,7 @@ def stalled(cluster_id: int | None = None, after: timedelta = STALLED_APPROVAL) 
     return list(found.values_list("pk", flat=True))
 
 
-def claim_follow(migration_id: int) -> bool:
+def lease_follow(migration_id: int) -> bool:
     """True if this caller polls the running migration now: nobody did in the last half
     FOLLOW_SECONDS. One conditional UPDATE, so of two followers of one migration one stops."""
     now = timezone.now()
@@ -242,7 +248,7 @@ def unfollowed(cluster_id: int | None = None, after: timedelta = UNFOLLOWED) -> 
         running = running.filter(cluster_id=cluster_id)
     found = []
     for pk in running.values_list("pk", flat=True):
-        # stamped back by one poll interval: the follower queued for it may claim it at once
+        # stamped back by one poll interval: the follower queued for it may poll it at once
         if Migration.objects.filter(stale, pk=pk).update(followed_at=now - timedelta(seconds=FOLLOW_SECONDS)):
             log.warning("migration %s: not followed for %s s; following it again", pk, after.seconds)
             found.append(pk)

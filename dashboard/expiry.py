@@ -1,6 +1,6 @@
 """Expiry: why a recommendation, or an approved migration not yet started, stops waiting.
 
-The causes, named here and nowhere else (each sets the migration's reason):
+The causes (each sets the migration's reason), named here:
 
 * replaced    — the pending plan no longer holds on fresh data (crs.verdict: a step became
                 illegal or pointless, its total gain fell below the margin) or a new plan
@@ -16,14 +16,12 @@ The causes, named here and nowhere else (each sets the migration's reason):
 * outranked   — a plan of a higher kind (evacuation > rule fix > pressure relief >
                 balancing, crs.precedence) took over: the lower kind's pending moves go
                 (crs.round);
-* maintenance_ended — the node an evacuation was emptying left maintenance (here when an
-                admin takes it out; crs.owed when a round sees it back).
+* maintenance ended — the node an evacuation was emptying left maintenance (maintenance.leave
+                when an admin takes it out; crs.owed when a round sees it back).
 
 A recommendation expires from `suggested`, an approved migration from `approved`; both
 through Migration.objects.transition, so each expiry is audited once.
 """
-
-import crs.precedence
 
 from .models import Cluster, Migration
 
@@ -60,18 +58,6 @@ def unverifiable(migration_id: int, error: Exception) -> bool:
     """Just before it starts: no fresh snapshot to re-check it against, so it is not started."""
     reason = f"could not re-check it on a fresh snapshot: {error}"
     return Migration.objects.transition(migration_id, "approved", "expired", None, reason=reason)
-
-
-def maintenance_ended(cluster: Cluster, node: str) -> list[int]:
-    """The evacuation of `node` stops where it is: the node left maintenance."""
-    reason = f"{node} left maintenance before this move started"
-    out = []
-    for m in cluster.migrations.filter(
-        kind__in=crs.precedence.EMPTYING, source=node, state__in=["suggested", "approved"]
-    ):
-        if Migration.objects.transition(m.pk, m.state, "expired", None, reason=reason):
-            out.append(m.pk)
-    return out
 
 
 def _expire(pks, reason: str, details: dict | None = None) -> list[int]:

@@ -19,19 +19,11 @@ import crs.rules
 import crs.snapshot
 from crs.errors import CrsError
 
+from .errors import BadInput, Refused
 from .models import AuditEvent, CapacitySettings, Cluster, HaRule, RebalanceOptOut, rule_id_validator
 
 FIELDS = ("rule", "type", "resources", "nodes", "strict", "affinity")
 PROXMOX_RULES = "Datacenter → HA → Rules"
-
-
-class Refused(Exception):
-    """An edit refused: field → messages (each naming the field or the rule); `status` 400 or 409."""
-
-    def __init__(self, errors: dict[str, list[str]], status: int = 400):
-        super().__init__("; ".join(m for ms in errors.values() for m in ms))
-        self.errors = errors
-        self.status = status
 
 
 def editable(cluster: Cluster) -> bool:
@@ -165,7 +157,7 @@ def _shape(data: dict) -> dict:
     if affinity not in HaRule.AFFINITIES:
         errors["affinity"] = [f"affinity must be one of: {', '.join(HaRule.AFFINITIES)}"]
     if errors:
-        raise Refused(errors)
+        raise BadInput(errors)
     shaped = {"id": rule, "type": kind, "resources": resources, "affinity": affinity}
     if kind == "node-affinity":  # negative: "keep off these nodes", priorities refused by parse_rule
         return shaped | {"nodes": nodes, "strict": data.get("strict", False)}
@@ -182,28 +174,27 @@ def validated(cluster: Cluster, data: dict, instance: HaRule | None) -> dict:
     if not editable(cluster):
         raise Refused(
             {"cluster": [f"{cluster.name} is a Proxmox cluster: its HA rules are edited in Proxmox ({PROXMOX_RULES})"]},
-            409,
         )
     snapshot = cluster.latest_snapshot()
     if snapshot is None:
-        raise Refused({"cluster": [f"{cluster.name} has no snapshot yet: rules are checked against its guests"]}, 409)
+        raise Refused({"cluster": [f"{cluster.name} has no snapshot yet: rules are checked against its guests"]})
     raw = _shape(data)
     mine = getattr(instance, "pk", None)  # None: a new rule, which excludes nothing
     if cluster.ha_rules.exclude(pk=mine).filter(rule=raw["id"]).exists():  # type: ignore[misc]
-        raise Refused({"rule": [f"rule: {cluster.name} already has a rule called {raw['id']!r}"]})
+        raise BadInput({"rule": [f"rule: {cluster.name} already has a rule called {raw['id']!r}"]})
     sids = {g.sid for g in snapshot.guests}
     nodes = {n.name for n in snapshot.nodes}
     try:
         candidate = crs.snapshot.parse_rule(raw, "rule", sids, nodes)
     except CrsError as exc:
         match = _PATH.match(str(exc))
-        raise Refused({match.group(1) if match else "non_field_errors": [str(exc)]}) from None
+        raise BadInput({match.group(1) if match else "non_field_errors": [str(exc)]}) from None
     others = [r.as_dict() for r in cluster.ha_rules.exclude(pk=mine)]  # type: ignore[misc]
     before = {rule_id for rule_id, _ in _compiled(snapshot, [r.as_dict() for r in cluster.ha_rules.all()]).dropped}
     after = _compiled(snapshot, others, candidate).dropped
     taken_down = [(rule_id, why) for rule_id, why in after if rule_id == candidate.id or rule_id not in before]
     if taken_down:
-        raise Refused({"non_field_errors": [f"Drop rule '{rule_id}', because {why}." for rule_id, why in taken_down]})
+        raise BadInput({"non_field_errors": [f"Drop rule '{rule_id}', because {why}." for rule_id, why in taken_down]})
     values = {
         "rule": candidate.id,
         "type": candidate.type,
@@ -230,7 +221,7 @@ def save_rule(cluster_id: int, data: dict, instance: HaRule | None, actor) -> Ha
         if instance is not None:
             instance = HaRule.objects.filter(pk=instance.pk, cluster=cluster).first()
             if instance is None:
-                raise Refused({"rule": ["rule: it was deleted meanwhile"]}, 409)
+                raise Refused({"rule": ["rule: it was deleted meanwhile"]})
         values = validated(cluster, data, instance)
         before = instance.as_dict() if instance else None
         if instance is None:
@@ -267,9 +258,9 @@ def check_guest(cluster: Cluster, sid) -> None:
     """Refused unless `sid` is a guest of the cluster's latest snapshot."""
     snapshot = cluster.latest_snapshot()
     if snapshot is None:
-        raise Refused({"cluster": [f"{cluster.name} has no snapshot yet"]}, 409)
+        raise Refused({"cluster": [f"{cluster.name} has no snapshot yet"]})
     if not isinstance(sid, str) or sid not in {g.sid for g in snapshot.guests}:
-        raise Refused({"guest": [f"guest: {sid!r} is not a guest of {cluster.name} (a sid like vm:101)"]})
+        raise BadInput({"guest": [f"guest: {sid!r} is not a guest of {cluster.name} (a sid like vm:101)"]})
 
 
 def set_opt_out(cluster_id: int, sid: str, opted_out: bool, actor) -> bool:

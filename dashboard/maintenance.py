@@ -22,16 +22,11 @@ from crs.errors import CrsError
 from crs.sources.base import SourceError
 from crs.sources.proxmox import command
 
-from . import expiry
-from .models import AuditEvent, Cluster, Maintenance
-from .sources import opened_source
+from .errors import BadInput, Refused
+from .models import AuditEvent, Cluster, Maintenance, Migration
 
 OWED_STATES = ("suggested", "approved", "running")
 EMPTYING = crs.precedence.EMPTYING
-
-
-class Refused(Exception):
-    """Why a maintenance request cannot be carried out (a 409 for the API, a message on the page)."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +48,7 @@ def enter(cluster: Cluster, node: str, actor, at_once: bool = False) -> Maintena
     snapshot = _checked(cluster, node)
     guests = [g.sid for g in snapshot.guests if g.node == node and g.state == "started"]
     try:
-        with opened_source(cluster.pk) as (_, source):
+        with Cluster.objects.opened_source(cluster.pk) as (_, source):
             if (open_ := cluster.maintenances.filter(node=node, left_at=None).first()) is not None:
                 return open_
             record = Maintenance.objects.create(
@@ -79,13 +74,13 @@ def leave(cluster: Cluster, node: str, actor) -> list[int]:
     it expired (the caller pushes them: this module queues no tasks)."""
     _checked(cluster, node)
     try:
-        with opened_source(cluster.pk) as (_, source):
+        with Cluster.objects.opened_source(cluster.pk) as (_, source):
             record = cluster.maintenances.filter(node=node, left_at=None).first()
             if record is not None and Maintenance.objects.filter(pk=record.pk, left_by=None).update(left_by=actor):
                 AuditEvent.objects.create(
                     actor=actor, action="maintenance-left", cluster=cluster, details={"node": node}
                 )
-            expired = expiry.maintenance_ended(cluster, node)
+            expired = _evacuation_stopped(cluster, node)
             source.maintenance(node, False, time.time())
     except (SourceError, CrsError) as exc:
         raise Refused(str(exc)) from exc
@@ -142,9 +137,19 @@ def changeable_snapshot(cluster: Cluster) -> crs.model.Snapshot:
     return snapshot
 
 
+def _evacuation_stopped(cluster: Cluster, node: str) -> list[int]:
+    """The evacuation of `node` stops where it is: its moves not started expire (expiry.py lists the causes)."""
+    reason = f"{node} left maintenance before this move started"
+    return [
+        m.pk
+        for m in cluster.migrations.filter(kind__in=EMPTYING, source=node, state__in=["suggested", "approved"])
+        if Migration.objects.transition(m.pk, m.state, "expired", None, reason=reason)
+    ]
+
+
 def _checked(cluster: Cluster, node: str) -> crs.model.Snapshot:
     snapshot = changeable_snapshot(cluster)
     names = [n.name for n in snapshot.nodes]
     if node not in names:
-        raise ValueError(f"node must be one of {', '.join(names)}, not {node!r}")
+        raise BadInput(f"node must be one of {', '.join(names)}, not {node!r}", field="node")
     return snapshot

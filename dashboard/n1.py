@@ -19,9 +19,8 @@ import crs.model
 import crs.n1
 import crs.n1_batch
 import crs.rolling
-from crs.fits import Limits
 
-from . import notify
+from . import events
 from .models import Cluster
 
 N1_EVERY = timedelta(seconds=60)
@@ -39,22 +38,16 @@ def refresh(cluster: Cluster, snapshot: crs.model.Snapshot) -> dict | None:
     if not due(cluster):
         return None
     started = time.monotonic()
-    report = crs.n1_batch.verdict(snapshot, limits_of(cluster))
+    report = crs.n1_batch.verdict(snapshot, cluster.policy.limits())
     now = timezone.now()
     verdict = verdict_dict(report, now, time.monotonic() - started)
     stored = Cluster.objects.filter(pk=cluster.pk)
     # Good → bad is told once: of two writers only the one whose UPDATE still found it good sends.
     if not verdict["survives"] and stored.filter(n1__survives=True).update(n1=verdict, n1_at=now):
-        notify.n1_turned_bad(cluster, verdict)
+        events.n1_turned_bad.send(Cluster, cluster=cluster, verdict=verdict)
     else:
         stored.update(n1=verdict, n1_at=now)
     return verdict
-
-
-def limits_of(cluster: Cluster) -> Limits:
-    """The capacity rule's limits under the cluster's fits settings."""
-    policy = cluster.policy
-    return Limits(float(policy.memory_reserve), policy.cpu_overcommit)
 
 
 def verdict_dict(report: crs.n1.N1Report[crs.n1.LossVerdict], at, seconds: float) -> dict:
@@ -91,7 +84,7 @@ def loss_of(cluster: Cluster, node: str) -> dict | None:
     snapshot = cluster.latest_snapshot()
     if snapshot is None or node not in {n.name for n in snapshot.nodes if n.usable}:
         return None
-    loss = crs.n1.lose(snapshot, node, limits_of(cluster))
+    loss = crs.n1.lose(snapshot, node, cluster.policy.limits())
     targets = {r.target for r in loss.recoveries}
     return _finite(
         {
@@ -123,4 +116,4 @@ def breaks(cluster: Cluster, nodes: list[str]) -> str:
     snapshot = cluster.latest_snapshot()
     if snapshot is None:
         return ""
-    return crs.rolling.breaks_n1(snapshot, nodes, limits_of(cluster))
+    return crs.rolling.breaks_n1(snapshot, nodes, cluster.policy.limits())

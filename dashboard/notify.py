@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 
+from . import events
 from .models import AuditEvent, Cluster, Migration, NotificationDestination, Round
 
 # The states a migration ends in: a plan whose steps are all in one of them has finished.
@@ -64,8 +65,8 @@ def announce(cluster_id: int, event: str, title: str, body: str) -> None:
 
     def queue():
         destinations = NotificationDestination.objects.filter(cluster_id=cluster_id)
-        for pk, events in destinations.values_list("pk", "events"):
-            if event in events:
+        for pk, wanted in destinations.values_list("pk", "events"):
+            if event in wanted:
                 send.delay(pk, title, body)
 
     # robust: with the broker down the event is logged and lost, the round goes on
@@ -169,8 +170,9 @@ def _plan_finished(event: AuditEvent) -> None:
     )
 
 
-def imbalance_measured(round_: Round) -> None:
-    """Called by every round: tracks the episode of rounds above the threshold, and tells each
+@receiver(events.round_recorded)
+def imbalance_measured(sender, round_: Round, **kwargs) -> None:
+    """After every round: tracks the episode of rounds above the threshold, and tells each
     destination that chose "imbalance-above" once per episode, when it has lasted the
     destination's `imbalance_for`. A round at or below the threshold ends the episode, so the
     next rise is a new one. Conditional UPDATEs: a repeated call sends nothing twice."""
@@ -189,9 +191,9 @@ def imbalance_measured(round_: Round) -> None:
         f"Imbalance {round_.imbalance:.1%}, threshold {round_.threshold:.1%}; above it since "
         f"{since:%Y-%m-%d %H:%M} UTC, in every round since."
     )
-    for pk, events in due.values_list("pk", "events"):
-        claimed = NotificationDestination.objects.filter(pk=pk).exclude(imbalance_sent_for=since)
-        if "imbalance-above" in events and claimed.update(imbalance_sent_for=since):
+    for pk, wanted in due.values_list("pk", "events"):
+        unsent = NotificationDestination.objects.filter(pk=pk).exclude(imbalance_sent_for=since)
+        if "imbalance-above" in wanted and unsent.update(imbalance_sent_for=since):
             transaction.on_commit(partial(send.delay, pk, title, body), robust=True)
 
 
@@ -200,7 +202,8 @@ def _lasted(duration: timedelta) -> str:
     return f"{minutes} minute{'s' if minutes != 1 else ''}" if minutes < 120 else f"{minutes / 60:.1f} hours"
 
 
-def n1_turned_bad(cluster: Cluster, verdict: dict) -> None:
+@receiver(events.n1_turned_bad)
+def n1_turned_bad(sender, cluster: Cluster, verdict: dict, **kwargs) -> None:
     """The N+1 verdict went from good to bad (n1.refresh decides that once, with a conditional UPDATE)."""
     failing = [loss["summary"] for loss in verdict["losses"] if not loss["survived"]]
     announce(

@@ -33,9 +33,8 @@ from crs.sources.base import SourceError
 from crs.sources.proxmox import command as proxmox_command
 
 from . import capacity, ha, maintenance, n1
-from .maintenance import Refused
+from .errors import BadInput, Refused
 from .models import AuditEvent, CapacitySettings, Cluster, PowerDown
-from .sources import opened_source
 
 LABELS = {
     "draining": "draining: its guests are moved off",
@@ -50,18 +49,13 @@ BY_HAND = (
 SHUT_DOWN = "{node} is empty and Proxmox was asked to shut it down (POST /nodes/{node}/status, command=shutdown)."
 
 
-def draining(cluster: Cluster) -> frozenset[str]:
-    """Nodes being emptied for a power-down: their evacuation is a consolidation and runs at once."""
-    return frozenset(cluster.power_downs.filter(state="draining").values_list("node", flat=True))
-
-
 def start(cluster: Cluster, node: str, actor) -> PowerDown:
     """Drain `node` to power it down. Refused (with the reason) unless the power suggestion
     empties it now and N+1 survives it; safe to repeat (the open power-down is returned)."""
     snapshot = maintenance.changeable_snapshot(cluster)
     names = [n.name for n in snapshot.nodes]
     if node not in names:
-        raise ValueError(f"node must be one of {', '.join(names)}, not {node!r}")
+        raise BadInput(f"node must be one of {', '.join(names)}, not {node!r}", field="node")
     if (open_ := cluster.power_downs.filter(node=node, state__in=PowerDown.OPEN).first()) is not None:
         return open_
     if refusal := why_not(cluster, node):
@@ -90,7 +84,7 @@ def why_not(cluster: Cluster, node: str) -> str:
         return f"{node} is offline: there is nothing to power down"
     if found.maintenance or cluster.maintenances.filter(node=node, left_at=None).exists():
         return f"{node} is in maintenance: take it out of maintenance first, or power it down once it is back"
-    suggested = capacity.power(snapshot, settings, capacity.limits_of(cluster))["power_off"]
+    suggested = capacity.power(snapshot, settings, cluster.policy.limits())["power_off"]
     if node not in suggested:
         now = f"it suggests {', '.join(suggested)}" if suggested else "it suggests none now"
         return (
@@ -113,7 +107,7 @@ def mark_standby(cluster: Cluster, node, actor) -> PowerDown:
     record = cluster.power_downs.filter(node=node).first() if isinstance(node, str) else None
     if record is None:
         listed = ", ".join(cluster.power_downs.values_list("node", flat=True).distinct()) or "none"
-        raise ValueError(f"node must be a node being powered down (power-downs: {listed})")
+        raise BadInput(f"node must be a node being powered down (power-downs: {listed})", field="node")
     if record.state == "standby":
         return record
     if record.state != "emptied":
@@ -156,7 +150,7 @@ def _shut_down(cluster: Cluster, down: PowerDown) -> None:
     """The shutdown call and the step to standby in one transaction under the source's lock: it
     is called once, and a refused call leaves the node draining, tried again after the next round."""
     try:
-        with opened_source(cluster.pk) as (locked, source):
+        with Cluster.objects.opened_source(cluster.pk) as (locked, source):
             if not _step(down, "draining", "standby", SHUT_DOWN.format(node=down.node)):
                 return  # another worker took the step
             source.shutdown(down.node, time.time())
@@ -170,10 +164,10 @@ def _listed_standby(cluster: Cluster, node: str) -> list[str]:
     """Put `node` on the standby list (last to wake) and into the stored snapshot at once.
     Call under the cluster row's lock."""
     settings, _ = CapacitySettings.objects.get_or_create(cluster=cluster)
-    standby = settings.standby if node in settings.standby else [*settings.standby, node]
-    CapacitySettings.objects.filter(pk=settings.pk).update(standby=standby)
-    ha.refresh_snapshot(cluster)
-    return standby
+    if node not in settings.standby:
+        settings.standby = [*settings.standby, node]
+        settings.save(update_fields=["standby"])  # into the stored snapshot: signals.standby_in_snapshot
+    return settings.standby
 
 
 def _step(down: PowerDown, before: str, after: str, note: str) -> bool:

@@ -11,7 +11,7 @@ On a Proxmox cluster a node waiting for the admin also moves on by itself when i
 again with a smaller uptime than when it began waiting: it rebooted, so it is updated.
 
 Paused, the rolling maintenance takes no step and starts no further move of a node's evacuation
-(`hold_start`; the move under way finishes); cancelled, the same for good, the node staying in
+(RollingMaintenance.holds; the move under way finishes); cancelled, the same for good, the node staying in
 maintenance until an admin leaves it from the maintenance panel.
 
 Before a group starts, the cluster with its nodes emptied is checked for N+1 (crs.n1, the
@@ -36,9 +36,10 @@ import crs.model
 import crs.rolling
 from crs.sources.proxmox import command as proxmox_command
 
-from . import maintenance, n1, plans
-from .maintenance import OWED_STATES, Refused
-from .models import AuditEvent, Cluster, Migration, RollingMaintenance, RollingNode
+from . import maintenance, n1
+from .errors import BadInput, Refused
+from .maintenance import OWED_STATES
+from .models import AuditEvent, Cluster, RollingMaintenance, RollingNode
 
 MAX_GROUP_SIZE = 64
 UNDER_WAY = ("running", "paused")
@@ -56,20 +57,6 @@ STOPPED_LABELS = {
     ("cancelled", "draining"): "left in maintenance, its evacuation stopped (cancelled)",
     ("cancelled", "waiting-admin"): "left in maintenance (cancelled)",
 }
-# Why a move of a node's evacuation waits (the migration's reason on the page and in the API).
-HELD = {
-    "paused": "the rolling maintenance is paused: this move of {node}'s evacuation starts when it is resumed",
-    "cancelled": "the rolling maintenance was cancelled: {node} stays in maintenance and its evacuation stops; "
-    "leave maintenance from the maintenance panel",
-}
-
-
-class BadInput(Exception):
-    """A request naming something the cluster does not have: field → message (a 400)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.errors = {field: [message]}
 
 
 def under_way(cluster: Cluster) -> RollingMaintenance | None:
@@ -89,12 +76,12 @@ def start(cluster: Cluster, nodes: list[str] | None, group_size: int, at_once: b
         unknown = [n for n in nodes if n not in names]
         if unknown or not nodes or len(set(nodes)) != len(nodes):
             why = f"{', '.join(map(repr, unknown))} not in the cluster" if unknown else "each at most once"
-            raise BadInput("nodes", f"nodes must be some of {', '.join(names)} ({why})")
+            raise BadInput(f"nodes must be some of {', '.join(names)} ({why})", field="nodes")
     if not 1 <= group_size <= MAX_GROUP_SIZE:
-        raise BadInput("group_size", f"group_size must be between 1 and {MAX_GROUP_SIZE}")
+        raise BadInput(f"group_size must be between 1 and {MAX_GROUP_SIZE}", field="group_size")
     groups = crs.rolling.groups(snapshot, tuple(nodes) if nodes is not None else None, group_size)
     if not groups:
-        raise BadInput("nodes", "nodes: the cluster has no usable node to take down")
+        raise BadInput("nodes: the cluster has no usable node to take down", field="nodes")
     try:
         with transaction.atomic():
             rolling = RollingMaintenance.objects.create(
@@ -119,7 +106,7 @@ def set_state(cluster: Cluster, wanted: str, actor) -> RollingMaintenance:
     action = {"paused": "rolling-paused", "running": "rolling-resumed", "cancelled": "rolling-cancelled"}[wanted]
     fields = {"finished_at": timezone.now()} if wanted == "cancelled" else {}
     with transaction.atomic():
-        # The cluster row's lock, which a migration's start holds (executor.claim): once paused or
+        # The cluster row's lock, which a migration's start holds (executor.admit): once paused or
         # cancelled here, no move of an evacuation starts that had not started before.
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
         if RollingMaintenance.objects.filter(pk=rolling.pk, state__in=before).update(state=wanted, **fields):
@@ -144,7 +131,7 @@ def _queued(cluster: Cluster, node) -> tuple[RollingMaintenance, RollingNode]:
     entry = rolling.queue.filter(node=node).first() if isinstance(node, str) else None
     if entry is None:
         queued = ", ".join(rolling.queue.values_list("node", flat=True))
-        raise BadInput("node", f"node must be one of the queue's nodes: {queued}")
+        raise BadInput(f"node must be one of the queue's nodes: {queued}", field="node")
     return rolling, entry
 
 
@@ -239,30 +226,6 @@ def _rebooted(entry: RollingNode, node: crs.model.Node | None) -> str:
     if node is None or not node.online or node.uptime_s is None or entry.uptime_s is None:
         return ""
     return f"node rebooted: uptime {node.uptime_s:.0f} s" if node.uptime_s < entry.uptime_s else ""
-
-
-def hold_start(cluster: Cluster, migration: Migration) -> bool:
-    """True if `migration` is a move of the evacuation of a node the latest rolling maintenance
-    is draining, and that maintenance is paused (the move starts once it is resumed), or was
-    cancelled while the node stayed in the maintenance it entered then (the move waits until an
-    admin leaves maintenance, which expires it). It stays approved and says why (plans.hold).
-    Called where a migration starts (executor.claim), under the lock set_state takes too."""
-    if migration.kind != "evacuation":
-        return False
-    rolling = latest(cluster)
-    if rolling is None or rolling.state not in HELD:
-        return False
-    if not rolling.queue.filter(node=migration.source, step="draining").exists():
-        return False
-    if (
-        rolling.state == "cancelled"
-        and not cluster.maintenances.filter(
-            node=migration.source, left_at=None, entered_at__lte=rolling.finished_at
-        ).exists()
-    ):
-        return False  # left since, and entered again: a maintenance of its own
-    plans.hold(cluster, migration, HELD[rolling.state].format(node=migration.source))
-    return True
 
 
 def _returned(cluster: Cluster, node: str) -> bool:

@@ -21,7 +21,7 @@ from crs.model import Snapshot
 from crs.owed import Maintenance as OpenMaintenance
 from crs.planned import PlannedMove
 
-from . import notify, plans, power, windows
+from . import events, plans, windows
 from .models import AuditEvent, Cluster, Maintenance, Migration, RollingNode, Round
 
 
@@ -64,7 +64,7 @@ def inputs(cluster: Cluster, snapshot: Snapshot, now: datetime) -> crs.round.Rou
             )
             for m in cluster.maintenances.filter(left_at=None)
         ),
-        powering_down=power.draining(cluster),
+        powering_down=frozenset(cluster.power_downs.filter(state="draining").values_list("node", flat=True)),
         at_once_nodes=frozenset(at_once),
         proxmox_ha=cluster.is_proxmox,
         guards=cluster.guards(),
@@ -173,7 +173,7 @@ def _round(
         duration=duration,
         happiness=crs.happiness.of_cluster(snapshot).share,
     )
-    notify.imbalance_measured(round_)  # "imbalance above the threshold for longer than …", after commit
+    events.round_recorded.send(Round, round_=round_)  # "imbalance above the threshold for longer than …"
     s = result.state
     Cluster.objects.filter(pk=cluster.pk).update(
         hold_count=s.hold_count,

@@ -1,4 +1,4 @@
-"""Keep each cluster's beat schedule and hold counter in step with its settings.
+"""Keep each cluster's beat schedule, hold counter and stored snapshot in step with its settings.
 
 Receivers rather than calls in the views, because settings are saved from the page,
 the JSON API, the admin and the demo setup alike, and every path must do both.
@@ -10,9 +10,9 @@ from django.db.models.signals import post_delete, post_migrate, post_save
 from django.dispatch import receiver
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from .models import Cluster, Policy
+from . import ha
+from .models import CapacitySettings, Cluster, Policy
 from .roles import ensure_roles
-from .tasks import task_queue
 
 
 def schedule_name(cluster_id: int) -> str:
@@ -43,9 +43,19 @@ def apply_settings(sender, instance: Policy, raw: bool = False, **kwargs) -> Non
             "enabled": not Cluster.objects.filter(pk=instance.cluster_id, archived=True).exists(),
             # a collect still queued after one interval is dropped: the next one is fresher
             "expire_seconds": instance.round_interval,
-            "queue": task_queue(instance.cluster),
+            "queue": instance.cluster.task_queue,
         },
     )
+
+
+@receiver(post_save, sender=CapacitySettings)
+def standby_in_snapshot(sender, instance: CapacitySettings, created: bool, raw: bool = False, **kwargs) -> None:
+    """A standby list saved (the capacity page, the API, a power-down): the stored snapshot says so
+    at once, not at the next collect. A save that leaves `standby` out of its fields changed none."""
+    fields = kwargs.get("update_fields")
+    if raw or (created and not instance.standby) or (fields is not None and "standby" not in fields):
+        return
+    ha.refresh_snapshot(instance.cluster)
 
 
 @receiver(post_delete, sender=Cluster)

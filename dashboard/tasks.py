@@ -4,7 +4,9 @@ Beat runs `collect` per cluster (a PeriodicTask row per cluster, see signals.py)
 `collect` queues `balancing_round`, which queues `n1_refresh` and `capacity_counts` beside
 itself when they are due; an approval queues `execute`, which starts the
 migration and hands over to `follow` until the adapter reports it done or failed (both call
-the migration executor, executor.py, and queue what it returns).
+the migration executor, executor.py, and queue what it returns). What the domain and the
+pages announce (events.py: a decision, a change a collect must see) is received here and
+queued once it commits, so the domain never imports the tasks.
 """
 
 import logging
@@ -15,6 +17,7 @@ from functools import partial
 
 from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError, transaction
+from django.dispatch import receiver
 from django.utils import timezone
 
 import crs.model
@@ -22,10 +25,9 @@ import crs.snapshot
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import capacity, executor, ha, history, n1, notify, outcomes, power, rolling, rounds, whatif
+from . import capacity, events, executor, ha, history, n1, notify, outcomes, power, rolling, rounds, whatif
 from .live import sender as live
 from .models import Cluster, Migration
-from .sources import opened_source
 
 log = logging.getLogger(__name__)
 # A follower that cannot reach the database comes back this often until it can, instead of
@@ -39,14 +41,13 @@ COUNT_LEASE = timedelta(minutes=15)
 # The same for an N+1 refresh: about a second at 1000 nodes (6 s when every loss fails), so a
 # lost one leaves the verdict a few minutes stale at most.
 N1_LEASE = timedelta(minutes=3)
-WHATIF_QUEUE = "whatif"  # read-only what-if clusters' collects and rounds (settings.CELERY_TASK_QUEUES)
 
 
 @shared_task(ignore_result=True)
 def collect(cluster_id: int) -> None:
     """Take a snapshot of the cluster, then queue its round. Bad data is refused, never stored."""
     try:
-        with opened_source(cluster_id) as (cluster, source):
+        with Cluster.objects.opened_source(cluster_id) as (cluster, source):
             if cluster.archived:
                 return  # archived after beat queued this
             snapshot = ha.applied(cluster, source.collect(time.time()))
@@ -82,19 +83,14 @@ def queue_round(cluster: Cluster) -> None:
     queue, so a heavy imported snapshot cannot delay the live clusters' rounds."""
     interval = timedelta(seconds=cluster.policy.round_interval)
     if Cluster.objects.queue_round(cluster.pk, interval):
-        balancing_round.apply_async((cluster.pk,), queue=task_queue(cluster), expires=interval.total_seconds())
-
-
-def task_queue(cluster: Cluster) -> str:
-    """The Celery queue of a cluster's collects and rounds (the worker consumes both)."""
-    return WHATIF_QUEUE if cluster.read_only else "celery"
+        balancing_round.apply_async((cluster.pk,), queue=cluster.task_queue, expires=interval.total_seconds())
 
 
 @shared_task(ignore_result=True)
 def balancing_round(cluster_id: int) -> None:
     """Runs after each collect. It decides nothing itself; crs.round does."""
     Cluster.objects.filter(pk=cluster_id).update(round_queued_until=None)  # the next collect may queue one
-    if not Cluster.objects.claim_round(cluster_id):
+    if not Cluster.objects.lease_round(cluster_id):
         return  # this cluster's round is already running on another worker
     try:
         cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
@@ -128,7 +124,7 @@ def queue_beside(cluster: Cluster, task: Task, lease_field: str, lease: timedelt
     up. The task releases `lease_field` when done; a lost or failed one is queued again once
     `lease` lapses. Robust: with the broker down, a later round queues it again."""
     if Cluster.objects.lease(cluster.pk, lease_field, lease):
-        queue = task_queue(cluster)
+        queue = cluster.task_queue
         transaction.on_commit(partial(task.apply_async, (cluster.pk,), queue=queue), robust=True)
 
 
@@ -153,7 +149,7 @@ def announce(cluster: Cluster, recorded: rounds.Recorded) -> None:
 
 @shared_task(ignore_result=True)
 def execute(migration_id: int) -> None:
-    """Start an approved migration: claim it, re-check it on a fresh snapshot, start it, follow it.
+    """Start an approved migration: admit it (re-checked on a fresh snapshot), start it, follow it.
 
     Safe to deliver twice (acks_late after a killed worker, the stalled-approval sweep):
     only the call that moves it from approved to running starts it. A call that finds it
@@ -163,7 +159,7 @@ def execute(migration_id: int) -> None:
     migration = Migration.objects.filter(pk=migration_id).first()
     if migration is None:
         return
-    if migration.state == "approved" and executor.claim(migration_id) == "running":
+    if migration.state == "approved" and executor.admit(migration_id) == "running":
         started = executor.start(migration_id)
         if started == "running":
             follow.apply_async((migration_id,), countdown=executor.FOLLOW_SECONDS)
@@ -174,28 +170,49 @@ def execute(migration_id: int) -> None:
         settle_unstarted(migration)
 
 
-def after_decision(approved: list[int], changed: list[int]) -> None:
-    """Once a person's decision commits: start what was approved (robust: with the broker down the
-    approval stands, and the next round queues it again) and push what changed."""
+# -- what the domain and the faces announce (events.py): the work each calls for, once it commits --
+
+
+@receiver(events.decided)
+def after_decision(sender, approved: list[int], changed: list[int], **kwargs) -> None:
+    """A person's decision: start what was approved (robust: with the broker down the approval
+    stands, and the next round queues it again) and push what changed."""
     for pk in approved:
         transaction.on_commit(partial(execute.delay, pk), robust=True)
     for pk in dict.fromkeys(changed):
         transaction.on_commit(partial(live.push_migration, pk))
 
 
-def collect_after_node_back(cluster_id: int, expired: list[int]) -> None:
+@receiver(events.collect_wanted)
+def collect_now(sender, cluster_id: int, **kwargs) -> None:
+    """A collect now: the round sees the change (a node into or out of maintenance) without waiting for beat."""
+    transaction.on_commit(partial(collect.delay, cluster_id), robust=True)
+
+
+@receiver(events.node_back)
+def collect_after_node_back(sender, cluster_id: int, expired: list[int], **kwargs) -> None:
     """After "node is back": the migrations leaving expired pushed, and a collect now, so the
     round sees the node back and plans its failback without waiting for the next beat."""
     for pk in expired:
         transaction.on_commit(partial(live.push_migration, pk), robust=True)
-    transaction.on_commit(lambda: collect.delay(cluster_id), robust=True)
+    collect_now(sender, cluster_id)
 
 
-def rolling_next_steps(cluster_id: int) -> None:
+@receiver(events.rolling_changed)
+def rolling_next_steps(sender, cluster_id: int, **kwargs) -> None:
     """After any change to a rolling maintenance: it moves on now, and the approved moves are queued
     (a resume frees the moves of the evacuation it held) rather than waiting for the next round."""
-    rolling_round.delay(cluster_id)
-    queue_waiting(cluster_id)
+
+    def next_steps() -> None:
+        rolling_round.delay(cluster_id)
+        queue_waiting(cluster_id)
+
+    transaction.on_commit(next_steps, robust=True)
+
+
+@receiver(events.whatif_created)
+def whatif_created(sender, whatif_id: int, **kwargs) -> None:
+    transaction.on_commit(partial(run_whatif.delay, whatif_id))
 
 
 def queue_waiting(cluster_id: int) -> None:
@@ -226,7 +243,7 @@ def follow(migration_id: int) -> None:
     if not migration.task_ids:
         settle_unstarted(migration)
         return
-    if not executor.claim_follow(migration_id):
+    if not executor.lease_follow(migration_id):
         return  # another follower (one queued again by reconcile) polled it just now: one chain goes on
     state = executor.poll(migration)
     if state == "running":

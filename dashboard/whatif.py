@@ -22,6 +22,7 @@ import crs.usage
 from crs.errors import CrsError
 from crs.model import Snapshot
 
+from . import events
 from .models import Cluster, WhatIf
 
 PERIODS = {"3h": timedelta(hours=3), "24h": timedelta(hours=24), "7d": timedelta(days=7)}
@@ -107,10 +108,12 @@ class WhatIfForm(forms.Form):
 
 
 def create(cluster: Cluster, form: WhatIfForm, user) -> WhatIf:
-    """Store the what-if; the caller queues its replay (tasks.run_whatif) once committed."""
-    return WhatIf.objects.create(
+    """Store the what-if; its replay (tasks.run_whatif) is queued once that commits."""
+    created = WhatIf.objects.create(
         cluster=cluster, created_by=user, period=PERIODS[form.cleaned_data["period"]], changes=form.changes()
     )
+    events.whatif_created.send(WhatIf, whatif_id=created.pk)
+    return created
 
 
 def frames(cluster: Cluster, since) -> dict[float, Snapshot]:

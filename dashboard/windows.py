@@ -18,7 +18,6 @@ import crs.coexistence
 import crs.precedence
 import crs.windows
 
-from . import plans
 from .models import AuditEvent, Blackout, ChangeWindow, Cluster, Migration
 
 
@@ -92,21 +91,17 @@ def start_wait(cluster: Cluster, now: datetime | None = None) -> str:
     return f"waiting for the window {start.astimezone(zone):%a %H:%M}–{end.astimezone(zone):%H:%M} ({named})"
 
 
-def hold_start(cluster: Cluster, migration: Migration) -> bool:
-    """True if the approved `migration` must not start now: the round approved it (automation),
-    it is no owed move (evacuations and rule fixes are never held), and the gate is closed.
+def start_held(cluster: Cluster, migration: Migration) -> str:
+    """Why the approved `migration` must not start now ("" = it may): the round approved it
+    (automation), it is no owed move (evacuations and rule fixes are never held), and the gate is closed.
 
     A plan approved inside a window whose steps get their turn after it closed would otherwise
     move guests at a time the admins ruled out; it stays approved, says what it waits for in
     its `reason` (the page's row and the API), and starts when a round queues it again with the
     gate open. A person's approval is not held: outside the windows, plans wait for a person."""
     if not migration.automatic or migration.kind in crs.precedence.MANDATORY:
-        return False
-    reason = start_wait(cluster)
-    if not reason:
-        return False
-    plans.hold(cluster, migration, reason)
-    return True
+        return ""
+    return start_wait(cluster)
 
 
 def status(cluster: Cluster, now: datetime | None = None) -> dict:

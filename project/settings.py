@@ -257,6 +257,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "dashboard.api.schema.Schema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "EXCEPTION_HANDLER": "dashboard.api.base.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "crs API",
@@ -353,7 +354,7 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # from waiting long for its follower.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CRS_TASK_VISIBILITY_TIMEOUT", 300)}
 # Two queues, both consumed by every worker unless told otherwise (`-Q`): the live clusters'
-# ("celery") and the read-only what-if clusters' collects and rounds ("whatif", tasks.task_queue),
+# ("celery") and the read-only what-if clusters' collects and rounds ("whatif", dashboard.models.Cluster.task_queue),
 # taken in turn, so a heavy imported snapshot cannot delay the live rounds.
 CELERY_TASK_QUEUES = [Queue("celery"), Queue("whatif")]
 # One message at a time per worker process: a process busy with a long round does not sit on

@@ -34,7 +34,7 @@ def load(data: dict[str, Any]) -> RoundInputs:
         powering_down=frozenset(data.get("powering_down", [])),
         at_once_nodes=frozenset(data.get("at_once_nodes", [])),
         proxmox_ha=data.get("proxmox_ha", False),
-        guards=Guards(frozenset(guards.get("resting", [])), frozenset(tuple(b) for b in guards.get("barred", []))),
+        guards=Guards(frozenset(guards.get("cooldown", [])), frozenset(tuple(b) for b in guards.get("barred", []))),
         automation=_automation(data.get("automation", {})),
         recommendation_expiry=timedelta(seconds=data.get("recommendation_expiry_s", 900)),
         next_plan=data.get("next_plan", 1),

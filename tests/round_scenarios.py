@@ -271,7 +271,7 @@ SCENARIOS = [
                 "kept": "",
             }
         },
-        {"moves": PLAN, "next_plan": 2, "guards": {"resting": ["vm:101"]}},
+        {"moves": PLAN, "next_plan": 2, "guards": {"cooldown": ["vm:101"]}},
     ),
     Scenario(
         "kept-gain-below-margin",

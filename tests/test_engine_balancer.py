@@ -140,17 +140,17 @@ def test_reported_imbalance_after_equals_a_direct_recomputation(caps, guests, mo
     assert result.move.imbalance_after == truncated(direct)
 
 
-def test_guards_keep_resting_guests_and_barred_targets_out_of_suggestions():
+def test_guards_keep_guests_in_cooldown_and_barred_targets_out_of_suggestions():
     from crs.model import Guards
 
     snap = four_on_one(hold_duration=0)
-    resting = Guards(resting=frozenset({"vm:101"}))
-    assert run_round(snap, RoundState(), guards=resting).move.leader == "vm:102"
+    cooling = Guards(in_cooldown=frozenset({"vm:101"}))
+    assert run_round(snap, RoundState(), guards=cooling).move.leader == "vm:102"
     barred = Guards(
         barred=frozenset({("vm:101", "node2"), ("vm:102", "node2"), ("vm:103", "node2"), ("vm:104", "node2")})
     )
     assert run_round(snap, RoundState(), guards=barred).move.target == "node3"
-    everything = Guards(resting=frozenset(f"vm:10{i}" for i in range(1, 5)))
+    everything = Guards(in_cooldown=frozenset(f"vm:10{i}" for i in range(1, 5)))
     assert run_round(snap, RoundState(), guards=everything).decision == "no-candidate"
 
 
@@ -166,7 +166,7 @@ def test_a_suggestion_is_stale_once_its_guest_moved_or_its_target_left():
         tuple(n if n.name != "node2" else n.__class__(n.name, n.cpus, n.memory_bytes, online=False) for n in snap.nodes)
     )
     assert "node2 is offline" in stale_reason(down, move)
-    assert "cooldown" in stale_reason(snap, move, Guards(resting=frozenset({"vm:101"})))
+    assert "cooldown" in stale_reason(snap, move, Guards(in_cooldown=frozenset({"vm:101"})))
     assert "rejected recently" in stale_reason(snap, move, Guards(barred=frozenset({("vm:101", "node2")})))
     pinned = snapshot(
         [node(f"node{i}", 24, 32 * GIB) for i in (1, 2, 3)],

@@ -186,11 +186,11 @@ def test_plans_never_churn_report_true_figures_and_obey_rules_guards_and_fits(
         nodes, vms, rule_list, mode=mode, method=method, preset=preset, moves_per_round=budget, margin=0.0, **ACT_NOW
     )
     guards = Guards(
-        resting=frozenset(f"vm:{102 + i}" for i in range(rest)),
+        in_cooldown=frozenset(f"vm:{102 + i}" for i in range(rest)),
         barred=frozenset({("vm:104", f"n{len(caps) - 1}")}),
     )
     result = run_round(snap, RoundState(), guards=guards)
-    # the last node is empty: a loaded cluster always has a best move, unless rules and resting guests
+    # the last node is empty: a loaded cluster always has a best move, unless rules and guests in cooldown
     # pin everything (e.g. a pinned guest kept apart from the bundle that rests on its only other node)
     assert result.plan or (rules and rest), "an unconstrained loaded cluster always has a best move"
     if not result.plan:

@@ -199,11 +199,6 @@ def test_imports_inside_the_dashboard_run_one_way():
         pytest.fail(f"an import cycle: {' → '.join(reversed(exc.args[1]))}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="12 today (api.urls → api.clusters → approvals → tasks → rounds → power → capacity → n1 → notify → "
-    "models → models.cluster → models.validators): the web reaches the domain through tasks",
-)
 def test_the_longest_chain_of_imports_inside_the_dashboard_is_at_most_longest_chain():
     chain = longest_chain(dashboard_imports())
     assert len(chain) <= LONGEST_CHAIN, f"{len(chain)} modules: {' → '.join(chain)}"

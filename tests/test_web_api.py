@@ -163,7 +163,7 @@ def test_settings_speak_seconds_in_and_out_and_every_bad_field_is_named_at_once(
     three = {"threshold": 7, "hold_duration": "3", "mode": "fast"}
     bad = client.patch(url, three, content_type="application/json", **auth)
     assert bad.status_code == 400 and sorted(bad.json()) == ["hold_duration", "mode", "threshold"]
-    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()["components"]["schemas"]["Policy"]
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()["components"]["schemas"]["Settings"]
     cooldown = schema["properties"]["cooldown"]
     assert cooldown["type"] == "number" and "seconds" in cooldown["description"]
 

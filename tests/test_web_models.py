@@ -171,7 +171,7 @@ def test_stale_suggestion_names_what_changed(suggested):
 
 
 def test_two_rounds_of_one_cluster_never_overlap(cluster):
-    assert Cluster.objects.claim_round(cluster.pk)
-    assert not Cluster.objects.claim_round(cluster.pk)
+    assert Cluster.objects.lease_round(cluster.pk)
+    assert not Cluster.objects.lease_round(cluster.pk)
     Cluster.objects.release_round(cluster.pk)
-    assert Cluster.objects.claim_round(cluster.pk)
+    assert Cluster.objects.lease_round(cluster.pk)

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from conftest import run_rounds, set_policy
 
-from dashboard import executor, outcomes, plans, tasks
+from dashboard import approvals, executor, outcomes, tasks
 from dashboard.models import Migration, Round
 
 pytestmark = pytest.mark.django_db
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 def migrate_to_done(migration, admin):
     """Approve and run a recommendation as a worker does: claim and start it, poll it until done."""
-    plans.approve(migration, admin)
+    approvals.approve_steps(migration, admin)
     tasks.execute(migration.pk)
     for _ in range(50):
         migration.refresh_from_db()

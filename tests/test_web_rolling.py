@@ -310,7 +310,7 @@ def test_cancel_mid_drain_leaves_the_node_in_maintenance_and_starts_no_further_m
 ):
     from conftest import run_rounds
 
-    from dashboard.executor import claim
+    from dashboard.executor import admit
 
     set_policy(collected, max_concurrent_migrations=8, max_migrations_per_node=8)
     assert post(admin_client, collected, "start", {"nodes": ["node06"]}).status_code == 201
@@ -320,12 +320,12 @@ def test_cancel_mid_drain_leaves_the_node_in_maintenance_and_starts_no_further_m
     run_rounds(collected, 1, django_capture_on_commit_callbacks)  # plans and approves the evacuation
     first, *rest = evacuations(collected, "node06").filter(state="approved").order_by("step")
     assert rest, "node06 holds several guests"
-    assert claim(first.pk) == "running"  # under way before the cancel: it finishes
+    assert admit(first.pk) == "running"  # under way before the cancel: it finishes
     answer = post(admin_client, collected, "cancel")
     assert answer.status_code == 200 and answer.json()["state"] == "cancelled"
     node06 = answer.json()["queue"][0]
     assert node06["label"] == "left in maintenance, its evacuation stopped (cancelled)"
-    assert [claim(m.pk) for m in rest] == ["approved"] * len(rest)  # none starts
+    assert [admit(m.pk) for m in rest] == ["approved"] * len(rest)  # none starts
     for m in rest:
         m.refresh_from_db()
         assert m.reason.startswith("the rolling maintenance was cancelled: node06 stays in maintenance")

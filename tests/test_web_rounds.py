@@ -184,7 +184,7 @@ def test_recommendation_expires_when_imbalance_falls_below_threshold(cluster, dj
 
 
 def test_a_round_already_running_is_not_doubled(collected):
-    Cluster.objects.claim_round(collected.pk)
+    Cluster.objects.lease_round(collected.pk)
     balancing_round.apply(args=[collected.pk])
     assert not Round.objects.exists()
 
@@ -217,7 +217,7 @@ def test_rejecting_a_step_expires_the_steps_behind_it_and_keeps_the_ones_before(
     assert not replanned.filter(leader=rejected.leader, target=rejected.target).exists()  # the rejection memory
 
 
-def test_rounds_never_move_a_resting_guest(cluster, django_capture_on_commit_callbacks):
+def test_rounds_never_move_a_guest_in_cooldown(cluster, django_capture_on_commit_callbacks):
     Policy.objects.filter(cluster=cluster).update(hold_duration=0)
     run_round(cluster, django_capture_on_commit_callbacks)
     first = Migration.objects.get(step=0)
@@ -226,7 +226,7 @@ def test_rounds_never_move_a_resting_guest(cluster, django_capture_on_commit_cal
     for _ in range(3):
         run_round(cluster, django_capture_on_commit_callbacks)
     later = Migration.objects.filter(state="suggested")
-    assert later.exists()  # rounds went on recommending, just not the resting guest
+    assert later.exists()  # rounds went on recommending, just not the guest in cooldown
     assert not later.filter(leader=first.leader).exists()
 
 

@@ -171,11 +171,9 @@ def test_failing_source_shows_on_the_page_and_in_healthz_and_keeps_history(admin
 
 
 def test_proxmox_clusters_take_connection_defaults_from_the_environment(settings, db):
-    from dashboard.sources import opened_source
-
     settings.CRS_PVE_DEFAULTS = {"host": "pve.example", "token": "root@pam!crs=secret"}
     cluster = Cluster.objects.create(name="pve", source_kind="proxmox", source_config={"verify_ssl": False})
-    with opened_source(cluster.pk) as (_, source):
+    with Cluster.objects.opened_source(cluster.pk) as (_, source):
         assert source.config.host == "pve.example" and source.config.verify_ssl is False
 
 

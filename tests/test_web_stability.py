@@ -25,7 +25,7 @@ def test_a_migrated_guest_rests_and_is_not_sent_back_within_the_cooldown(collect
     make_migration(collected, "done", "vm:1", finished_at=now - timedelta(minutes=29))
     make_migration(collected, "done", "vm:2", finished_at=now - timedelta(minutes=31))
     guards = Cluster.objects.get(pk=collected.pk).guards()
-    assert guards.resting == {"vm:1"}
+    assert guards.in_cooldown == {"vm:1"}
     assert guards.barred == {("vm:1", "node01")}
 
 

@@ -7,8 +7,9 @@ the model fields, so the stored units (fractions, durations) are the API's units
 filters are Django forms (the audit page's own, for the trail), so a bad filter is refused
 with the field named, and the schema's parameters are read off the same forms.
 
-This module: what every API view shares, the role permission, paging, and filter forms read as
-query parameters. The views are one module per concept beside it; urls.py routes them.
+This module: what every API view shares, the role permission, paging, filter forms read as
+query parameters, and the one place the domain's refusals (errors.py) become answers. The views
+are one module per concept beside it; urls.py routes them.
 """
 
 from django import forms
@@ -18,6 +19,20 @@ from rest_framework import viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from ..errors import Refused
+
+
+def exception_handler(exc, context) -> Response | None:
+    """A domain refusal answers its status (400 bad input, 409 not now) with its reason, as the
+    views' own checks do: field → messages, or {"detail": the reason}. Nothing is rolled back:
+    the domain left nothing half-done. Everything else as DRF answers it."""
+    if isinstance(exc, Refused):
+        return Response(exc.body(), status=exc.status)
+    return drf_exception_handler(exc, context)
+
 
 # --- the schema's query parameters ----------------------------------------------------------------
 

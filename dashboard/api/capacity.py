@@ -7,16 +7,14 @@ error under its field's name); capacity.py checks the bounds, as the page does.
 
 from dataclasses import asdict
 
-from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from .. import capacity, maintenance, power, tasks
-from ..ha import Refused
+from .. import capacity, events, power
 from ..models import Cluster
 from .base import ApiViewSet
 
@@ -118,14 +116,9 @@ class ClusterCapacityViewSet(ApiViewSet):
         cluster = self.get_object()
         serializer = PowerDownSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            change(cluster, serializer.validated_data["node"], request.user)
-        except ValueError as exc:
-            raise ValidationError({"node": [str(exc)]}) from exc
-        except maintenance.Refused as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        change(cluster, serializer.validated_data["node"], request.user)
         # a collect now: the round plans the evacuation (and moves the power-down on) without waiting for beat
-        transaction.on_commit(lambda: tasks.collect.delay(cluster.pk), robust=True)
+        events.collect_wanted.send(Cluster, cluster_id=cluster.pk)
         return Response(_power_downs(cluster))
 
     @extend_schema(methods=["GET"], responses=CapacitySettingsSerializer)
@@ -141,10 +134,7 @@ class ClusterCapacityViewSet(ApiViewSet):
         data = {
             name: dict(value) if isinstance(value, dict) else value for name, value in serializer.validated_data.items()
         }
-        try:
-            saved = capacity.save_settings(cluster.pk, data, request.user)
-        except Refused as exc:
-            return Response(exc.errors, status=exc.status)
+        saved = capacity.save_settings(cluster.pk, data, request.user)
         return Response(capacity.as_dict(saved))
 
 

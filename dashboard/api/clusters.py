@@ -11,7 +11,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
-from .. import history, maintenance, outcomes, tasks, whatif, windows
+from .. import events, history, maintenance, outcomes, whatif, windows
 from ..approvals import apply_all, not_migratable, toggle_stop
 from ..live import sender as live
 from ..models import (
@@ -193,15 +193,10 @@ class ClusterViewSet(ApiViewSet):
         cluster = self.get_object()
         serializer = MaintenanceRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            expired = change(cluster, serializer.validated_data)
-        except ValueError as exc:
-            raise ValidationError({"node": [str(exc)]}) from exc
-        except maintenance.Refused as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        expired = change(cluster, serializer.validated_data)
         for migration in expired:
             transaction.on_commit(partial(live.push_migration, migration), robust=True)
-        transaction.on_commit(lambda: tasks.collect.delay(cluster.pk), robust=True)
+        events.collect_wanted.send(Cluster, cluster_id=cluster.pk)
         return Response(NodeMaintenanceSerializer(maintenance.states(cluster), many=True).data)
 
     @extend_schema(parameters=form_parameters(OutcomeFilterForm), responses=OutcomeSummarySerializer)
@@ -240,5 +235,4 @@ class ClusterViewSet(ApiViewSet):
         if not form.is_valid():
             raise ValidationError(errors_of(form))
         created = whatif.create(cluster, form, request.user)
-        transaction.on_commit(lambda: tasks.run_whatif.delay(created.pk))
         return Response(WhatIfSerializer(created).data, status.HTTP_202_ACCEPTED)

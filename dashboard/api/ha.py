@@ -79,10 +79,6 @@ class ClusterFilterForm(forms.Form):
     cluster = cluster_choice()
 
 
-def refused(exc: ha.Refused) -> Response:
-    return Response(exc.errors, status=exc.status)
-
-
 class RuleViewSet(ApiViewSet):
     """HA rules of simulated and imported clusters: node affinity (nodes with priorities, strict or
     not) and resource affinity (together or apart). An edit Proxmox's feasibility checks would
@@ -117,10 +113,7 @@ class RuleViewSet(ApiViewSet):
         data |= {name: given[name] for name in ha.FIELDS if name in given}
         data["nodes"] = [dict(entry) for entry in data.get("nodes", [])]
         cluster = instance.cluster if instance else given["cluster"]
-        try:
-            saved = ha.save_rule(cluster.pk, data, instance, request.user)
-        except ha.Refused as exc:
-            return refused(exc)
+        saved = ha.save_rule(cluster.pk, data, instance, request.user)
         code = status.HTTP_200_OK if instance else status.HTTP_201_CREATED
         return Response(self.get_serializer(self._with_dropped([saved])[0]).data, status=code)
 
@@ -164,10 +157,7 @@ class OptOutViewSet(ApiViewSet):
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         cluster, guest = serializer.validated_data["cluster"], serializer.validated_data["guest"]
-        try:
-            changed = ha.set_opt_out(cluster.pk, guest, True, request.user)
-        except ha.Refused as exc:
-            return refused(exc)
+        changed = ha.set_opt_out(cluster.pk, guest, True, request.user)
         opt_out = RebalanceOptOut.objects.get(cluster=cluster, guest=guest)
         return Response(self.get_serializer(opt_out).data, status=201 if changed else 200)
 

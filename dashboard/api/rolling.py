@@ -6,17 +6,15 @@ next step at once (tasks.rolling_round) rather than waiting for the next round.
 """
 
 from dataclasses import asdict
-from functools import partial
 
-from django.db import transaction
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from .. import rolling, tasks
+from .. import events, rolling
 from ..models import Cluster
 from .base import ApiViewSet
 
@@ -64,7 +62,7 @@ STATUS = inline_serializer(
 
 
 def _answer(cluster: Cluster, code: int = status.HTTP_200_OK) -> Response:
-    transaction.on_commit(partial(tasks.rolling_next_steps, cluster.pk), robust=True)
+    events.rolling_changed.send(Cluster, cluster_id=cluster.pk)
     found = rolling.status(cluster)
     return Response({**found, "queue": [asdict(q) for q in found["queue"]]} if found else None, status=code)
 
@@ -82,14 +80,9 @@ class ClusterRollingViewSet(ApiViewSet):
             serializer = serializer_class(data=request.data)
             serializer.is_valid(raise_exception=True)
             data = serializer.validated_data
-        try:
-            answer = change(cluster, data)
-        except rolling.BadInput as exc:
-            raise ValidationError(exc.errors) from exc
-        except rolling.Refused as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        answer = change(cluster, data)
         if isinstance(answer, list):  # "node is back": the migrations it expired
-            tasks.collect_after_node_back(cluster.pk, answer)
+            events.node_back.send(Cluster, cluster_id=cluster.pk, expired=answer)
         return _answer(cluster, code)
 
     @extend_schema(responses={200: STATUS})

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework_dataclasses.serializers import DataclassSerializer
@@ -110,6 +111,7 @@ class MigrationSerializer(serializers.ModelSerializer):
         exclude = ["task_ids"]
 
 
+@extend_schema_serializer(component_name="Settings")  # the admin's word; the model stays Policy
 class PolicySerializer(serializers.ModelSerializer):
     """The settings in the JSON API's units, in and out: fractions (0–1), durations in seconds,
     sizes in bytes (PolicyApiForm); the schema comes from the model fields, with those units.

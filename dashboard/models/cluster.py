@@ -1,11 +1,13 @@
-"""A cluster: where its snapshot comes from, its round leases, and its guards."""
+"""A cluster: where its snapshot comes from (its source adapter), its round leases, and its guards."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import cast
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 
 import crs.guards
@@ -14,6 +16,8 @@ import crs.snapshot
 import crs.sources
 
 from .validators import SOURCE_CHOICES, printable_name
+
+WHATIF_QUEUE = "whatif"  # read-only what-if clusters' collects and rounds (settings.CELERY_TASK_QUEUES)
 
 
 def with_cluster(queryset: models.QuerySet, *related: str) -> models.QuerySet:
@@ -38,7 +42,7 @@ class ClusterManager(models.Manager):
         access, with one query."""
         return super().get_queryset().defer("n1")
 
-    def claim_round(self, pk: int) -> bool:
+    def lease_round(self, pk: int) -> bool:
         """True if this caller may run the cluster's round now; two rounds never overlap.
 
         A lease rather than a lock held open: a worker that dies mid-round blocks the
@@ -64,6 +68,24 @@ class ClusterManager(models.Manager):
 
     def release(self, pk: int, field: str) -> None:
         self.filter(pk=pk).update(**{field: None})
+
+    @contextmanager
+    def opened_source(self, pk: int) -> Iterator[tuple["Cluster", crs.sources.Source]]:
+        """Yield (cluster, adapter); on a clean exit the adapter's new state is stored.
+
+        The simulator is stateful and workers may be separate processes, so every adapter
+        call of one cluster is load-modify-persist under the cluster row's lock. If the
+        adapter raises, the transaction rolls back and the stored state stays as it was.
+        The stored snapshot is not read: the adapter collects a fresh one (a caller that wants
+        the stored one still gets it on first access, with one query).
+        """
+        with transaction.atomic():
+            cluster = cast("Cluster", self.select_for_update().defer("snapshot").get(pk=pk))
+            source = crs.sources.open_source(
+                cluster.source_kind, cluster.effective_source_config(), cluster.source_state or None
+            )
+            yield cluster, source
+            self.filter(pk=pk).update(source_state=source.state())
 
 
 class Cluster(models.Model):
@@ -165,6 +187,12 @@ class Cluster(models.Model):
     def read_only(self) -> bool:
         """An imported snapshot: rounds and plans run on it, but nothing can be migrated."""
         return self.source_kind == "snapshot"
+
+    @property
+    def task_queue(self) -> str:
+        """The Celery queue of the cluster's collects and rounds (settings.CELERY_TASK_QUEUES): a
+        what-if cluster's have their own, so a heavy imported snapshot cannot delay the live ones."""
+        return WHATIF_QUEUE if self.read_only else "celery"
 
     @property
     def is_proxmox(self) -> bool:

@@ -37,6 +37,14 @@ class Maintenance(models.Model):
         return f"{self.node} of {self.cluster} in maintenance since {self.entered_at:%Y-%m-%d %H:%M}"
 
 
+# Why a move of a node's evacuation waits (the migration's reason on the page and in the API).
+HELD = {
+    "paused": "the rolling maintenance is paused: this move of {node}'s evacuation starts when it is resumed",
+    "cancelled": "the rolling maintenance was cancelled: {node} stays in maintenance and its evacuation stops; "
+    "leave maintenance from the maintenance panel",
+}
+
+
 class RollingMaintenance(models.Model):
     """A rolling maintenance: the cluster's nodes taken down and brought back in turn (dashboard/rolling.py).
 
@@ -67,6 +75,24 @@ class RollingMaintenance(models.Model):
 
     def __str__(self) -> str:
         return f"rolling maintenance of {self.cluster} ({self.state})"
+
+    def holds(self, migration) -> str:
+        """Why this rolling maintenance keeps the approved `migration` from starting ("" = it does
+        not): a move of the evacuation of a node it is draining, while it is paused (the move starts
+        once it is resumed), or cancelled while the node stayed in the maintenance it entered then
+        (the move waits until an admin leaves maintenance, which expires it)."""
+        if migration.kind != "evacuation" or self.state not in HELD:
+            return ""
+        if not self.queue.filter(node=migration.source, step="draining").exists():
+            return ""
+        if (
+            self.state == "cancelled"
+            and not self.cluster.maintenances.filter(
+                node=migration.source, left_at=None, entered_at__lte=self.finished_at
+            ).exists()
+        ):
+            return ""  # left since, and entered again: a maintenance of its own
+        return HELD[self.state].format(node=migration.source)
 
 
 class RollingNode(models.Model):

@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, transaction
 
+import crs.fits
 import crs.model
 
 from .audit import AuditEvent
@@ -207,6 +208,11 @@ class Policy(models.Model):
             usage_period=float(self.usage_period),
             containers=cast(crs.model.Containers, self.containers),
         )
+
+    def limits(self) -> crs.fits.Limits:
+        """The capacity rule's limits under these settings (N+1, capacity, the guests page), whatever the preset."""
+        settings = self.engine_settings()
+        return crs.fits.Limits(float(settings.memory_reserve_bytes), settings.cpu_overcommit)
 
     def switch_preset(self, preset: str, actor) -> None:
         """One click: the preset and the settings it shapes take the engine's values of that preset; audited."""

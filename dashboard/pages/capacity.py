@@ -6,13 +6,12 @@ with the API)."""
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
-from .. import capacity, maintenance, power, tasks
-from ..ha import Refused
+from .. import capacity, events, power
+from ..errors import BadInput, Refused
 from ..models import Cluster
 from .ha import _listed
 
@@ -47,7 +46,7 @@ def _typed(cluster: Cluster, post) -> dict:
             capacity.validated(cluster, data)
         except Refused as exc:
             errors = exc.errors | errors
-        raise Refused(errors)
+        raise BadInput(errors)
     return data
 
 
@@ -80,14 +79,12 @@ def power_act(request, pk, what):
     node = request.POST.get("node", "")
     try:
         if what not in POWER_ACTIONS:
-            raise ValueError(f"action must be one of {', '.join(POWER_ACTIONS)}")
+            raise BadInput(f"action must be one of {', '.join(POWER_ACTIONS)}", field="action")
         POWER_ACTIONS[what](cluster, node, request.user)
-    except ValueError as exc:
-        return _page(request, cluster, power_error=str(exc), code=400)
-    except maintenance.Refused as exc:
-        return _page(request, cluster, power_error=str(exc), code=409)
+    except Refused as exc:  # bad input (400) or not now (409), with why
+        return _page(request, cluster, power_error=str(exc), code=exc.status)
     messages.success(request, f"{node}: powering down." if what == "down" else f"{node} is standby.")
-    transaction.on_commit(lambda: tasks.collect.delay(cluster.pk), robust=True)
+    events.collect_wanted.send(Cluster, cluster_id=cluster.pk)
     return redirect("dashboard:capacity", pk)
 
 

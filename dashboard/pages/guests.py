@@ -13,7 +13,6 @@ import crs.fits
 import crs.usage
 from crs.model import Snapshot
 
-from .. import n1
 from ..models import Cluster, Migration
 
 GIB = 2**30
@@ -107,7 +106,7 @@ def guests_page(request, pk):
     context = {
         "cluster": cluster,
         "guests": guest_rows(cluster, snapshot) if snapshot else [],
-        "nodes": node_rows(snapshot, n1.limits_of(cluster)) if snapshot else [],
+        "nodes": node_rows(snapshot, cluster.policy.limits()) if snapshot else [],
         "node_names": [n.name for n in snapshot.nodes] if snapshot else [],
     }
     return render(request, "dashboard/guests.html", context)

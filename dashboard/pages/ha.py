@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import ha
+from ..errors import Refused
 from ..models import Cluster, HaRule
 
 SEPARATORS = re.compile(r"[\s,]+")
@@ -85,7 +86,7 @@ def save_rule(request, pk, rule=None):
     data = _typed(request.POST)
     try:
         saved = ha.save_rule(cluster.pk, data, instance, request.user)
-    except ha.Refused as exc:
+    except Refused as exc:
         typed = {**request.POST.dict(), "strict": request.POST.get("strict") == "on", "pk": rule}
         return _page(request, cluster, exc.status, errors=exc.errors, typed=typed)
     messages.success(request, f"Rule {saved.rule} saved: the next round applies it.")
@@ -114,7 +115,7 @@ def opt_out(request, pk):
     guest = request.POST.get("guest", "").strip()
     try:
         ha.set_opt_out(cluster.pk, guest, choice == "1", request.user)
-    except ha.Refused as exc:
+    except Refused as exc:
         return _page(request, cluster, exc.status, opt_errors=exc.errors, typed_guest=guest)
     messages.success(request, f"{guest} {'opted out of' if choice == '1' else 'back in'} automatic rebalancing.")
     return redirect("dashboard:rules", pk)

@@ -1,15 +1,13 @@
 """The rolling maintenance page: its queue, and the buttons that start, pause, resume, cancel it
 and tell it a node is back (dashboard/rolling.py decides; the API's twin is api/rolling.py)."""
 
-from functools import partial
-
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
-from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from .. import rolling, tasks
+from .. import events, rolling
+from ..errors import BadInput, Refused
 from ..models import Cluster
 
 
@@ -45,7 +43,7 @@ def act(request, pk, what):
         if what == "start":
             size = post.get("group_size", "1").strip() or "1"
             if not size.isdigit():
-                raise rolling.BadInput("group_size", f"group_size must be a whole number 1 … {rolling.MAX_GROUP_SIZE}")
+                raise BadInput(f"group_size must be a whole number 1 … {rolling.MAX_GROUP_SIZE}", field="group_size")
             chosen = post.getlist("nodes") or None
             rolling.start(cluster, chosen, int(size), post.get("at_once") == "on", request.user)
             messages.success(request, "Rolling maintenance started.")
@@ -53,14 +51,12 @@ def act(request, pk, what):
             rolling.set_state(cluster, ACTIONS[what], request.user)
         elif what == "node-back":
             expired = rolling.node_is_back(cluster, post.get("node", ""), request.user)
-            tasks.collect_after_node_back(cluster.pk, expired)
+            events.node_back.send(Cluster, cluster_id=cluster.pk, expired=expired)
         elif what == "go-on":
             rolling.go_on(cluster, post.get("node", ""), request.user)
         else:
-            raise rolling.BadInput("action", "action must be one of start, pause, resume, cancel, node-back, go-on")
-    except rolling.BadInput as exc:
-        return _page(request, cluster, 400, "; ".join(m for ms in exc.errors.values() for m in ms))
-    except rolling.Refused as exc:
-        return _page(request, cluster, 409, str(exc))
-    transaction.on_commit(partial(tasks.rolling_next_steps, cluster.pk), robust=True)
+            raise BadInput("action must be one of start, pause, resume, cancel, node-back, go-on", field="action")
+    except Refused as exc:  # bad input (400) or not now (409), with why
+        return _page(request, cluster, exc.status, str(exc))
+    events.rolling_changed.send(Cluster, cluster_id=cluster.pk)
     return redirect("dashboard:rolling", pk)
