@@ -10,9 +10,7 @@ const migrations = new Map();  // id -> latest migration payload
 const ranges = new Map();
 let range = "3h";
 
-// Fractions (0–1) arrive from the server; this is the page's one conversion to percent.
-const percent = (fraction) => fraction * 100;
-const pct = (fraction) => percent(fraction).toFixed(1) + " %";
+// Fractions (0–1) arrive from the server: percent() and pct() are units.js's.
 const el = (id) => document.getElementById(id);
 
 // The engine's decision codes (kept in the API) in the admin's words: dashboard/wording.py's table.

@@ -8,7 +8,7 @@ from conftest import policy_form
 from django.urls import reverse
 
 from dashboard import health, tasks
-from dashboard.models import AuditEvent, Policy
+from dashboard.models import AuditEvent, Cluster, Policy
 
 pytestmark = pytest.mark.django_db
 
@@ -125,3 +125,16 @@ def test_healthz_reports_database_layer_and_last_rounds(client, cluster, monkeyp
         "last_round": {"test": None},
         "sources": {"test": "ok"},
     }
+
+
+@pytest.mark.django_db
+def test_guest_happiness_reaches_the_page_as_fractions(admin_client, collected):
+    guests = collected.snapshot["guests"]
+    guests[0]["pressure"] = {"cpu_some": 0.25, "memory_some": 0.0, "io_some": 0.0}  # stalled: unhappy
+    for guest in guests[1:]:
+        guest["pressure"] = {"cpu_some": 0.0, "memory_some": 0.0, "io_some": 0.0}
+    Cluster.objects.filter(pk=collected.pk).update(snapshot={**collected.snapshot, "guests": guests})
+    page = admin_client.get(f"/clusters/{collected.pk}/").content.decode()
+    share = (len(guests) - 1) / len(guests)
+    assert f'<data class="pct" value="{share!r}" data-digits="0">' in page  # units.js writes the percent
+    assert f'{guests[0]["sid"]} <data class="pct" value="0.75" data-digits="0">' in page  # least happy
