@@ -170,7 +170,7 @@ def _round(
         hold_count=result.explanation.hold_count,
         explanation=outcome.explanation,
         node_usage=node_usage(snapshot),
-        duration=duration,
+        duration_s=duration,
         happiness=crs.happiness.of_cluster(snapshot).share,
     )
     notify.imbalance_measured(round_)  # "imbalance above the threshold for longer than …", after commit

@@ -83,6 +83,11 @@ class MaintenanceRequestSerializer(serializers.Serializer):
 
 
 class RoundSerializer(serializers.ModelSerializer):
+    # The API's keys keep their names; the model's carry the unit.
+    duration = serializers.FloatField(
+        source="duration_s", read_only=True, allow_null=True, help_text="Seconds the round took (engine and recording)."
+    )
+
     class Meta:
         model = Round
         fields = [
@@ -105,9 +110,16 @@ class MigrationSerializer(serializers.ModelSerializer):
         slug_field="username", read_only=True, allow_null=True
     )
 
+    downtime = serializers.FloatField(
+        source="downtime_s",
+        read_only=True,
+        allow_null=True,
+        help_text="Seconds of downtime: a container moves by a restart (estimate); null = live.",
+    )
+
     class Meta:
         model = Migration
-        exclude = ["task_ids"]
+        exclude = ["task_ids", "downtime_s"]
 
 
 class LiveRoundSerializer(serializers.Serializer):
