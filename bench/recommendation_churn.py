@@ -2,7 +2,7 @@
 
 Starts the product as `make run` does (runembedded: a fresh SQLite file, the demo cluster
 with its default settings and round interval), logs in and reads the page's own JSON
-(/api/clusters/<id>/) every few seconds for `--minutes`. A recommendation "disappears"
+(/api/v1/clusters/<id>/state/) every few seconds for `--minutes`. A recommendation "disappears"
 when it leaves `suggested` (expired: replaced, overdue, outdated) without anybody deciding.
 Reported: recommendations made, how many of those made at least 3 minutes before the end
 disappeared within 3 minutes of being made (issue 11's target: at most 10 %), the reasons,
@@ -59,7 +59,7 @@ def watch(base: str, cookie: str, seconds: float, poll: float) -> dict[int, dict
     seen: dict[int, dict] = {}
     end = time.time() + seconds
     while time.time() < end:
-        request = urllib.request.Request(f"{base}/api/clusters/1/", headers={"Cookie": cookie})
+        request = urllib.request.Request(f"{base}/api/v1/clusters/1/state/", headers={"Cookie": cookie})
         for m in json.load(urllib.request.urlopen(request, timeout=30))["migrations"]:
             made = datetime.fromisoformat(m["recommended_at"]).timestamp()
             entry = seen.setdefault(m["id"], {"made": made, "gone": None, "state": m["state"], "reason": ""})

@@ -112,7 +112,7 @@ ROUNDS = Table(
         ("hold_count", "MAX(hold_count)"),
         ("explanation", "{json}"),
         ("node_usage", "{json}"),
-        ("duration", "AVG(duration)"),
+        ("duration_s", "AVG(duration_s)"),
     ),
 )
 NODES = Table(NodeSample, ("cluster_id", "node"), ("cpu", "memory"))

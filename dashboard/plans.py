@@ -68,7 +68,7 @@ def store_plan(
             priority=1 if owed else priority(step.gain),
             kind=kind,
             explanation=explanations[index] if explanations else "",
-            downtime=crs.containers.restart_downtime_s([snapshot.guest(sid) for sid in move.guests]),
+            downtime_s=crs.containers.restart_downtime_s([snapshot.guest(sid) for sid in move.guests]),
         )
         AuditEvent.objects.create(
             actor=None,

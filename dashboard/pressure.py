@@ -15,7 +15,8 @@ PINNED_SHOWN = 50  # the page lists this many; the API has them all
 
 def pressure_context(cluster):
     """What the page says about guests that hurt or cannot move: pinned guests with their reason,
-    guest happiness now and its trend over the last hour of rounds."""
+    guest happiness now and its trend over the last hour of rounds. Shares are fractions (0–1),
+    as everywhere the server sends them: the page writes percent (static/units.js)."""
     snapshot = cluster.latest_snapshot()
     if snapshot is None:
         return {"pinned": [], "pinned_more": 0, "happiness": None}
@@ -34,11 +35,11 @@ def pressure_context(cluster):
         "happiness": None
         if now.share is None
         else {
-            "share": now.share * 100,
+            "share": now.share,
             "happy": now.happy,
             "guests": now.guests,
-            "trend": None if hour_ago is None else (now.share - hour_ago) * 100,
-            "least": [{"sid": sid, "score": score * 100} for score, sid in scored[:5] if score < 1.0],
+            "trend": None if hour_ago is None else now.share - hour_ago,
+            "least": [{"sid": sid, "score": score} for score, sid in scored[:5] if score < 1.0],
         },
     }
 

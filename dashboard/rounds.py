@@ -170,7 +170,7 @@ def _round(
         hold_count=result.explanation.hold_count,
         explanation=outcome.explanation,
         node_usage=node_usage(snapshot),
-        duration=duration,
+        duration_s=duration,
         happiness=crs.happiness.of_cluster(snapshot).share,
     )
     events.round_recorded.send(Round, round_=round_)  # "imbalance above the threshold for longer than …"

@@ -10,9 +10,7 @@ const migrations = new Map();  // id -> latest migration payload
 const ranges = new Map();
 let range = "3h";
 
-// Fractions (0–1) arrive from the server; this is the page's one conversion to percent.
-const percent = (fraction) => fraction * 100;
-const pct = (fraction) => percent(fraction).toFixed(1) + " %";
+// Fractions (0–1) arrive from the server: percent() and pct() are units.js's.
 const el = (id) => document.getElementById(id);
 
 // The engine's decision codes (kept in the API) in the admin's words: dashboard/wording.py's table.
@@ -255,10 +253,10 @@ function showError(li, text) {
   li.querySelector(".reason")?.setAttribute("aria-invalid", text ? "true" : "false");
 }
 
-// An API refusal as a sentence: {"error": "..."} or a form's {"errors": {field: [{message}]}}.
+// An API refusal as a sentence: {"detail": "..."} or {field: ["message", ...]} (/api/v1/'s shapes).
 function refusal(answer, status) {
-  if (answer.error) return answer.error;
-  const messages = Object.values(answer.errors || {}).flat().map((e) => e.message);
+  if (answer.detail) return answer.detail;
+  const messages = Object.values(answer).flat().filter((m) => typeof m === "string");
   return messages.length ? messages.join("; ") : `the server refused (HTTP ${status})`;
 }
 
@@ -280,11 +278,13 @@ async function decide(li, template, id, fields) {
     // Lost the race (another admin, a newer round, or expiry): keep the card and say why, in place.
     li.classList.add("lost");
     li.querySelector(".actions")?.remove();
-    showError(li, `Too late: ${answer.error}.`);
+    showError(li, `Too late: ${answer.detail}.`);
     li.dataset.keep = "true";
     return;
   }
-  if (answer.migration) setMigration(answer.migration);
+  // The API's migration (200, or beside a refusal) over the pushed one: its state and who decided.
+  const decided = response.ok ? answer : answer.migration;
+  if (decided?.id) setMigration({...migrations.get(decided.id), ...decided});
   if (!response.ok) {
     showError(li, response.status === 401 ? "You are signed out: log in again to decide." : refusal(answer, response.status));
     li.querySelectorAll("button").forEach((b) => { b.disabled = false; });

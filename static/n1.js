@@ -49,7 +49,7 @@ async function n1Targets(details, list, node) {
   loss.recoveries.filter((r) => r.target).forEach((r) => byTarget.set(r.target, [...(byTarget.get(r.target) || []), r.sid]));
   const rows = [...byTarget.entries()].sort().map(([target, sids]) => {
     const load = loss.loads.find((l) => l.node === target);
-    const after = load ? ` (then ${Math.round(load.cpu * 100)} % of its CPU limit, ${Math.round(load.memory * 100)} % of its memory)` : "";
+    const after = load ? ` (then ${pct(load.cpu, 0)} of its CPU limit, ${pct(load.memory, 0)} of its memory)` : "";
     return n1Text("li", `to ${target}: ${sids.join(", ")}${after}`);
   });
   const lost = loss.recoveries.filter((r) => !r.target);

@@ -3,14 +3,14 @@
 // every admin who opens it (bench/README.md, Lighthouse). Plotly (zoom, pan, values on hover)
 // loads only when the admin reaches for the chart — pointer over it, a touch, keyboard
 // focus — and then takes over with the same points, axis and colours.
-// Uses times.js (ZONE, clock) for the browser's time zone, like every moment on the page.
+// Uses times.js (ZONE, clock) for the browser's time zone, like every moment on the page, and
+// units.js (percent, pct) for its figures, which arrive as fractions.
 "use strict";
 
 const TREND_POINTS = 5000;  // the most the chart keeps
 const SVG_NS = "http://www.w3.org/2000/svg";
 // rounds: the shown range's points; markers: the migrations started in it; range: its name (3h … 90d).
 const trend = {rounds: [], markers: [], range: "3h", plotly: null, element: null, padded: false};
-const asPercent = (fraction) => fraction * 100;
 
 // A moment as its wall clock in the browser's zone, in milliseconds: the axis is drawn in it,
 // and Plotly, which draws a date string's wall clock as written, is handed the same.
@@ -47,11 +47,11 @@ function svgTrend(rounds, marks, width) {
   const plotW = Math.max(10, width - left - right), plotH = height - top - bottom;
   const times = rounds.map((r) => wallMs(r.at));
   const [start, end] = axisSpan(times.concat(marks.map((m) => wallMs(m.at))));  // a live marker may lead the rounds
-  const values = rounds.flatMap((r) => [asPercent(r.imbalance), asPercent(r.threshold)]);
+  const values = rounds.flatMap((r) => [percent(r.imbalance), percent(r.threshold)]);
   const yStep = niceStep(Math.max(...values, 1) * 1.1, 5, PERCENT_STEPS);
   const yMax = Math.ceil(Math.max(...values, 1) * 1.1 / yStep) * yStep;
   const x = (ms) => left + (ms - start) / (end - start) * plotW;
-  const y = (pct) => top + plotH - pct / yMax * plotH;
+  const y = (value) => top + plotH - value / yMax * plotH;
   const parts = [];
   for (let v = 0; v <= yMax + 1e-9; v += yStep) {
     parts.push(`<line class="grid" x1="${left}" x2="${left + plotW}" y1="${y(v)}" y2="${y(v)}"/>`,
@@ -66,14 +66,14 @@ function svgTrend(rounds, marks, width) {
   }
   // Migrations that started: a triangle at the imbalance they started from, their move in a tooltip.
   for (const m of marks) {
-    const mx = x(wallMs(m.at)), my = y(asPercent(m.imbalance_before));
+    const mx = x(wallMs(m.at)), my = y(percent(m.imbalance_before));
     if (mx < left || mx > left + plotW) continue;
     parts.push(`<path class="marker" d="M${(mx - 5).toFixed(1)},${(my - 9).toFixed(1)}h10l-5,9z"><title>${escapeXml(markerText(m))}</title></path>`);
   }
-  const imbalance = rounds.map((r, i) => `${x(times[i]).toFixed(1)},${y(asPercent(r.imbalance)).toFixed(1)}`);
+  const imbalance = rounds.map((r, i) => `${x(times[i]).toFixed(1)},${y(percent(r.imbalance)).toFixed(1)}`);
   // The threshold holds from its round to the next, and on to the right edge: always a visible line.
   const threshold = rounds.flatMap((r, i) => {
-    const level = y(asPercent(r.threshold)).toFixed(1);
+    const level = y(percent(r.threshold)).toFixed(1);
     return [`${x(times[i]).toFixed(1)},${level}`, `${x(i + 1 < rounds.length ? times[i + 1] : end).toFixed(1)},${level}`];
   });
   if (rounds.length) threshold.unshift(`${left},${threshold[0].split(",")[1]}`);
@@ -81,11 +81,11 @@ function svgTrend(rounds, marks, width) {
   const last = rounds[rounds.length - 1];
   // In its own band above the plot, where Plotly puts it too; it fits a 360 px phone.
   const legend = `<g class="legend"><line class="imbalance" x1="8" x2="30" y1="38" y2="38"/>` +
-    `<text x="36" y="42">imbalance ${asPercent(last.imbalance).toFixed(1)} %</text>` +
+    `<text x="36" y="42">imbalance ${pct(last.imbalance)}</text>` +
     `<line class="threshold" x1="165" x2="187" y1="38" y2="38"/>` +
-    `<text x="193" y="42">threshold ${asPercent(last.threshold).toFixed(1)} %</text></g>`;
-  const summary = `Imbalance ${asPercent(last.imbalance).toFixed(1)} % at ${clock(last.at)}, threshold ` +
-    `${asPercent(last.threshold).toFixed(1)} %; ${rounds.length} rounds shown.`;
+    `<text x="193" y="42">threshold ${pct(last.threshold)}</text></g>`;
+  const summary = `Imbalance ${pct(last.imbalance)} at ${clock(last.at)}, threshold ` +
+    `${pct(last.threshold)}; ${rounds.length} rounds shown.`;
   return `<svg xmlns="${SVG_NS}" class="trend-svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}"` +
     ` role="img" aria-label="${summary}" data-points="${rounds.length}">` + parts.join("") + legend +
     `<text class="axis-title" x="${left + plotW / 2}" y="${height - 6}" text-anchor="middle">time (${ZONE})</text>` +
@@ -121,17 +121,17 @@ function drawPlotly() {
   const colour = (name) => style.getPropertyValue(name).trim();
   const times = trend.rounds.map((r) => wallMs(r.at));
   const x = times.map(wallText);
-  const thresholds = trend.rounds.map((r) => asPercent(r.threshold));
+  const thresholds = trend.rounds.map((r) => percent(r.threshold));
   // Like the SVG: a minute of axis at least, and the threshold drawn from its left edge.
   const span = times.length ? axisSpan(times) : null;
   trend.padded = span !== null && span[1] - span[0] > Math.max(...times) - Math.min(...times);
   const range = span ? span.map(wallText) : undefined;
   const traces = [
-    {x: x, y: trend.rounds.map((r) => asPercent(r.imbalance)), name: "imbalance", mode: "lines+markers",
+    {x: x, y: trend.rounds.map((r) => percent(r.imbalance)), name: "imbalance", mode: "lines+markers",
      line: {color: colour("--bar")}, marker: {size: 4}},
     {x: range ? [range[0], ...x] : [], y: range ? [thresholds[0], ...thresholds] : [], name: "threshold", mode: "lines",
      line: {color: colour("--threshold"), dash: "dash", width: 2, shape: "hv"}},
-    {x: trend.markers.map((m) => wallText(wallMs(m.at))), y: trend.markers.map((m) => asPercent(m.imbalance_before)),
+    {x: trend.markers.map((m) => wallText(wallMs(m.at))), y: trend.markers.map((m) => percent(m.imbalance_before)),
      text: trend.markers.map(markerText), hoverinfo: "text", name: "migration", mode: "markers",
      marker: {symbol: "triangle-down", size: 11, color: colour("--text")}},
   ];
@@ -172,7 +172,7 @@ function trendAdd(r) {
   if (trend.rounds.length > TREND_POINTS) trend.rounds.shift();
   if (trend.element.data) {
     const at = wallText(wallMs(r.at));
-    Plotly.extendTraces(trend.element, {x: [[at], [at]], y: [[asPercent(r.imbalance)], [asPercent(r.threshold)]]}, [0, 1], TREND_POINTS);
+    Plotly.extendTraces(trend.element, {x: [[at], [at]], y: [[percent(r.imbalance)], [percent(r.threshold)]]}, [0, 1], TREND_POINTS);
     if (trend.padded) drawPlotly();  // the minute of axis padding lasts only until the rounds span it
   } else {
     drawSvg();
@@ -183,7 +183,7 @@ function trendAdd(r) {
 function trendMark(mark) {
   trend.markers.push(mark);
   if (trend.element.data) {
-    Plotly.extendTraces(trend.element, {x: [[wallText(wallMs(mark.at))]], y: [[asPercent(mark.imbalance_before)]],
+    Plotly.extendTraces(trend.element, {x: [[wallText(wallMs(mark.at))]], y: [[percent(mark.imbalance_before)]],
                                         text: [[markerText(mark)]]}, [2]);
   } else {
     drawSvg();

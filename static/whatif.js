@@ -1,29 +1,28 @@
 // The what-if page: starts a replay through the API, then follows its progress until it is done.
-// Percent on the page, fractions in the API.
+// Percent on the page, fractions in the API (units.js converts).
 "use strict";
 
 const whatifConfig = JSON.parse(document.getElementById("whatif-config").textContent);
 const byId = (id) => document.getElementById(id);
-const asPct = (fraction) => (fraction * 100).toFixed(1) + " %";
 
 const moves = (count) => `${count} move${count === 1 ? "" : "s"}`;
 
 function sentence(w) {
   const r = w.result;
   const changed = Object.entries(w.changes).map(([name, value]) =>
-    name === "threshold" || name === "margin" ? `${name} ${asPct(value)}` : `${name.replace("_", " ")} ${value}`);
+    name === "threshold" || name === "margin" ? `${name} ${pct(value)}` : `${name.replace("_", " ")} ${value}`);
   const recorded = r.recorded.p90_imbalance === null ? "" :
-    ` What really happened: ${moves(r.recorded.moves)}, p90 imbalance ${asPct(r.recorded.p90_imbalance)}.`;
+    ` What really happened: ${moves(r.recorded.moves)}, p90 imbalance ${pct(r.recorded.p90_imbalance)}.`;
   const span = r.hours >= 1 ? `${r.hours.toFixed(1)} h` : `${Math.max(1, Math.round(r.hours * 60))} min`;
   return `With ${changed.join(", ") || "the current settings"}, the last ${span} (${r.rounds} rounds) ` +
-    `would have had ${moves(r.proposed.moves)} and p90 imbalance ${asPct(r.proposed.p90_imbalance)}, ` +
-    `against ${r.current.moves} and ${asPct(r.current.p90_imbalance)} with the current settings.${recorded}`;
+    `would have had ${moves(r.proposed.moves)} and p90 imbalance ${pct(r.proposed.p90_imbalance)}, ` +
+    `against ${r.current.moves} and ${pct(r.current.p90_imbalance)} with the current settings.${recorded}`;
 }
 
 function show(w) {
   byId("whatif-status").hidden = false;
   byId("whatif-progress").value = w.progress;
-  const words = {queued: "waiting for a worker", running: `replaying: ${Math.round(w.progress * 100)} %`,
+  const words = {queued: "waiting for a worker", running: `replaying: ${pct(w.progress, 0)}`,
                  done: "done", failed: `failed: ${w.error}`};
   byId("whatif-state").textContent = words[w.state] || w.state;
   byId("whatif-status").dataset.state = w.state;
@@ -41,7 +40,7 @@ async function follow(id) {
 async function start(event) {
   event.preventDefault();
   const form = event.target;
-  const fraction = (name) => Number(form.elements[name].value) / 100;
+  const fraction = (name) => fromPercent(Number(form.elements[name].value));
   const body = {threshold: fraction("threshold"), margin: fraction("margin"),
                 hold_duration: Number(form.elements.hold_duration.value), method: form.elements.method.value,
                 period: form.elements.period.value};

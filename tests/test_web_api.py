@@ -2,6 +2,7 @@
 
 import csv
 import io
+import json
 import re
 from datetime import timedelta
 
@@ -277,3 +278,34 @@ def test_round_filters_take_any_offset_python_reads(client, viewer, cluster):
     assert client.get("/api/v1/rounds/", {"until": "7795-06-07T12:37:43.230-20:19"}, **auth).status_code == 200
     late = client.get("/api/v1/rounds/", {"since": "9999-12-31T23:59:00-20:00"}, **auth)
     assert late.status_code == 400 and "since is out of range" in str(late.json())
+
+
+# The page's old session paths, for one release: (method, old, new, body, status of the new path).
+MOVED = [
+    ("get", "/api/clusters/{c}/", "/api/v1/clusters/{c}/state/", {"rounds": "1"}, 200),
+    ("post", "/api/clusters/{c}/settings", "/api/v1/clusters/{c}/settings/", {"threshold": 0.25}, 200),
+    ("post", "/api/clusters/{c}/approve-all", "/api/v1/clusters/{c}/recommendations/approve-all/", None, 200),
+    ("post", "/api/clusters/{c}/emergency-stop", "/api/v1/clusters/{c}/emergency-stop/", {"stop": True}, 200),
+    ("post", "/api/emergency-stop", "/api/v1/clusters/emergency-stop/", {"stop": True}, 200),
+    ("post", "/api/migrations/{m}/approve", "/api/v1/recommendations/{m}/approve/", None, 200),
+    ("post", "/api/migrations/{m}/reject", "/api/v1/recommendations/{m}/reject/", {"reason": "not today"}, 200),
+    ("post", "/api/migrations/{m}/fail", "/api/v1/migrations/{m}/fail/", None, 409),  # it is not running
+]
+
+
+@pytest.mark.parametrize("method, old, new, body, status", MOVED, ids=[m[1] for m in MOVED])
+def test_an_old_session_path_answers_308_to_its_api_v1_home_keeping_the_method(
+    client, admin_client, suggested, method, old, new, body, status
+):
+    old, new = (path.format(c=suggested.cluster_id, m=suggested.pk) for path in (old, new))
+    query = "?rounds=1" if method == "get" else ""
+    moved = getattr(client, method)(old + query)  # anonymous, no CSRF token: the new path asks for both
+    assert moved.status_code == 308 and moved["Location"] == new + query
+    data = {} if body is None else body if method == "get" else json.dumps(body)
+    answer = getattr(admin_client, method)(old, data, content_type="application/json", follow=True)
+    assert answer.redirect_chain == [(new + query, 308)]
+    assert answer.status_code == status, answer.content  # a GET at a POST-only path would be a 405
+    if "settings" in old:
+        assert answer.json()["threshold"] == 0.25
+    if "reject" in old:
+        assert Migration.objects.get(pk=suggested.pk).reason == "not today"

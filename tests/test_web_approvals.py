@@ -32,7 +32,7 @@ def test_fifty_concurrent_approvals_start_one_migration(operator, suggested, mon
         connection.close()  # back to the pool (10 connections), not held while all 50 wait here
         barrier.wait()
         try:
-            statuses.append(client.post(reverse("dashboard:approve", args=[suggested.pk])).status_code)
+            statuses.append(client.post(reverse("api:recommendation-approve", args=[suggested.pk])).status_code)
         finally:
             connection.close()
 
@@ -53,7 +53,7 @@ def test_fifty_concurrent_approvals_start_one_migration(operator, suggested, mon
 def test_approve_queues_execution_once(admin_client, suggested, django_capture_on_commit_callbacks, monkeypatch):
     started = []
     monkeypatch.setattr("dashboard.tasks.execute.delay", started.append)
-    url = reverse("dashboard:approve", args=[suggested.pk])
+    url = reverse("api:recommendation-approve", args=[suggested.pk])
     with django_capture_on_commit_callbacks(execute=True):
         first = admin_client.post(url)
         second = admin_client.post(url)
@@ -66,14 +66,14 @@ def test_approve_queues_execution_once(admin_client, suggested, django_capture_o
 
 
 def test_approving_a_rejected_recommendation_says_where_it_is(admin_client, suggested):
-    admin_client.post(reverse("dashboard:reject", args=[suggested.pk]), {"reason": "not now"})
-    response = admin_client.post(reverse("dashboard:approve", args=[suggested.pk]))
+    admin_client.post(reverse("api:recommendation-reject", args=[suggested.pk]), {"reason": "not now"})
+    response = admin_client.post(reverse("api:recommendation-approve", args=[suggested.pk]))
     assert response.status_code == 409
-    assert response.json()["error"] == f"migration {suggested.pk} is rejected (not now), not a pending recommendation"
+    assert response.json()["detail"] == f"migration {suggested.pk} is rejected (not now), not a pending recommendation"
 
 
 def test_reject_keeps_the_reason(admin_client, admin, suggested):
-    response = admin_client.post(reverse("dashboard:reject", args=[suggested.pk]), {"reason": "backup window"})
+    response = admin_client.post(reverse("api:recommendation-reject", args=[suggested.pk]), {"reason": "backup window"})
     assert response.status_code == 200
     migration = Migration.objects.get(pk=suggested.pk)
     assert (migration.state, migration.reason, migration.decided_by) == ("rejected", "backup window", admin)
@@ -86,20 +86,20 @@ def test_approving_a_stale_recommendation_expires_it(admin_client, suggested):
         {**g, "node": "node03"} if g["sid"] == suggested.leader else g for g in cluster.snapshot["guests"]
     ]
     cluster.save()
-    response = admin_client.post(reverse("dashboard:approve", args=[suggested.pk]))
+    response = admin_client.post(reverse("api:recommendation-approve", args=[suggested.pk]))
     assert response.status_code == 409
     assert Migration.objects.get(pk=suggested.pk).state == "expired"
-    assert "is no longer running on node01 (now started on node03)" in response.json()["error"]
+    assert "is no longer running on node01 (now started on node03)" in response.json()["detail"]
 
 
 def test_viewer_may_not_approve(client, viewer, suggested):
     client.force_login(viewer)
-    assert client.post(reverse("dashboard:approve", args=[suggested.pk])).status_code == 403
+    assert client.post(reverse("api:recommendation-approve", args=[suggested.pk])).status_code == 403
     assert Migration.objects.get(pk=suggested.pk).state == "suggested"
 
 
 def test_approve_needs_post(admin_client, suggested):
-    assert admin_client.get(reverse("dashboard:approve", args=[suggested.pk])).status_code == 405
+    assert admin_client.get(reverse("api:recommendation-approve", args=[suggested.pk])).status_code == 405
 
 
 @pytest.mark.parametrize(

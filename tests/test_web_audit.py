@@ -19,7 +19,7 @@ def test_settings_changes_record_old_and_new_from_form_api_and_admin(client, adm
     client.force_login(admin)
     client.post(reverse("dashboard:settings", args=[cluster.pk]), policy_form(threshold=20, cooldown=45))
     client.post(
-        reverse("dashboard:api-settings", args=[cluster.pk]),
+        reverse("api:cluster-policy", args=[cluster.pk]),
         json.dumps({"margin": 0.15}),
         content_type="application/json",
     )
@@ -55,8 +55,8 @@ def test_approval_and_rejection_are_recorded_with_actor_and_reason(client, opera
         target="node05",
     )
     client.force_login(operator)
-    client.post(reverse("dashboard:reject", args=[other.pk]), {"reason": "node05 is being patched"})
-    client.post(reverse("dashboard:approve", args=[suggested.pk]))
+    client.post(reverse("api:recommendation-reject", args=[other.pk]), {"reason": "node05 is being patched"})
+    client.post(reverse("api:recommendation-approve", args=[suggested.pk]))
     events = {e.action: e for e in AuditEvent.objects.all()}
     assert events["rejected"].details == {"reason": "node05 is being patched"}
     assert (events["approved"].actor, events["approved"].cluster) == (operator, suggested.cluster)

@@ -48,7 +48,7 @@ BAD = [
     (API, {"margin": 1e400}, "margin: Infinity is not a number; use finite values"),
     (API, {"cooldown": 10**30}, "cooldown must be between 0 and 604800 seconds"),
     (API, [1, 2], "the body must be a JSON object of settings"),
-    (API, "not json", "the body must be a JSON object of settings"),
+    (API, "not json", "body (line 1 column 1): not JSON"),
     (REJECT, {}, "reason is required: say why, for the audit trail"),
     (REJECT, {"reason": "x" * 501}, "reason must be at most 500 characters"),
     (IMPORT, {"name": "lab one!"}, "name may contain only letters, digits, - and _"),
@@ -99,9 +99,9 @@ def send(client, kind, data, cluster, migration):
         return client.post(reverse("dashboard:settings", args=[cluster.pk]), policy_form(**data))
     if kind == API:
         body = data if isinstance(data, str) else json.dumps(data)
-        return client.post(reverse("dashboard:api-settings", args=[cluster.pk]), body, content_type="application/json")
+        return client.post(reverse("api:cluster-policy", args=[cluster.pk]), body, content_type="application/json")
     if kind == REJECT:
-        return client.post(reverse("dashboard:reject", args=[migration.pk]), data)
+        return client.post(reverse("api:recommendation-reject", args=[migration.pk]), data)
     snapshot = data.get("snapshot", cluster.snapshot)
     text = json.dumps(data["edit"](snapshot) if "edit" in data else snapshot)
     if "text" in data:
@@ -152,7 +152,7 @@ def test_an_import_never_stores_keys_the_contract_does_not_define(admin_client, 
 
 
 def test_api_errors_are_json_and_pages_stay_html(admin_client, collected):
-    for path in ("/api/clusters/999999/", "/api/no-such-thing"):
+    for path in ("/api/clusters/999999/nodes", "/api/no-such-thing"):
         response = admin_client.get(path)
         assert response.status_code == 404 and response.json() == {"error": f"not found: {path}"}
     page = admin_client.get("/clusters/999999/")
@@ -162,9 +162,9 @@ def test_api_errors_are_json_and_pages_stay_html(admin_client, collected):
 def test_a_failed_csrf_check_on_the_api_is_json(admin, collected):
     client = Client(enforce_csrf_checks=True)
     client.force_login(admin)
-    url = reverse("dashboard:api-settings", args=[collected.pk])
+    url = reverse("api:cluster-policy", args=[collected.pk])
     response = client.post(url, json.dumps({"threshold": 20}), content_type="application/json")
-    assert response.status_code == 403 and "CSRF check failed" in response.json()["error"]
+    assert response.status_code == 403 and "CSRF Failed" in response.json()["detail"]
     assert Policy.objects.get(cluster=collected).threshold != 20
 
 
@@ -172,19 +172,19 @@ def test_a_server_error_on_the_api_is_json(admin, collected, monkeypatch):
     def broken(cluster, rounds_shown):
         raise RuntimeError("the history table is unreadable")
 
-    monkeypatch.setattr("dashboard.pages.views.live.history", broken)
+    monkeypatch.setattr("dashboard.live.sender.history", broken)
     client = Client(raise_request_exception=False)
     client.force_login(admin)
-    response = client.get(reverse("dashboard:api-cluster", args=[collected.pk]))
+    response = client.get(reverse("api:cluster-state", args=[collected.pk]))
     assert response.status_code == 500 and response.json()["error"].startswith("server error")
     assert "unreadable" not in response.content.decode()  # the reason goes to the log, not the client
 
 
 @pytest.mark.parametrize("shown", ["0", "-1", "two", "5001", "1.5", "٣"])
 def test_the_cluster_api_refuses_a_bad_rounds_count_naming_it(admin_client, collected, shown):
-    response = admin_client.get(reverse("dashboard:api-cluster", args=[collected.pk]), {"rounds": shown})
+    response = admin_client.get(reverse("api:cluster-state", args=[collected.pk]), {"rounds": shown})
     assert response.status_code == 400
-    assert response.json()["errors"]["rounds"] == [f"rounds must be a whole number from 1 to 5000, not {shown!r}"]
+    assert response.json()["rounds"] == [f"rounds must be a whole number from 1 to 5000, not {shown!r}"]
 
 
 def test_a_stored_snapshot_this_version_refuses_is_named_not_a_500(admin_client, collected):
@@ -198,6 +198,6 @@ def test_a_body_beyond_the_upload_limit_is_a_json_400(admin, collected, settings
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     client = Client(raise_request_exception=False)
     client.force_login(admin)
-    url = reverse("dashboard:api-settings", args=[collected.pk])
+    url = reverse("api:cluster-policy", args=[collected.pk])
     response = client.post(url, json.dumps({"mode": "x" * 2000}), content_type="application/json")
     assert response.status_code == 400 and response.json() == {"error": "the request body is larger than 1000 bytes"}

@@ -76,7 +76,7 @@ def test_bad_input_to_the_production_stack_is_a_400_naming_the_field(stack):
     headers = {"Cookie": cookie, "X-CSRFToken": csrf, "Content-Type": "application/json"}
     for body, said in BAD_SETTINGS:
         request = urllib.request.Request(
-            f"{stack}/api/clusters/1/settings", data=body.encode(), headers=headers, method="POST"
+            f"{stack}/api/v1/clusters/1/settings/", data=body.encode(), headers=headers, method="POST"
         )
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=30)
@@ -84,7 +84,7 @@ def test_bad_input_to_the_production_stack_is_a_400_naming_the_field(stack):
         assert refused.value.code == 400 and said in text, (body[:40], refused.value.code, text[:300])
     settings = json.load(
         urllib.request.urlopen(
-            urllib.request.Request(f"{stack}/api/clusters/1/", headers={"Cookie": cookie}), timeout=30
+            urllib.request.Request(f"{stack}/api/v1/clusters/1/state/", headers={"Cookie": cookie}), timeout=30
         )
     )["settings"]
     assert settings["threshold"] == 0.3 and settings["margin"] == 0.1  # nothing stored was changed

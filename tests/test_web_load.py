@@ -63,7 +63,7 @@ def test_a_burst_of_200_viewers_gets_no_5xx_and_the_pool_bounds_connections(redi
         env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "CRS_SECRET_KEY": "load-test"}
         assert start(["manage.py", "shell", "-c", make_viewer], env, ARTIFACTS / "load-setup.log").wait(120) == 0
         cookie = login(base, "viewer", "viewer-password")
-        url = f"{base}/api/clusters/1/"
+        url = f"{base}/api/v1/clusters/1/state/"
 
         peak, done = [0], threading.Event()
 
@@ -84,7 +84,7 @@ def test_a_burst_of_200_viewers_gets_no_5xx_and_the_pool_bounds_connections(redi
         assert 1 <= peak[0] <= POOL_SIZE
         assert web_connections(database_url) <= POOL_SIZE
         figures = (
-            f"{BURST} concurrent GET /api/clusters/1/: {statuses.count(200)} x 200, "
+            f"{BURST} concurrent GET /api/v1/clusters/1/state/: {statuses.count(200)} x 200, "
             f"{sum(s >= 500 for s in statuses)} x 5xx; web connections peak {peak[0]} (pool {POOL_SIZE})\n"
         )
 
@@ -106,7 +106,9 @@ def test_a_burst_of_200_viewers_gets_no_5xx_and_the_pool_bounds_connections(redi
         operator = login(base, "operator", "operator-password")
         with ThreadPoolExecutor(BURST) as pool:
             answers = list(
-                pool.map(lambda _: answer_of(f"{base}/api/migrations/100000/approve", operator, True), range(BURST))
+                pool.map(
+                    lambda _: answer_of(f"{base}/api/v1/recommendations/100000/approve/", operator, True), range(BURST)
+                )
             )
         clicks = [status for status, _ in answers]
         assert clicks == [200] * BURST, {s: clicks.count(s) for s in set(clicks)}

@@ -31,7 +31,7 @@ def test_approving_a_step_approves_the_steps_it_was_computed_behind(
     steps = list(Migration.objects.order_by("step"))
     assert len(steps) >= 3
     with django_capture_on_commit_callbacks(execute=True):
-        answer = admin_client.post(reverse("dashboard:approve", args=[steps[2].pk]))
+        answer = admin_client.post(reverse("api:recommendation-approve", args=[steps[2].pk]))
     assert answer.status_code == 200
     states = dict(Migration.objects.values_list("pk", "state"))
     assert [states[m.pk] for m in steps[:3]] == ["approved"] * 3
@@ -153,7 +153,7 @@ def test_emergency_stop_expires_approved_aborts_running_and_a_second_click_lifts
     assert not Migration.objects.filter(state="approved").exists()  # automation paused
     lifted = client.post(url, {"stop": False}, content_type="application/json").json()["clusters"]
     assert lifted == [{"id": cluster.pk, "name": "test", "stopped": False}]
-    assert client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).json()["stopped"] is False
+    assert client.get(reverse("api:cluster-state", args=[cluster.pk])).json()["stopped"] is False
     actions = list(AuditEvent.objects.filter(action__startswith="emergency").values_list("action", "actor"))
     assert sorted(actions) == [("emergency-stop", operator.pk), ("emergency-stop-lifted", operator.pk)]
     assert client.post(url, {"stop": "maybe"}, content_type="application/json").json() == {

@@ -58,15 +58,15 @@ def test_of_two_followers_of_one_migration_one_goes_on(suggested, monkeypatch):
 def test_an_operator_marks_a_stuck_migration_failed_and_it_is_audited(suggested, operator, client, monkeypatch):
     migration = running_without_follower(suggested, monkeypatch)
     client.force_login(operator)
-    url = reverse("dashboard:mark-failed", args=[migration.pk])
+    url = reverse("api:migration-fail", args=[migration.pk])
     response = client.post(url)
     assert response.status_code == 200
-    assert response.json()["migration"]["state"] == "failed"
+    assert response.json()["state"] == "failed"
     event = AuditEvent.objects.get(migration=migration, action="failed")
     assert event.actor == operator
     assert event.details["reason"] == "marked failed by operator; the adapter's task was not stopped"
     again = client.post(url)
-    assert again.status_code == 409 and again.json()["error"] == f"migration {migration.pk} is failed, not running"
+    assert again.status_code == 409 and again.json()["detail"] == f"migration {migration.pk} is failed, not running"
 
 
 @pytest.mark.django_db
@@ -91,7 +91,7 @@ def test_the_page_offers_mark_failed_once_the_follower_is_silent(suggested, monk
 def test_a_viewer_cannot_mark_a_migration_failed(suggested, viewer, client, monkeypatch):
     migration = running_without_follower(suggested, monkeypatch)
     client.force_login(viewer)
-    assert client.post(reverse("dashboard:mark-failed", args=[migration.pk])).status_code == 403
+    assert client.post(reverse("api:migration-fail", args=[migration.pk])).status_code == 403
     assert Migration.objects.get(pk=migration.pk).state == "running"
 
 

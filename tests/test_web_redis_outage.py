@@ -100,7 +100,7 @@ def test_redis_outage_pauses_live_updates_and_everything_resumes(stack, redis_se
     began = time.monotonic()
     arrived = asyncio.run(asyncio.wait_for(reconnect(base, path, cookie, back), timeout=90))
     print(f"live rounds again {arrived - began:.1f} s after Redis returned")
-    status, state = get(f"{base}/api/clusters/{cluster.pk}/", cookie)
+    status, state = get(f"{base}/api/v1/clusters/{cluster.pk}/state/", cookie)
     rounds = [datetime.fromisoformat(r["at"]).timestamp() for r in json.loads(state)["rounds"]]
     assert status == 200 and max(rounds) > back  # the page's catch-up read has the resumed rounds
     status, page = get(f"{base}/clusters/{cluster.pk}/", cookie)

@@ -22,18 +22,18 @@ def test_approvals_on_what_if_and_archived_clusters_are_refused_saying_why(
 ):
     Cluster.objects.filter(pk=suggested.cluster_id).update(**change)
     client.force_login(operator)
-    response = client.post(reverse("dashboard:approve", args=[suggested.pk]))
-    assert response.status_code == 409 and response.json()["error"] == refusal
+    response = client.post(reverse("api:recommendation-approve", args=[suggested.pk]))
+    assert response.status_code == 409 and response.json()["detail"] == refusal
     assert Migration.objects.get(pk=suggested.pk).state == "suggested"
 
 
 def test_a_reject_that_was_not_recorded_answers_409(client, operator, suggested):
     client.force_login(operator)
-    url = reverse("dashboard:reject", args=[suggested.pk])
+    url = reverse("api:recommendation-reject", args=[suggested.pk])
     assert client.post(url, {"reason": "first"}).status_code == 200
     late = client.post(url, {"reason": "second"})  # as the loser of two concurrent rejects
     assert late.status_code == 409
-    assert late.json()["error"] == (
+    assert late.json()["detail"] == (
         f"migration {suggested.pk} was rejected by someone else first: this decision was not recorded"
     )
     assert AuditEvent.objects.get(action="rejected").details["reason"] == "first"

@@ -99,8 +99,8 @@ def test_a_round_that_keeps_the_plan_describes_the_kept_plan_on_page_api_and_tra
         r"not better by the margin 10%| is the same)\."
     )
     assert re.fullmatch(pattern, reason), reason
-    state = admin_client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).json()
-    page = admin_client.get(reverse("dashboard:api-cluster", args=[cluster.pk]), {"rounds": 1}).json()
+    state = admin_client.get(reverse("api:cluster-state", args=[cluster.pk])).json()
+    page = admin_client.get(reverse("api:cluster-state", args=[cluster.pk]), {"rounds": 1}).json()
     api = admin_client.get("/api/v1/rounds/", {"cluster": cluster.pk}).json()
     assert len(state["rounds"]) == Round.objects.filter(cluster=cluster).count() > 1  # every recent round by default
     assert len(page["rounds"]) == 1 and page["rounds"] == state["rounds"][-1:]  # what the page asks for: the last
@@ -195,7 +195,9 @@ def test_rejecting_a_step_expires_the_steps_behind_it_and_keeps_the_ones_before(
     Policy.objects.filter(cluster=cluster).update(hold_duration=0)
     run_round(cluster, django_capture_on_commit_callbacks)
     rejected = Migration.objects.get(step=1)
-    answer = admin_client.post(reverse("dashboard:reject", args=[rejected.pk]), {"reason": "that node is for tests"})
+    answer = admin_client.post(
+        reverse("api:recommendation-reject", args=[rejected.pk]), {"reason": "that node is for tests"}
+    )
     assert answer.status_code == 200
     later = Migration.objects.filter(plan=1, step__gt=1)
     assert {(m.state, m.reason) for m in later} == {

@@ -162,7 +162,7 @@ def test_failing_source_shows_on_the_page_and_in_healthz_and_keeps_history(admin
     admin_client.force_login(User.objects.get(username="admin"))
     page = admin_client.get(reverse("dashboard:cluster", args=[cluster.pk])).content.decode()
     assert "Source unreachable or refused" in page
-    assert admin_client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).json()["source"]["error"]
+    assert admin_client.get(reverse("api:cluster-state", args=[cluster.pk])).json()["source"]["error"]
 
     Cluster.objects.filter(pk=collected.pk).update(source_config={"migration_mib_s": 1e9, "nodes": 6, "hot_nodes": 2})
     collect.apply(args=[collected.pk])

@@ -52,3 +52,14 @@ def test_vendored_plotly_is_the_basic_bundle_with_its_origin():
     readme = open(finders.find("vendor/README.md"), encoding="utf-8").read()
     version = re.search(r"plotly\.js \(basic - minified\) v(\S+)", head).group(1)
     assert f"plotly.js-basic-dist-min@{version}" in readme and "MIT" in readme
+
+
+def test_the_page_turns_fractions_into_percent_in_one_place():
+    """The server sends fractions (0–1); units.js alone makes percent of them (and back)."""
+    from django.conf import settings
+
+    converting = re.compile(r"[*/]\s*100\b(?!0)")
+    scripts = {p.name for p in (settings.BASE_DIR / "static").glob("*.js") if converting.search(p.read_text())}
+    assert scripts == {"units.js"}
+    templates = [p.name for p in (settings.BASE_DIR / "templates").rglob("*.html") if "widthratio" in p.read_text()]
+    assert templates == []

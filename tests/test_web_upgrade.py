@@ -132,3 +132,55 @@ def test_the_upgrade_can_be_undone(previous_release):
     assert list(rounds.values_list("hold_count", flat=True)) == [2, 0]
     event = apps.get_model("dashboard", "AuditEvent").objects.get(action="settings-changed")
     assert event.details["changes"] == {"threshold": [30, 20], "cooldown": [30, 45], "suggestion_expiry": [15, 20]}
+
+
+BEFORE_UNITS = [("dashboard", "0022_n1task")]  # the last migration before the units in the names
+
+
+@pytest.fixture
+def before_units():
+    """A round and a container's move as the release before the units in the field names stored them."""
+    apps = migrate(BEFORE_UNITS)
+    try:
+        cluster = apps.get_model("dashboard", "Cluster").objects.create(name="old", source_kind="simulator")
+        apps.get_model("dashboard", "Round").objects.create(
+            cluster=cluster,
+            at="2026-11-27T20:00:00Z",
+            imbalance=0.42,
+            threshold=0.3,
+            decision="migrate",
+            hold_count=3,
+            explanation={"reason": "…"},
+            node_usage={"node01": {"cpu": 0.5, "memory": 0.25}},
+            duration=0.125,
+        )
+        apps.get_model("dashboard", "Migration").objects.create(
+            cluster=cluster,
+            state="suggested",
+            leader="ct:201",
+            guests=["ct:201"],
+            source="node01",
+            target="node02",
+            imbalance_before=0.42,
+            imbalance_after=0.3,
+            relative_gain=0.29,
+            margin=0.1,
+            method="bruteforce",
+            downtime=12.5,
+        )
+        yield cluster.pk
+    finally:
+        migrate(latest())
+
+
+def test_a_round_and_a_move_read_the_same_once_their_fields_carry_the_unit(before_units, admin_client):
+    migrate(latest())
+    assert Round.objects.get(cluster_id=before_units).duration_s == 0.125
+    assert Migration.objects.get(cluster_id=before_units).downtime_s == 12.5
+    # The API's keys keep their names.
+    assert admin_client.get("/api/v1/rounds/", {"cluster": before_units}).json()["results"][0]["duration"] == 0.125
+    moves = admin_client.get("/api/v1/migrations/", {"cluster": before_units}).json()["results"]
+    assert moves[0]["downtime"] == 12.5 and "downtime_s" not in moves[0]
+    apps = migrate(BEFORE_UNITS)  # and back
+    assert apps.get_model("dashboard", "Round").objects.get(cluster_id=before_units).duration == 0.125
+    assert apps.get_model("dashboard", "Migration").objects.get(cluster_id=before_units).downtime == 12.5

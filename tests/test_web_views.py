@@ -8,7 +8,7 @@ from conftest import policy_form
 from django.urls import reverse
 
 from dashboard import health, tasks
-from dashboard.models import AuditEvent, Policy
+from dashboard.models import AuditEvent, Cluster, Policy
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +29,7 @@ def test_page_loads_history_once_from_the_api(admin_client, suggested):
     body = admin_client.get("/").content.decode()
     assert 'id="ws-state"' in body and "vendor/plotly-basic.min.js" in body and 'id="settings-form"' in body
     assert 'id="history"' not in body and str(suggested.guests[0]) not in body  # no embedded copy
-    history = admin_client.get(reverse("dashboard:api-cluster", args=[suggested.cluster.pk])).json()
+    history = admin_client.get(reverse("api:cluster-state", args=[suggested.cluster.pk])).json()
     assert [m["id"] for m in history["migrations"]] == [suggested.pk]
 
 
@@ -80,36 +80,36 @@ def test_viewer_may_not_change_settings(client, viewer, cluster):
 
 
 def test_api_settings_accepts_a_partial_change(admin_client, cluster):
-    url = reverse("dashboard:api-settings", args=[cluster.pk])
+    url = reverse("api:cluster-policy", args=[cluster.pk])
     response = admin_client.post(url, json.dumps({"hold_duration": 0}), content_type="application/json")
     assert response.status_code == 200
-    assert response.json()["settings"]["hold_duration"] == 0
-    assert response.json()["settings"]["threshold"] == 0.3
+    assert response.json()["hold_duration"] == 0
+    assert response.json()["threshold"] == 0.3
 
 
 def test_api_speaks_fractions_and_seconds_like_the_rounds(admin_client, collected, django_capture_on_commit_callbacks):
-    url = reverse("dashboard:api-settings", args=[collected.pk])
+    url = reverse("api:cluster-policy", args=[collected.pk])
     change = {"threshold": 0.25, "cooldown": 600, "recommendation_expiry": 90, "memory_reserve": 2**30}
     response = admin_client.post(url, json.dumps(change), content_type="application/json")
     assert response.status_code == 200, response.json()
-    assert {name: response.json()["settings"][name] for name in change} == change
+    assert {name: response.json()[name] for name in change} == change
     policy = Policy.objects.get(cluster=collected)
     assert (policy.threshold, policy.cooldown) == (0.25, timedelta(minutes=10))
     with django_capture_on_commit_callbacks(execute=True):
         tasks.balancing_round.apply(args=[collected.pk])
-    cluster = admin_client.get(reverse("dashboard:api-cluster", args=[collected.pk])).json()
+    cluster = admin_client.get(reverse("api:cluster-state", args=[collected.pk])).json()
     assert cluster["settings"]["threshold"] == cluster["rounds"][-1]["threshold"] == 0.25
 
 
 def test_api_settings_error_names_the_field(admin_client, cluster):
-    url = reverse("dashboard:api-settings", args=[cluster.pk])
+    url = reverse("api:cluster-policy", args=[cluster.pk])
     response = admin_client.post(url, json.dumps({"margin": -3}), content_type="application/json")
     assert response.status_code == 400
-    assert response.json()["errors"]["margin"][0]["message"] == "margin must be between 0 and 1"
+    assert response.json()["margin"] == ["margin must be between 0 and 1"]
 
 
 def test_api_requires_login(client, cluster):
-    assert client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).status_code == 401
+    assert client.get(reverse("api:cluster-state", args=[cluster.pk])).status_code == 401
 
 
 def test_healthz_reports_database_layer_and_last_rounds(client, cluster, monkeypatch):
@@ -125,3 +125,16 @@ def test_healthz_reports_database_layer_and_last_rounds(client, cluster, monkeyp
         "last_round": {"test": None},
         "sources": {"test": "ok"},
     }
+
+
+@pytest.mark.django_db
+def test_guest_happiness_reaches_the_page_as_fractions(admin_client, collected):
+    guests = collected.snapshot["guests"]
+    guests[0]["pressure"] = {"cpu_some": 0.25, "memory_some": 0.0, "io_some": 0.0}  # stalled: unhappy
+    for guest in guests[1:]:
+        guest["pressure"] = {"cpu_some": 0.0, "memory_some": 0.0, "io_some": 0.0}
+    Cluster.objects.filter(pk=collected.pk).update(snapshot={**collected.snapshot, "guests": guests})
+    page = admin_client.get(f"/clusters/{collected.pk}/").content.decode()
+    share = (len(guests) - 1) / len(guests)
+    assert f'<data class="pct" value="{share!r}" data-digits="0">' in page  # units.js writes the percent
+    assert f'{guests[0]["sid"]} <data class="pct" value="0.75" data-digits="0">' in page  # least happy

@@ -266,5 +266,6 @@ def test_page_shows_proxmox_balancer_beside_ours_and_says_it_moves_nothing_by_it
     collect.apply(args=[cluster.pk])
     page = admin_client.get(f"/clusters/{cluster.pk}/").content.decode()
     assert "Proxmox's own automatic rebalancing is on" in page
-    assert "<td>25 %</td><td>30 %</td>" in page  # threshold: Proxmox's (a fraction there) and ours
+    # threshold: Proxmox's (a fraction there) and ours, as fractions: units.js writes "25 %" and "30 %"
+    assert '<td><data class="pct" value="0.25" data-digits="0"></data></td><td><data class="pct" value="0.3"' in page
     assert "as fractions" in page

@@ -159,13 +159,13 @@ def test_an_approved_move_waits_when_the_window_closed_and_says_for_which(
     assert first.reason == f"waiting for the window {WEEKDAYS[day]} 02:00–05:00 (Europe/Berlin)"
     served = admin_client.get(f"/api/v1/migrations/{first.pk}/").json()
     assert served["state"] == "approved" and served["reason"] == first.reason
-    loaded = admin_client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).json()  # what the page loads
+    loaded = admin_client.get(reverse("api:cluster-state", args=[cluster.pk])).json()  # what the page loads
     row = next(m for m in loaded["migrations"] if m["id"] == first.pk)
     assert (row["state"], row["reason"]) == ("approved", first.reason)  # the row shows it beside "approved"
     execute(first.pk)  # every round queues it again: the trail says it once
     assert AuditEvent.objects.filter(action="start-held", migration=first).count() == 1
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)  # the status line says it too
-    status = admin_client.get(reverse("dashboard:api-cluster", args=[cluster.pk])).json()
+    status = admin_client.get(reverse("api:cluster-state", args=[cluster.pk])).json()
     assert status["rounds"][-1]["explanation"]["waiting"].endswith(f"until it finishes; {first.reason}")
 
 

@@ -77,5 +77,5 @@ def test_the_pages_say_decisions_and_settings_in_words_and_the_api_keeps_codes(c
     plan = client.get(reverse("dashboard:plan", args=[collected.pk])).content.decode()
     code = client.get(reverse("dashboard:plan", args=[collected.pk]), {"format": "json"}).json()["decision"]
     assert f'data-decision="{code}">{wording.DECISIONS[code]}</strong>' in plan
-    api = client.get(reverse("dashboard:api-cluster", args=[collected.pk])).json()
+    api = client.get(reverse("api:cluster-state", args=[collected.pk])).json()
     assert api["settings"]["mode"] == "dynamic" and api["settings"]["imbalance_scale"] == "raw"

@@ -8,17 +8,18 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_seriali
 from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 
 from .. import events, history, maintenance, outcomes, whatif, windows
 from ..approvals import apply_all, not_migratable, toggle_stop
+from ..forms import PolicyApiForm
 from ..live import sender as live
 from ..models import (
     Cluster,
 )
 from .base import ApiViewSet, errors_of, filtered, form_parameters
-from .filters import HistoryRangeForm, OutcomeFilterForm
+from .filters import HistoryRangeForm, OutcomeFilterForm, RoundsShownForm
+from .parsers import StrictJSONParser
 from .serializers import (
     AutomationSerializer,
     ClusterSerializer,
@@ -32,6 +33,7 @@ from .serializers import (
     NodeSerializer,
     OutcomeSummarySerializer,
     PolicySerializer,
+    StateSerializer,
     StoppedSerializer,
     WhatIfRequestSerializer,
     WhatIfSerializer,
@@ -66,17 +68,29 @@ class ClusterViewSet(ApiViewSet):
     def guests(self, request, pk=None):
         return Response(GuestSerializer(self._snapshot().guests, many=True).data)
 
+    @extend_schema(parameters=form_parameters(RoundsShownForm), responses=StateSerializer)
+    @action(detail=True, pagination_class=None)
+    def state(self, request, pk=None):
+        """What the live page loads once its socket listens: the settings, the last rounds, the
+        newest migrations, the source's health and the N+1 verdict, shaped as the pushes are."""
+        cluster = self.get_object()
+        shown = filtered(RoundsShownForm, request)["rounds"]
+        settings = {"preset": cluster.policy.preset, **PolicyApiForm.values(cluster.policy)}
+        state = {"id": cluster.pk, "name": cluster.name, "stopped": cluster.stopped, "settings": settings}
+        return Response(state | live.history(cluster, shown))
+
     @extend_schema(methods=["GET"], responses=PolicySerializer)
-    @extend_schema(methods=["PATCH"], request=PolicySerializer, responses=PolicySerializer)
+    @extend_schema(methods=["PATCH", "POST"], request=PolicySerializer, responses=PolicySerializer)
     @action(
         detail=True,
-        methods=["get", "patch"],
+        methods=["get", "patch", "post"],
         serializer_class=PolicySerializer,
         write_permission="dashboard.change_policy",
         url_path="settings",
     )
     def policy(self, request, pk=None):
-        """Read or change the settings; a change applies from the next round and restarts the hold."""
+        """Read or change the settings; a change applies from the next round and restarts the hold.
+        POST is PATCH (the old session path /api/clusters/{id}/settings posts here by its 308)."""
         policy = self.get_object().policy
         if request.method == "GET":
             return Response(PolicySerializer(policy).data)
@@ -122,7 +136,7 @@ class ClusterViewSet(ApiViewSet):
         detail=True,
         methods=["post"],
         url_path="emergency-stop",
-        parser_classes=[JSONParser],  # `stop` is a JSON boolean; a form's "0" would read as one
+        parser_classes=[StrictJSONParser],  # `stop` is a JSON boolean; a form's "0" would read as one
         write_permission="dashboard.approve_migration",
     )
     def emergency_stop(self, request, pk=None):
@@ -138,7 +152,7 @@ class ClusterViewSet(ApiViewSet):
         methods=["post"],
         url_path="emergency-stop",
         url_name="emergency-stop-all",
-        parser_classes=[JSONParser],
+        parser_classes=[StrictJSONParser],
         write_permission="dashboard.approve_migration",
     )
     def emergency_stop_all(self, request):

@@ -7,6 +7,7 @@ from django import forms
 
 from .. import history, outcomes
 from ..forms import cluster_choice
+from ..live import sender as live
 from ..models import (
     Migration,
 )
@@ -68,3 +69,18 @@ class HistoryRangeForm(forms.Form):
 
     def clean_range(self) -> str:
         return self.cleaned_data["range"] or "3h"
+
+
+class RoundsShownForm(forms.Form):
+    rounds = forms.CharField(
+        required=False,
+        help_text=f"Only the last N rounds (the page asks for 1); the default and most: {live.ROUNDS_SHOWN}.",
+    )
+
+    def clean_rounds(self) -> int:
+        given = self.cleaned_data["rounds"]
+        if not given:
+            return live.ROUNDS_SHOWN
+        if not (given.isascii() and given.isdigit() and 1 <= int(given) <= live.ROUNDS_SHOWN):  # not "٣", not "1.5"
+            raise forms.ValidationError(f"rounds must be a whole number from 1 to {live.ROUNDS_SHOWN}, not {given!r}")
+        return int(given)

@@ -64,8 +64,8 @@ class ClusterCollector:
                 imbalance.add_metric(name, last.imbalance)
                 threshold.add_metric(name, last.threshold)
                 last_round.add_metric(name, last.at.timestamp())
-                if last.duration is not None:
-                    round_seconds.add_metric(name, last.duration)
+                if last.duration_s is not None:
+                    round_seconds.add_metric(name, last.duration_s)
             hold.add_metric(name, cluster.hold_count)
             hold_needed.add_metric(name, cluster.policy.hold_duration)
             by_state = counts.get(cluster.pk, {})

@@ -74,13 +74,18 @@ class RecommendationViewSet(ApiViewSet):
         data = filtered(RecommendationFilterForm, request)
         return Response(self.get_serializer(by_cluster(self.get_queryset(), data["cluster"]), many=True).data)
 
-    def _decided(self, pk, wanted, recorded=True, refusal=""):
+    def _decided(self, pk, wanted, recorded=True, refusal="", already=False):
+        """200 with the migration if this decision took, 409 saying where it is otherwise. A second
+        approval of an approved move (a double click, a colleague first) changes nothing: 200, saying so."""
         migration = Migration.objects.select_related("decided_by").get(pk=pk)
         if error := refusal or decision_conflict(migration, wanted, recorded):
             return Response(
                 {"detail": error, "migration": MigrationSerializer(migration).data}, status.HTTP_409_CONFLICT
             )
-        return Response(MigrationSerializer(migration).data)
+        data = MigrationSerializer(migration).data
+        if already:
+            data["already"] = f"migration {pk} was {wanted} already: this changed nothing"
+        return Response(data)
 
     def _pending(self, pk):
         """Any migration, so that a decision someone else made first answers 409 rather than 404."""
@@ -89,15 +94,20 @@ class RecommendationViewSet(ApiViewSet):
     @extend_schema(
         request=None,
         responses={
-            200: MigrationSerializer,
+            200: OpenApiResponse(
+                MigrationSerializer,
+                description="Approved; when it was approved already (a double click), `already` says so too.",
+            ),
             409: OpenApiResponse(description="Already decided, or expired: `detail` says why."),
         },
     )
     @action(detail=True, methods=["post"])
     def approve(self, request, pk=None):
-        """Approve: it runs as soon as a slot is free. One that no longer fits the cluster expires (409)."""
+        """Approve, with the steps of its plan it was computed behind: it runs as soon as a slot is
+        free. One that no longer fits the cluster expires (409)."""
         migration = self._pending(pk)
-        return self._decided(migration.pk, "approved", refusal=approve_migration(migration, request.user)[0])
+        refusal, approved = approve_migration(migration, request.user)
+        return self._decided(migration.pk, "approved", refusal=refusal, already=migration.pk not in approved)
 
     @extend_schema(
         request=RejectSerializer,

@@ -84,6 +84,11 @@ class MaintenanceRequestSerializer(serializers.Serializer):
 
 
 class RoundSerializer(serializers.ModelSerializer):
+    # The API's keys keep their names; the model's carry the unit.
+    duration = serializers.FloatField(
+        source="duration_s", read_only=True, allow_null=True, help_text="Seconds the round took (engine and recording)."
+    )
+
     class Meta:
         model = Round
         fields = [
@@ -106,9 +111,41 @@ class MigrationSerializer(serializers.ModelSerializer):
         slug_field="username", read_only=True, allow_null=True
     )
 
+    downtime = serializers.FloatField(
+        source="downtime_s",
+        read_only=True,
+        allow_null=True,
+        help_text="Seconds of downtime: a container moves by a restart (estimate); null = live.",
+    )
+
     class Meta:
         model = Migration
-        exclude = ["task_ids"]
+        exclude = ["task_ids", "downtime_s"]
+
+
+class LiveRoundSerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    imbalance = serializers.FloatField(help_text="A fraction, 0–1.")
+    threshold = serializers.FloatField(help_text="A fraction, 0–1, as it was for this round.")
+    decision = serializers.CharField()
+    hold_count = serializers.IntegerField()
+    hold_duration = serializers.IntegerField(help_text="In rounds.")
+    explanation = serializers.JSONField()
+    node_usage = serializers.JSONField(help_text="Per node, `cpu` and `memory` as fractions, 0–1.")
+    happiness = serializers.FloatField(allow_null=True, help_text="Share of happy guests, a fraction, 0–1.")
+
+
+class StateSerializer(serializers.Serializer):
+    """What the live page loads before the pushes keep it current (dashboard/live/sender.py's payloads)."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    stopped = serializers.BooleanField(help_text="The emergency stop holds.")
+    settings = serializers.JSONField(help_text="The preset and the settings, in the units of /settings/.")
+    rounds = LiveRoundSerializer(many=True, help_text="Oldest first.")
+    migrations = serializers.ListField(child=serializers.JSONField(), help_text="The 30 newest, as pushed.")
+    source = serializers.JSONField(help_text="`error` (empty: collecting fine) and `at`.")  # type: ignore[assignment]  # a field named like Field.source
+    n1 = serializers.JSONField(allow_null=True, help_text="The last N+1 verdict; null before the first.")
 
 
 @extend_schema_serializer(component_name="Settings")  # the admin's word; the model stays Policy
@@ -193,7 +230,15 @@ class AuditEventSerializer(serializers.ModelSerializer):
 
 
 class RejectSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=500, help_text="Why, for the audit trail.")
+    reason = serializers.CharField(
+        max_length=500,
+        help_text="Why, for the audit trail.",
+        error_messages={  # the page's form's words
+            "required": RejectForm.base_fields["reason"].error_messages["required"],
+            "blank": RejectForm.base_fields["reason"].error_messages["required"],
+            "max_length": RejectForm.base_fields["reason"].error_messages["max_length"],
+        },
+    )
 
     def validate(self, attrs):
         form = RejectForm(attrs)  # the page's rules and messages

@@ -69,7 +69,7 @@ def migration_payload(migration: Migration) -> dict:
         "finished_at": migration.finished_at.isoformat() if migration.finished_at else None,
         "observed_5m": migration.observed_5m,
         "observed_1h": migration.observed_1h,
-        "downtime": migration.downtime,
+        "downtime": migration.downtime_s,
         # from when the page offers "Mark failed": its follower silent (models.migration.silent)
         "silent_from": silent.isoformat() if (silent := migration.silent_from) else None,
     }

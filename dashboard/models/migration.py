@@ -94,7 +94,7 @@ class Migration(models.Model):
     after = models.PositiveSmallIntegerField(null=True, blank=True)
     plan_gain = models.FloatField(null=True, blank=True)
     alternatives = models.JSONField(default=list, blank=True, help_text="Next-best targets, best first.")
-    downtime = models.FloatField(
+    downtime_s = models.FloatField(
         null=True, blank=True, help_text="Seconds of downtime: a container moves by a restart (estimate); null = live."
     )
     priority = models.PositiveSmallIntegerField(default=5, help_text="1 mandatory … 5 slight gain, as DRS grades.")

@@ -14,7 +14,7 @@ class Round(models.Model):
     hold_count = models.IntegerField()  # rounds of the hold served, as in the explanation
     explanation = models.JSONField()
     node_usage = models.JSONField()  # {node: {"cpu": fraction, "memory": fraction}}
-    duration = models.FloatField(null=True, blank=True)  # seconds the round took (engine and recording), for /metrics
+    duration_s = models.FloatField(null=True, blank=True)  # seconds the round took (engine and recording), for /metrics
     happiness = models.FloatField(null=True, blank=True)  # share of happy guests (crs.happiness); None: no data
     # As it ages a round is folded into a mean over `span` seconds (history.py): 0 = one round.
     # A folded row's imbalance and threshold are means, `imbalance_max` the highest it covers,

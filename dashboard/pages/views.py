@@ -1,9 +1,7 @@
-"""The live page, its settings form, the JSON API for approvals and settings, and /healthz.
+"""The live page, its settings form, and /healthz. What the page asks and does in JSON is /api/v1/.
 
 Every page needs a login (LoginRequiredMiddleware) and a role's permission (roles.py).
 """
-
-from functools import wraps
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required, permission_required
@@ -13,37 +11,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 import crs.model
-from crs.fields import read_json
 
 from .. import health, history
-from ..approvals import approve_migration, decision_conflict, fail_migration, reject_migration
-from ..forms import PolicyApiForm, PolicyForm, RejectForm, json_settings
-from ..live import sender as live
-from ..models import Cluster, Migration
+from ..forms import PolicyForm
+from ..models import Cluster
 from ..pressure import pressure_context
 from . import windows
-
-
-def api(permission: str):
-    """The JSON API's access check: 401 without a login, 403 without the role's permission.
-
-    An API client gets JSON, never the login page; LoginRequiredMiddleware is told to leave
-    these views alone because they answer for themselves.
-    """
-
-    def decorate(view):
-        @login_not_required
-        @wraps(view)
-        def wrapped(request, *args, **kwargs):
-            if not request.user.is_authenticated:
-                return JsonResponse({"error": "log in first"}, status=401)
-            if not request.user.has_perm(permission):
-                return JsonResponse({"error": f"your role lacks the permission {permission}"}, status=403)
-            return view(request, *args, **kwargs)
-
-        return wrapped
-
-    return decorate
 
 
 @permission_required("dashboard.view_cluster", raise_exception=True)
@@ -109,93 +82,6 @@ def switch_preset(request, pk):
     cluster.policy.switch_preset(preset, request.user)
     messages.success(request, f"Preset {preset}: its settings apply from the next round.")
     return redirect("dashboard:cluster", pk)
-
-
-@require_GET
-@api("dashboard.view_cluster")
-def api_cluster(request, pk):
-    """The cluster's state; `?rounds=N` keeps only its last N rounds (the page asks for 1)."""
-    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
-    shown = request.GET.get("rounds", str(live.ROUNDS_SHOWN))
-    if not shown.isascii() or not shown.isdigit() or not 1 <= int(shown) <= live.ROUNDS_SHOWN:
-        return JsonResponse(
-            {"errors": {"rounds": [f"rounds must be a whole number from 1 to {live.ROUNDS_SHOWN}, not {shown!r}"]}},
-            status=400,
-        )
-    return JsonResponse(
-        {
-            "id": cluster.pk,
-            "name": cluster.name,
-            "stopped": cluster.stopped,
-            "settings": {"preset": cluster.policy.preset, **PolicyApiForm.values(cluster.policy)},
-            **live.history(cluster, int(shown)),
-        }
-    )
-
-
-@require_POST
-@api("dashboard.change_policy")
-def api_settings(request, pk):
-    cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
-    try:
-        data = read_json(request.body, ValueError, "body")
-    except ValueError as exc:  # NaN, a 400-digit number, NUL, deep nesting, a key twice: named
-        return JsonResponse({"error": f"the body must be a JSON object of settings: {exc}"}, status=400)
-    if not isinstance(data, dict):
-        return JsonResponse({"error": "the body must be a JSON object of settings"}, status=400)
-    form, errors = json_settings(cluster.policy, data)
-    if errors:
-        return JsonResponse({"errors": errors}, status=400)
-    return JsonResponse({"settings": PolicyApiForm.values(form.save_by(request.user))})
-
-
-@require_POST
-@api("dashboard.approve_migration")
-def approve(request, pk):
-    """Approve one recommendation, and the steps of its plan it was computed behind."""
-    migration = get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
-    refusal, approved = approve_migration(migration, request.user)
-    if refusal:
-        return JsonResponse({"error": refusal, "migration": live.migration_payload(migration)}, status=409)
-    return _decided(pk, "approved", already=pk not in approved)
-
-
-@require_POST
-@api("dashboard.approve_migration")
-def reject(request, pk):
-    migration = get_object_or_404(Migration, pk=pk)
-    form = RejectForm(request.POST)
-    if not form.is_valid():
-        return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
-    recorded = reject_migration(migration, request.user, form.cleaned_data["reason"])
-    return _decided(pk, "rejected", recorded)
-
-
-@require_POST
-@api("dashboard.approve_migration")
-def mark_failed(request, pk):
-    get_object_or_404(Migration, pk=pk)
-    migration, error = fail_migration(pk, request.user)
-    payload = live.migration_payload(migration)
-    return (
-        JsonResponse({"error": error, "migration": payload}, status=409)
-        if error
-        else JsonResponse({"migration": payload})
-    )
-
-
-def _decided(pk, wanted, recorded: bool = True, already: bool = False):
-    """200 with the migration if this decision took, 409 saying where it is otherwise. A second
-    approval of an approved move (a double click, a colleague first) changes nothing: 200, saying so."""
-    migration = Migration.objects.select_related("decided_by").get(pk=pk)
-    payload = live.migration_payload(migration)
-    if error := decision_conflict(migration, wanted, recorded):
-        return JsonResponse({"error": error, "migration": payload}, status=409)
-    if already:
-        return JsonResponse(
-            {"already": f"migration {pk} was {wanted} already: this changed nothing", "migration": payload}
-        )
-    return JsonResponse({"migration": payload})
 
 
 @require_GET

@@ -6,6 +6,7 @@ from django.views.decorators.http import require_GET
 
 from crs.errors import CrsError
 
+from ..forms import PolicyForm
 from ..models import Cluster
 from ..whatif import PERIODS, compare_methods
 
@@ -26,6 +27,7 @@ def page(request, pk):
         {
             "cluster": cluster,
             "policy": cluster.policy,
+            "settings_form": PolicyForm(instance=cluster.policy),  # threshold and margin typed in percent
             "methods": compare_methods(snapshot) if snapshot else None,
             "periods": list(PERIODS),
             "latest": latest,
