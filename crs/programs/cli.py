@@ -154,10 +154,11 @@ REPLAY_HELP = """A trace through the engine's rounds on a simulated cluster, eve
 Time is true by default: a round per 5-minute sample, a migration its real seconds inside it.
 
 Traces (--trace): bitbrains (the default: 416 VMs with their real sizes), planetlab (1052 VMs, CPU only),
-google (800 VMs, CPU and memory), or a directory holding one of those formats. PlanetLab and Google give
-no VM sizes: each of their VMs takes the cores and memory of a Bitbrains VM drawn with a fixed seed (the
-same on every run), and a PlanetLab VM also that VM's memory usage over the day. Origins and licences:
-crs/data/traces/README.md."""
+google (800 VMs, CPU and memory), bitbrains-2013-07|08|09 (eight days of each Rnd month, 423-498 VMs with
+their real sizes; tune on one month, judge on another), or a directory holding one of those formats.
+PlanetLab and Google give no VM sizes: each of their VMs takes the cores and memory of a Bitbrains VM drawn
+with a fixed seed (the same on every run), and a PlanetLab VM also that VM's memory usage over the day.
+Origins and licences: crs/data/traces/README.md."""
 
 
 POWER_SIZE = "4c,8g"
@@ -165,7 +166,9 @@ RESOURCES = {"cpu": "CPU", "memory": "memory"}
 
 
 def _replay_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--trace", help="bitbrains (default), planetlab, google, or a trace directory")
+    parser.add_argument(
+        "--trace", help="bitbrains (default), planetlab, google, bitbrains-2013-07|08|09, or a trace directory"
+    )
     parser.add_argument("--nodes", type=int, default=12, help="number of simulated nodes (default 12)")
     parser.add_argument("--hot-nodes", type=int, default=3, help="nodes the initial placement crowds (default 3)")
     parser.add_argument("--seed", type=int, default=0, help="initial placement and failure draws (default 0)")
@@ -322,9 +325,9 @@ def _list_traces(as_json: bool) -> int:
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'trace':<12} {'days':>5} {'VMs':>5} {'sample':>7}")
+    print(f"{'trace':<18} {'days':>5} {'VMs':>5} {'sample':>7}")
     for row in rows:
-        print(f"{row['trace']:<12} {row['days']:>5g} {row['vms']:>5} {row['sample_s']:>6}s")
+        print(f"{row['trace']:<18} {row['days']:>5g} {row['vms']:>5} {row['sample_s']:>6}s")
     return 0
 
 
