@@ -156,8 +156,9 @@ Time is true by default: a round per 5-minute sample, a migration its real secon
 Traces (--trace): bitbrains (the default: 416 VMs with their real sizes), planetlab (1052 VMs, CPU only),
 google (800 VMs, CPU and memory), bitbrains-2013-07|08|09 (eight days of each Rnd month, 423-498 VMs with
 their real sizes; tune on one month, judge on another), or a directory holding one of those formats.
-PlanetLab and Google give no VM sizes: each of their VMs takes the cores and memory of a Bitbrains VM drawn
-with a fixed seed (the same on every run), and a PlanetLab VM also that VM's memory usage over the day.
+PlanetLab and Google give no VM sizes: each of their VMs takes the cores and memory of a
+Bitbrains VM drawn with a fixed seed (the same on every run), and a PlanetLab VM also that VM's memory usage
+over the day.
 Origins and licences: crs/data/traces/README.md."""
 
 
