@@ -18,7 +18,7 @@ from ..capacity import parse_size
 from ..decision import RoundResult
 from ..errors import CrsError
 from ..fits import Limits
-from ..model import METHODS, MODES, OBJECTIVES, SCALES, Settings, Snapshot
+from ..model import FORECAST_USES, METHODS, MODES, OBJECTIVES, SCALES, Settings, Snapshot
 from ..replay_power import Power
 from ..sources import trace
 from ..sources.config import ConfigError
@@ -52,6 +52,9 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
         help="preview the planner rounds use with a budget of K moves (down to the file's target imbalance)",
     )
     p.add_argument("--objective", choices=OBJECTIVES, help="even, pressure or both, instead of the file's objective")
+    p.add_argument(
+        "--forecast", choices=FORECAST_USES, help="on: plans read the guests' forecast peaks; instead of the file's"
+    )
     p.set_defaults(handler=_plan)
     s = sub.add_parser("score", help="rank the nodes for placing one guest")
     s.add_argument("snapshot")
@@ -82,8 +85,9 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
 
 def _plan(args: argparse.Namespace) -> int:
     snap = snapshot.load_file(args.snapshot)
-    if args.objective:
-        snap = snap.with_settings(dataclasses.replace(snap.settings, objective=args.objective))
+    overrides = {k: getattr(args, k) for k in ("objective", "forecast") if getattr(args, k)}
+    if overrides:
+        snap = snap.with_settings(dataclasses.replace(snap.settings, **overrides))
     result = balancer.plan(snap, steps=args.steps)
     if args.json:
         print(json.dumps(result.to_plan_dict(steps=args.steps is not None), indent=2))
@@ -189,6 +193,13 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
         choices=OBJECTIVES,
         help="even (default), pressure or both; the summary counts guest-minutes under pressure for each",
     )
+    parser.add_argument(
+        "--forecast",
+        choices=FORECAST_USES,
+        help="on: plans read each guest's forecast from its trace history (from day 2 on): pressure moves ahead "
+        "of a predicted stall, no move onto a node predicted to stall within the hour; default the preset's "
+        "(product on, proxmox off)",
+    )
     parser.add_argument("--method", choices=METHODS, help=f"default {d.method}")
     parser.add_argument("--scale", dest="imbalance_scale", choices=SCALES, help="imbalance scale")
     parser.add_argument("--threshold", type=float, help="fraction; default the preset's")
@@ -286,7 +297,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _replay_settings(args: argparse.Namespace) -> Settings:
     """The flags given, over the preset's values; the contract's checks name a bad field and its range."""
-    names = ["mode", "preset", "objective", "method", "imbalance_scale", "threshold", "hold_duration", "margin"]
+    names = ["mode", "preset", "objective", "forecast", "method", "imbalance_scale", "threshold", "hold_duration"]
+    names += ["margin"]
     names += ["cpu_overcommit"]
     names += list(PLAN_SETTINGS)
     given = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
@@ -341,8 +353,8 @@ def _replay_table(result: replay.Replay, out: dict[str, Any], trace_name: str) -
     lines = [
         f"replay of {trace_name}: {out['rounds']} rounds, {out['trace_hours']:.1f} h of trace, "
         f"{out['runtime_s']:.1f} s",
-        f"policy: mode {s.mode}, method {s.method}, threshold {s.threshold:g}, hold {s.hold_duration}, "
-        f"margin {s.margin:g}, scale {s.imbalance_scale}",
+        f"policy: mode {s.mode}, objective {s.objective}, forecast {s.forecast}, method {s.method}, "
+        f"threshold {s.threshold:g}, hold {s.hold_duration}, margin {s.margin:g}, scale {s.imbalance_scale}",
         "",
         f"{'hour':>4} {'mean':>7} {'max':>7} {'migrations':>10}",
     ]
