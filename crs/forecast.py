@@ -6,6 +6,11 @@ percentile rather than the mean: a forecast that misses the peak misses the stal
 measure is the mean absolute error of each guest's next-hour peak, beside the naive
 forecast "the next hour peaks as the last one did". A guest with less history than one
 day (one season) is not forecast.
+
+Plans use it with `settings.forecast` on (`stalls`, `barred`, `foreseen`): a node whose
+guests are predicted to stall it within the hour takes no guest, and a stall due before a
+move could finish is relieved ahead of it. Only a peak that came back on most past days is
+trusted for that: the seasonal peak overshoots flat hours, a repeated rise is what it foretells.
 """
 
 from __future__ import annotations
@@ -61,6 +66,10 @@ def accuracy(usage: np.ndarray, samples_per_hour: int, hours_per_day: int = 24) 
 # -- the forecast a plan uses ---------------------------------------------------------
 
 SEEN_SHARE = 0.9  # a past day "saw" the peak when that hour reached this share of it
+# A stall is predicted only from a peak seen on at least two days and on most of the days looked
+# at: on the July week a spike of day 1 (10:35) that day 2 did not repeat drew 22 moves ahead of
+# nothing when one day's peak was trusted (bench/README.md).
+MIN_SEEN = 2
 HOUR_S = 3600.0
 
 
@@ -126,8 +135,9 @@ def _when(taken_at: str | None, at_s: float) -> str:
 def stalls(snapshot: Snapshot, limits: pressure.Limits) -> tuple[Stall, ...]:
     """Per usable node, the soonest time within the hour when its guests' demand is predicted to
     stall it: CPU contention beyond the limit, or memory use beyond the node's memory limit.
-    The demand then is the level now, but for the guests predicted to peak at that time, which
-    count at their forecast peak; a guest without a forecast counts as it is now."""
+    The demand then is the level now, but for the guests predicted to peak at that time whose
+    peak repeats (`MIN_SEEN`), which count at their forecast peak; any other guest counts as it
+    is now."""
     settings = snapshot.settings
     out = []
     for node in (n for n in snapshot.nodes if n.usable):
@@ -135,7 +145,9 @@ def stalls(snapshot: Snapshot, limits: pressure.Limits) -> tuple[Stall, ...]:
         times = sorted({g.forecast.at_s for g in guests if g.forecast is not None})
         cpu_now, memory_now = pressure.node_cpu_used(snapshot, node), pressure.node_memory_used(snapshot, node)
         for at in times:
-            rising = [g for g in guests if g.forecast is not None and g.forecast.at_s == at]
+            rising = [g for g in guests if g.forecast is not None and g.forecast.at_s == at and _repeats(g.forecast)]
+            if not rising:
+                continue
             cpu = cpu_now + sum(max(0.0, g.forecast.cpu - g.cpu_usage) for g in rising if g.forecast)
             memory = memory_now + sum(
                 max(0.0, g.forecast.memory_bytes - g.mem_usage_bytes) for g in rising if g.forecast
@@ -154,6 +166,11 @@ def stalls(snapshot: Snapshot, limits: pressure.Limits) -> tuple[Stall, ...]:
             out.append(Stall(node.name, resource, at, load, top.forecast.seen, top.forecast.days, sids, lead))
             break
     return tuple(out)
+
+
+def _repeats(f: Forecast) -> bool:
+    """The peak came back day after day: trusted for a plan (`MIN_SEEN`)."""
+    return f.seen >= MIN_SEEN and 2 * f.seen > f.days
 
 
 def barred(snapshot: Snapshot, found: tuple[Stall, ...]) -> frozenset[tuple[str, str]]:

@@ -13,6 +13,7 @@ from crs import forecast, snapshot
 from crs.balancer import run_round
 from crs.decision import RoundState
 from crs.errors import SnapshotError
+from crs.pressure import Limits
 from crs.programs.cli import main
 
 FIXTURE = Path(__file__).parent / "fixtures" / "forecast" / "node03-peak-at-1325.json"
@@ -109,3 +110,21 @@ def test_the_daily_job_is_forecast_at_its_hour_with_the_days_that_saw_it():
     assert (job.cpu, job.at_s, job.seen, job.days) == (4.0, 900.0, 2, 2)
     assert job.memory_bytes == 4.0 * 2**30
     assert (flat.cpu, flat.seen, flat.days) == (1.0, 2, 2)
+
+
+def test_a_peak_seen_on_one_day_only_moves_nothing():
+    snap = peak_file()
+    once = replace(
+        snap,
+        guests=tuple(
+            replace(g, forecast=replace(g.forecast, seen=1, days=5)) if g.forecast else g for g in snap.guests
+        ),
+    )
+    result = run_round(once, QUIET)
+    assert result.decision != "migrate" and "Predicted" not in result.explanation.reason
+    assert forecast.stalls(once, Limits()) == ()
+
+
+def test_a_forecast_beyond_the_trace_or_within_its_first_day_is_none():
+    cpu = daily_job(2)
+    assert forecast.next_hour(cpu, cpu, cpu.shape[1], PER_DAY, 300.0) == [None, None]
