@@ -52,7 +52,7 @@ def run_round(
         state = replace(state, stalled_nodes=pressure.stalled_nodes(snapshot, _limits(settings)))
         relieving = None if wait or short or snapshot.in_motion else _relief(snapshot, guards, current, lasting)
         if relieving is None and not (wait or short or snapshot.in_motion):
-            relieving = None
+            relieving = _ahead(snapshot, guards, current, foreseen)
         if not snapshot.in_motion and (relieving is not None or settings.objective == "pressure"):
             decision, reason, steps = relieving or _no_relief(snapshot, wait or short, guards)
             return _result(settings, loads, current, decision, reason, state, state.hold_count, len(steps), steps)
