@@ -48,12 +48,12 @@ def sizing(name: str) -> dict[str, Any]:
     return {"peak_cores": peak, "fit": fit, "short": short}
 
 
-def run(job: tuple[str, int, str, str, str]) -> dict[str, Any]:
-    name, nodes, size, objective, use = job
+def run(job: tuple[str, int, str, str, str, int | None]) -> dict[str, Any]:
+    name, nodes, size, objective, use, days = job
     settings = snapshot.parse_settings(
         {"preset": "product", "mode": "dynamic", "objective": objective, "forecast": use}
     )
-    rounds = trace.load(name).samples
+    rounds = trace.load(name).samples if days is None else days * trace.SAMPLES_PER_DAY
     began, cpu_began = time.perf_counter(), time.process_time()
     result = replay.replay({"trace": name, "nodes": nodes, "hot_nodes": 3}, settings, rounds, cooldown_s=COOLDOWN_S)
     wall, cpu = time.perf_counter() - began, time.process_time() - cpu_began
