@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from . import pressure
-from .model import Forecast, Pressure, Snapshot
+from .model import Forecast, Guest, Pressure, Snapshot
 
 PERCENTILE = 90.0  # of the same hour's peaks over the past days
 DAYS_BACK = 28  # four weeks of history at most
@@ -139,9 +139,13 @@ def stalls(snapshot: Snapshot, limits: pressure.Limits) -> tuple[Stall, ...]:
     peak repeats (`MIN_SEEN`), which count at their forecast peak; any other guest counts as it
     is now."""
     settings = snapshot.settings
+    forecast_on: dict[str, list[Guest]] = {}
+    for g in snapshot.guests:
+        if g.forecast is not None:
+            forecast_on.setdefault(g.node, []).append(g)
     out = []
-    for node in (n for n in snapshot.nodes if n.usable):
-        guests = [g for g in snapshot.guests if g.node == node.name and g.forecast is not None]
+    for node in (n for n in snapshot.nodes if n.usable and n.name in forecast_on):
+        guests = forecast_on[node.name]
         times = sorted({g.forecast.at_s for g in guests if g.forecast is not None})
         cpu_now, memory_now = pressure.node_cpu_used(snapshot, node), pressure.node_memory_used(snapshot, node)
         for at in times:
