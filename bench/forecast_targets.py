@@ -13,7 +13,6 @@ the forecast's rules were tuned on, so the targets are judged on August and Sept
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from multiprocessing import Pool
 from typing import Any
@@ -22,7 +21,7 @@ from crs import replay, snapshot
 from crs.sources import trace
 from crs.sources.simulator import NODE_SIZES
 
-from .results import RESULTS, record
+from .results import record
 
 REPORTED = ("bitbrains-2013-08", "bitbrains-2013-09")
 SHORT_SHARE = 0.8  # the run short of CPU: its threads at most this share of the peak demand
@@ -145,9 +144,6 @@ def main() -> None:
     with Pool(args.jobs) as pool:
         runs = pool.map(run, jobs, chunksize=1)
     judged = verdicts(runs)
-    (RESULTS / "forecast_targets_runs.json").write_text(
-        json.dumps({"sizing": sizes, "runs": runs, "targets": judged}, indent=2) + "\n"
-    )
     for r in runs:
         later = r["later"]
         print(
