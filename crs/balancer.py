@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import gating, pressure
+from . import forecast, gating, pressure
 from .bundles import movable_bundles
 from .decision import Decision, Explanation, Move, RoundResult, RoundState, Step, total_gain
 from .fits import committed, guest_cores, room
@@ -41,11 +41,18 @@ def run_round(
     # Why no placement can help this round's stalls (the cluster as a whole lacks the CPU or
     # memory): said under every objective, and no pressure move is made meanwhile.
     short = pressure.cluster_short(snapshot, _limits(settings))
+    # With the forecast on, no move goes to a node predicted to stall within the hour, and a
+    # stall due before a move could finish is relieved ahead of it (crs.forecast).
+    foreseen = forecast.stalls(snapshot, _limits(settings)) if settings.forecast == "on" else ()
+    if foreseen:
+        guards = replace(guards, barred=guards.barred | forecast.barred(snapshot, foreseen))
     if settings.objective != "even":
         wait, state = gating.gate(snapshot, state)  # every round: a state change restarts the quiet minute
         lasting = frozenset(state.stalled_nodes)
         state = replace(state, stalled_nodes=pressure.stalled_nodes(snapshot, _limits(settings)))
         relieving = None if wait or short or snapshot.in_motion else _relief(snapshot, guards, current, lasting)
+        if relieving is None and not (wait or short or snapshot.in_motion):
+            relieving = _ahead(snapshot, guards, current, foreseen)
         if not snapshot.in_motion and (relieving is not None or settings.objective == "pressure"):
             decision, reason, steps = relieving or _no_relief(snapshot, wait or short, guards)
             return _result(settings, loads, current, decision, reason, state, state.hold_count, len(steps), steps)
@@ -56,6 +63,12 @@ def run_round(
         if settings.objective != "even"
         else f" {short[0].upper()}{short[1:]}."
     )
+    if foreseen:
+        note += (
+            f" No move onto {', '.join(s.node for s in foreseen)}: "
+            + "; ".join(s.text(snapshot.taken_at) for s in foreseen)
+            + "."
+        )
     waiting = _waiting(snapshot, stats, state, current, proxmox_gate)
     if waiting is not None:
         decision, reason, new_state = waiting
@@ -127,6 +140,23 @@ def _relief(
         f" (AHP weights: {weights}; consistency ratio {pressure.WEIGHTS.consistency_ratio:.1%}{_period(settings)})"
     )
     return "migrate", reason, tuple(steps)
+
+
+def _ahead(
+    snapshot: Snapshot, guards: Guards, current: float, foreseen: tuple[forecast.Stall, ...]
+) -> tuple[Decision, str, tuple[Step, ...]] | None:
+    """Pressure moves ahead of the predicted stalls that are due (within a round and a
+    migration of now), planned on the snapshot as predicted at them; their reason starts with
+    what was predicted. None: no stall is due, or none has a guest to move."""
+    due = tuple(s for s in foreseen if s.due)
+    if not due:
+        return None
+    found = _relief(forecast.foreseen(snapshot, due), guards, current)
+    if found is None:
+        return None
+    decision, reason, steps = found
+    said = "; ".join(s.text(snapshot.taken_at) for s in due)
+    return decision, f"{said[0].upper()}{said[1:]}. {reason}", steps
 
 
 def _period(settings: Settings) -> str:

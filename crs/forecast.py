@@ -6,13 +6,22 @@ percentile rather than the mean: a forecast that misses the peak misses the stal
 measure is the mean absolute error of each guest's next-hour peak, beside the naive
 forecast "the next hour peaks as the last one did". A guest with less history than one
 day (one season) is not forecast.
+
+Plans use it with `settings.forecast` on (`stalls`, `barred`, `foreseen`): a node whose
+guests are predicted to stall it within the hour takes no guest, and a stall due before a
+move could finish is relieved ahead of it. Only a peak that came back on most past days is
+trusted for that: the seasonal peak overshoots flat hours, a repeated rise is what it foretells.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 
 import numpy as np
+
+from . import pressure
+from .model import Forecast, Guest, Pressure, Snapshot
 
 PERCENTILE = 90.0  # of the same hour's peaks over the past days
 DAYS_BACK = 28  # four weeks of history at most
@@ -52,3 +61,162 @@ def accuracy(usage: np.ndarray, samples_per_hour: int, hours_per_day: int = 24) 
     if not seasonal_errors:
         return None
     return Accuracy(float(np.mean(seasonal_errors)), float(np.mean(naive_errors)), int(np.size(seasonal_errors)))
+
+
+# -- the forecast a plan uses ---------------------------------------------------------
+
+SEEN_SHARE = 0.9  # a past day "saw" the peak when that hour reached this share of it
+# A stall is predicted only from a peak seen on at least two days and on most of the days looked
+# at: on the July week a spike of day 1 (10:35) that day 2 did not repeat drew 22 moves ahead of
+# nothing when one day's peak was trusted (bench/README.md).
+MIN_SEEN = 2
+HOUR_S = 3600.0
+
+
+def next_hour(cpu: np.ndarray, memory: np.ndarray, now: int, per_day: int, step_s: float) -> list[Forecast | None]:
+    """Each guest's peak over the samples after `now` (an hour of them), from the same samples
+    of up to `DAYS_BACK` past days: per sample the `PERCENTILE` of the past days' values, the
+    peak the highest of those. None for every guest while there is less than a day of history
+    before the hour (one season): the round is then reactive for them."""
+    horizon = round(HOUR_S / step_s)
+    days = min(DAYS_BACK, (now + 1) // per_day)
+    if days < 1 or now >= cpu.shape[1]:
+        return [None] * cpu.shape[0]
+    index = now + np.arange(1, horizon + 1)[None, :] - per_day * np.arange(1, days + 1)[:, None]  # (days, horizon)
+    past_cpu = cpu[:, index]  # (guests, days, horizon)
+    by_sample = np.percentile(past_cpu, PERCENTILE, axis=1)
+    at = by_sample.argmax(axis=1)
+    peak = by_sample[np.arange(len(at)), at]
+    mem = np.percentile(memory[:, index], PERCENTILE, axis=1)[np.arange(len(at)), at]
+    seen = (past_cpu.max(axis=2) >= SEEN_SHARE * peak[:, None]).sum(axis=1)
+    return [
+        Forecast(float(c), float(m), float((k + 1) * step_s), int(s), days) for c, m, k, s in zip(peak, mem, at, seen)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """A node predicted to stall within the hour: its guests' demand at the time most of them
+    peak, against its threads (CPU) or its memory limit, and how often that hour saw it."""
+
+    node: str
+    resource: str  # "cpu" or "memory"
+    at_s: float  # seconds from the snapshot
+    load: float  # predicted demand / threads (CPU), or memory use / RAM
+    seen: int
+    days: int
+    peaking: tuple[str, ...]  # the guests predicted to peak then
+    lead_s: float  # how far ahead a move off it must start: a round plus the migration's expected time
+
+    def text(self, taken_at: str | None) -> str:
+        """ "predicted: node03 at 118 % CPU at 13:25 (seen on 5 of the last 5 days)"."""
+        what = "CPU" if self.resource == "cpu" else "memory"
+        return (
+            f"predicted: {self.node} at {self.load:.0%} {what} {_when(taken_at, self.at_s)} "
+            f"(seen on {self.seen} of the last {self.days} days)"
+        )
+
+    @property
+    def due(self) -> bool:
+        return self.at_s <= self.lead_s
+
+
+def _when(taken_at: str | None, at_s: float) -> str:
+    if taken_at:
+        try:
+            then = datetime.fromisoformat(taken_at.replace("Z", "+00:00")) + timedelta(seconds=at_s)
+        except ValueError:
+            pass
+        else:
+            return f"at {then:%H:%M}"
+    return f"in {at_s / 60:.0f} min"
+
+
+def stalls(snapshot: Snapshot, limits: pressure.Limits) -> tuple[Stall, ...]:
+    """Per usable node, the soonest time within the hour when its guests' demand is predicted to
+    stall it: CPU contention beyond the limit, or memory use beyond the node's memory limit.
+    The demand then is the level now, but for the guests predicted to peak at that time whose
+    peak repeats (`MIN_SEEN`), which count at their forecast peak; any other guest counts as it
+    is now."""
+    settings = snapshot.settings
+    forecast_on: dict[str, list[Guest]] = {}
+    for g in snapshot.guests:
+        if g.forecast is not None:
+            forecast_on.setdefault(g.node, []).append(g)
+    out = []
+    for node in (n for n in snapshot.nodes if n.usable and n.name in forecast_on):
+        guests = forecast_on[node.name]
+        times = sorted({g.forecast.at_s for g in guests if g.forecast is not None})
+        cpu_now, memory_now = pressure.node_cpu_used(snapshot, node), pressure.node_memory_used(snapshot, node)
+        for at in times:
+            rising = [g for g in guests if g.forecast is not None and g.forecast.at_s == at and _repeats(g.forecast)]
+            if not rising:
+                continue
+            cpu = cpu_now + sum(max(0.0, g.forecast.cpu - g.cpu_usage) for g in rising if g.forecast)
+            memory = memory_now + sum(
+                max(0.0, g.forecast.memory_bytes - g.mem_usage_bytes) for g in rising if g.forecast
+            )
+            if pressure.cpu_stall(cpu, node) > limits.cpu:
+                resource, load = "cpu", cpu / node.cpus
+            elif memory > pressure.memory_limit(node, limits):
+                resource, load = "memory", memory / node.memory_bytes
+            else:
+                continue
+            top = max(rising, key=lambda g: (g.forecast.cpu - g.cpu_usage) if g.forecast else 0.0)
+            assert top.forecast is not None
+            largest = max(g.memory_bytes for g in rising)
+            lead = settings.round_interval_s + largest / (settings.migration_mib_s * 2**20)
+            sids = tuple(g.sid for g in rising)
+            out.append(Stall(node.name, resource, at, load, top.forecast.seen, top.forecast.days, sids, lead))
+            break
+    return tuple(out)
+
+
+def _repeats(f: Forecast) -> bool:
+    """The peak came back day after day: trusted for a plan (`MIN_SEEN`)."""
+    return f.seen >= MIN_SEEN and 2 * f.seen > f.days
+
+
+def barred(snapshot: Snapshot, found: tuple[Stall, ...]) -> frozenset[tuple[str, str]]:
+    """(guest, node) pairs no move may make: no guest goes to a node predicted to stall."""
+    return frozenset((g.sid, s.node) for s in found for g in snapshot.guests if g.node != s.node)
+
+
+def foreseen(snapshot: Snapshot, due: tuple[Stall, ...]) -> Snapshot:
+    """The snapshot as it is predicted to be at the `due` stalls: their peaking guests at their
+    forecast peak, the nodes' usage with them, and the stall contention then predicts (the
+    simulator's model) as the pressure of those nodes and their guests. A pressure plan made on
+    it moves a guest before the stall rather than after."""
+    peaking = {sid for s in due for sid in s.peaking}
+    cpu_rise: dict[str, float] = {}
+    memory_rise: dict[str, float] = {}
+    guests = []
+    for g in snapshot.guests:
+        f = g.forecast
+        if g.sid in peaking and f is not None:
+            cpu_rise[g.node] = cpu_rise.get(g.node, 0.0) + max(0.0, f.cpu - g.cpu_usage)
+            memory_rise[g.node] = memory_rise.get(g.node, 0.0) + max(0.0, f.memory_bytes - g.mem_usage_bytes)
+            g = replace(g, cpu_usage=max(g.cpu_usage, f.cpu), mem_usage_bytes=max(g.mem_usage_bytes, f.memory_bytes))
+        guests.append(g)
+    nodes = []
+    for n in snapshot.nodes:
+        if n.name in cpu_rise:
+            n = replace(
+                n,
+                cpu_usage=None if n.cpu_usage is None else n.cpu_usage + cpu_rise[n.name],
+                mem_usage_bytes=None if n.mem_usage_bytes is None else n.mem_usage_bytes + memory_rise[n.name],
+            )
+        nodes.append(n)
+    after = replace(snapshot, nodes=tuple(nodes), guests=tuple(guests))
+    stall = {n.name: pressure.cpu_stall(pressure.node_cpu_used(after, n), n) for n in nodes if n.name in cpu_rise}
+
+    def stalled(p: Pressure | None, node: str) -> Pressure | None:
+        if node not in stall:
+            return p
+        return replace(p or Pressure(), cpu_some=max(p.cpu_some if p else 0.0, stall[node]))
+
+    return replace(
+        after,
+        nodes=tuple(replace(n, pressure=stalled(n.pressure, n.name)) for n in nodes),
+        guests=tuple(replace(g, pressure=stalled(g.pressure, g.node)) for g in guests),
+    )

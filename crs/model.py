@@ -21,6 +21,8 @@ MODES: tuple[str, ...] = ("basic", "static", "dynamic")
 METHODS: tuple[Method, ...] = ("bruteforce", "topsis")
 SCALES: tuple[str, ...] = ("normalized", "raw")
 OBJECTIVES: tuple[str, ...] = ("even", "pressure", "both")
+ForecastUse = Literal["off", "on"]
+FORECAST_USES: tuple[str, ...] = ("off", "on")
 PRESETS: tuple[str, ...] = ("proxmox", "product")
 CONTAINERS: tuple[str, ...] = ("never", "restart")
 
@@ -62,6 +64,13 @@ class Settings:
     # Containers cannot live-migrate: "restart" moves them with downtime (as Proxmox relocates
     # them), "never" keeps them out of automatic moves.
     containers: Containers = "restart"
+    # "on": plans read the guests' forecast peaks (crs.forecast): a pressure move ahead of a
+    # predicted stall, and no move onto a node predicted to stall within the hour.
+    forecast: ForecastUse = "off"
+    # What a forecast's lead time is made of: a move must be done before the peak, so it starts
+    # one round plus the migration's expected duration (memory / this bandwidth) ahead of it.
+    round_interval_s: float = 10.0
+    migration_mib_s: float = 1024.0
 
     @property
     def target(self) -> float:
@@ -86,6 +95,7 @@ PRODUCT = Settings(
     hold_duration=1,
     usage_period=300.0,
     containers="never",
+    forecast="on",
 )
 
 
@@ -112,6 +122,19 @@ class Pressure:
     memory_full: float = 0.0
     io_some: float = 0.0
     io_full: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """A guest's predicted peak over the next hour, from its own history (crs.forecast): the
+    cores and memory it is expected to use then, when, and on how many of the past days that
+    hour reached it. A guest with less than a day of history has none."""
+
+    cpu: float  # cores in use at the peak
+    memory_bytes: float
+    at_s: float  # seconds from the snapshot to the peak, at most an hour
+    seen: int  # of the last `days` days, those whose same hour reached the peak
+    days: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +179,7 @@ class Guest:
     requires: frozenset[str] = frozenset()  # node traits it needs; "!trait": a trait it must not meet
     recoverable: bool = True  # False: tied to its node (local disk, device): lost if the node fails
     proxmox_ha: bool = False  # an HA resource of a Proxmox cluster: its manager evacuates it and enforces its rules
+    forecast: Forecast | None = None  # None: not forecast (less than a day of history, or no history kept)
 
     def may_run_on(self, node: Node) -> bool:
         """Allowed nodes and traits, as OpenStack Placement's required and forbidden traits."""

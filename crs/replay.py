@@ -26,7 +26,7 @@ from .pressure import Shortfall
 from .replay_power import Power, Switchable
 from .sources.base import TaskStatus
 from .sources.simulator import Simulator, parse_config
-from .sources.trace import SAMPLE_SECONDS, Trace
+from .sources.trace import SAMPLE_SECONDS, SAMPLES_PER_DAY, Trace
 
 START = 1372809600.0  # 2013-07-03 00:00 UTC, the trace's own day, so snapshot times read naturally
 PING_PONG_WINDOW_S = 3600.0  # an A→B→A within an hour of trace time counts as ping-pong
@@ -92,7 +92,33 @@ def replay(
     interval = cluster.config.round_interval_s
     trace_per_caller_s = SAMPLE_SECONDS / cluster.config.seconds_per_sample
     clock = [(START + r * interval, r * interval * trace_per_caller_s) for r in range(rounds)]
-    return run(cluster, clock, settings, cooldown_s, power=power)
+    # the lead time of a forecast's moves: this cluster's round and migration bandwidth, in trace time
+    settings = replace(
+        settings,
+        round_interval_s=interval * trace_per_caller_s,
+        migration_mib_s=cluster.config.migration_mib_s / trace_per_caller_s,
+    )
+    foresee = _foresight(cluster) if settings.forecast == "on" else None
+    return run(cluster, clock, settings, cooldown_s, power=power, foresee=foresee)
+
+
+def _foresight(cluster: Simulator) -> Callable[[Snapshot, float], Snapshot]:
+    """Each guest's forecast from its own trace history up to the sample shown (the trace as
+    recorded, never a looped day, which is no history: past the trace's end nothing is forecast)."""
+    trace = cluster.trace
+    sids = [f"vm:{i}" for i in trace.vm_ids]
+
+    def foresee(snap: Snapshot, now: float) -> Snapshot:
+        sample = int(cluster.trace_seconds(now) // SAMPLE_SECONDS)
+        found = dict(
+            zip(
+                sids,
+                forecast.next_hour(trace.cpu_usage, trace.mem_usage_bytes, sample, SAMPLES_PER_DAY, SAMPLE_SECONDS),
+            )
+        )
+        return replace(snap, guests=tuple(replace(g, forecast=found.get(g.sid)) for g in snap.guests))
+
+    return foresee
 
 
 def run(
@@ -102,11 +128,13 @@ def run(
     cooldown_s: float = 0.0,
     progress: Callable[[int], None] | None = None,
     power: Power | None = None,
+    foresee: Callable[[Snapshot, float], Snapshot] | None = None,
 ) -> Replay:
     """One round per (now, seconds since the start) of `clock` on `world`, every planned move
     approved at once; `progress` hears the number of rounds done after each. With `power`
     (a world that can put nodes in maintenance), its step runs before each balancing round,
-    which then sees the nodes it put to sleep or is emptying as in maintenance."""
+    which then sees the nodes it put to sleep or is emptying as in maintenance. `foresee` gives
+    the round's snapshot its guests' forecasts."""
     state = RoundState()
     running: dict[str, Migration] = {}
     series: list[tuple[float, float, str, dict[str, float]]] = []
@@ -134,7 +162,8 @@ def run(
             snap = world.collect(now)  # the nodes power took out of service are in maintenance now
             asleep.append(len(power.asleep))
         history = (PastMove((m.sid,), m.source, m.target, m.outcome, m.ended_s) for m in migrations)
-        result = run_round(snap.with_settings(settings), state, guards=guards_from(history, trace_now, cooldown_s, 0.0))
+        seen = foresee(snap, now) if foresee else snap
+        result = run_round(seen.with_settings(settings), state, guards=guards_from(history, trace_now, cooldown_s, 0.0))
         state = result.state
         stalled.append(len(happiness.stalled(snap)))
         short.append(pressure.shortfall(snap, limits))

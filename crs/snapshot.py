@@ -19,6 +19,7 @@ from .errors import RuleError, SnapshotError
 from .fields import MISSING, SMALLEST_NUMBER, Fields, read_json, shown
 from .model import (
     CONTAINERS,
+    FORECAST_USES,
     METHODS,
     MODES,
     OBJECTIVES,
@@ -28,6 +29,7 @@ from .model import (
     SCALES,
     STATES,
     STATES_ON_TARGET_NODE,
+    Forecast,
     Guest,
     Node,
     NodeAffinityRule,
@@ -64,6 +66,8 @@ _STATE_NAMES = tuple(sorted(STATES))
 _GUEST_KEYS = frozenset(Guest.__dataclass_fields__)
 _NODE_KEYS = frozenset(Node.__dataclass_fields__)
 _PRESSURE_KEYS = tuple(Pressure.__dataclass_fields__)
+_FORECAST_KEYS = frozenset(Forecast.__dataclass_fields__)
+HOUR_S = 3600.0  # a forecast looks an hour ahead
 
 
 def load_file(path: str | Path) -> Snapshot:
@@ -138,6 +142,9 @@ def parse_settings(raw: Any, path: str = "settings") -> Settings:
         memory_reserve_bytes=_f.number(raw, "memory_reserve_bytes", path, d.memory_reserve_bytes, low=0.0),
         usage_period=_f.number(raw, "usage_period", path, d.usage_period, low=0.0, high=MAX_USAGE_PERIOD_S),
         containers=_f.choice(raw, "containers", path, CONTAINERS, d.containers),
+        forecast=_f.choice(raw, "forecast", path, FORECAST_USES, d.forecast),
+        round_interval_s=_f.number(raw, "round_interval_s", path, d.round_interval_s, low=0.0, exclusive_low=True),
+        migration_mib_s=_f.number(raw, "migration_mib_s", path, d.migration_mib_s, low=0.0, exclusive_low=True),
     )
 
 
@@ -165,6 +172,21 @@ def _parse_pressure(raw: Any, path: str) -> Pressure | None:
         return None
     _f.refuse_unknown(raw, frozenset(_PRESSURE_KEYS), path)
     return Pressure(**{k: _f.number(raw, k, path, 0.0, low=0.0, high=1.0) for k in _PRESSURE_KEYS})
+
+
+def _parse_forecast(raw: Any, path: str) -> Forecast | None:
+    """A guest's next-hour peak; absent = not forecast (the round is reactive for it)."""
+    if raw is None:
+        return None
+    _f.refuse_unknown(raw, _FORECAST_KEYS, path)
+    days = _f.integer(raw, "days", path, low=1)
+    return Forecast(
+        cpu=_f.number(raw, "cpu", path, low=0.0, high=MAX_CPUS),
+        memory_bytes=_f.number(raw, "memory_bytes", path, low=0.0, high=MAX_BYTES),
+        at_s=_f.number(raw, "at_s", path, low=0.0, high=HOUR_S),
+        seen=_f.integer(raw, "seen", path, low=0, high=days),
+        days=days,
+    )
 
 
 def _names(raw: Any, path: str) -> list[str]:
@@ -198,6 +220,7 @@ def _parse_guest(raw: Any, path: str, nodes: set[str]) -> Guest:
         "requires": frozenset(_names(raw.get("requires", []), f"{path}.requires")),
         "recoverable": _f.boolean(raw, "recoverable", path, True),
         "proxmox_ha": _f.boolean(raw, "proxmox_ha", path, False),
+        "forecast": _parse_forecast(raw.get("forecast"), f"{path}.forecast"),
     }
     return Guest(**values)
 
@@ -378,6 +401,7 @@ _OPTIONAL_KEYS = frozenset(
         "requires",
         "recoverable",
         "proxmox_ha",
+        "forecast",
     }
 )
 
@@ -398,6 +422,8 @@ def _says_something(item: Node | Guest, key: str) -> bool:
 def _json_value(value: Any) -> Any:
     if isinstance(value, Pressure):
         return {k: getattr(value, k) for k in _PRESSURE_KEYS}
+    if isinstance(value, Forecast):
+        return {k: getattr(value, k) for k in Forecast.__dataclass_fields__}
     if isinstance(value, frozenset):
         return sorted(value)
     return value

@@ -1,5 +1,7 @@
 """`python -m crs replay`: a trace day through the engine, as an admin comparing policies sees it."""
 
+import csv
+import gzip
 import json
 import re
 
@@ -8,6 +10,7 @@ import pytest
 from crs.model import Settings
 from crs.programs.cli import main
 from crs.replay import Migration, ping_pongs, replay, summary
+from crs.sources.base import SourceError
 from crs.sources.trace import load as load_trace
 
 DYNAMIC = Settings(mode="dynamic")
@@ -192,7 +195,46 @@ def test_cli_replays_the_other_traces(name, capsys):
 def test_cli_refuses_a_trace_it_cannot_read_naming_the_formats(tmp_path, capsys):
     assert main(["replay", "--trace", str(tmp_path), "--hours", "1"]) == 2
     err = capsys.readouterr().err
-    assert str(tmp_path) in err and "planetlab-*.csv" in err and "bitbrains, planetlab, google" in err
+    assert str(tmp_path) in err and "planetlab-*.csv" in err and "vms-*.csv.gz" in err
+    assert "bitbrains, planetlab, google, bitbrains-2013-07" in err
+
+
+def write_sized_wide(path, rows):
+    header = ["vm_id", "cores", "memory_mib", "metric"] + [f"s{i:04d}" for i in range(len(rows[0]) - 4)]
+    with gzip.open(path, "wt", newline="") as f:
+        csv.writer(f).writerows([header, *rows])
+
+
+def test_a_sized_wide_trace_keeps_each_vms_own_size_and_usage(tmp_path):
+    write_sized_wide(
+        tmp_path / "vms-week.csv.gz",
+        [
+            [7, 4, 8192, "mem_mib", 1024, 2048, 512],
+            [7, 4, 8192, "cpu_pct", 50, 100, 25],
+            [3, 2, 1024, "cpu_pct", 10, 0, 100],
+            [3, 2, 1024, "mem_mib", 100, 200, 300],
+        ],
+    )
+    trace = load_trace.__wrapped__(tmp_path)
+    assert trace.vm_ids == (3, 7) and trace.samples == 3
+    assert list(trace.cores) == [2, 4] and list(trace.memory_bytes) == [2**30, 8 * 2**30]
+    assert trace.cpu_usage.tolist() == [[0.2, 0.0, 2.0], [2.0, 4.0, 1.0]]
+    assert trace.mem_usage_bytes[1].tolist() == [2**30, 2 * 2**30, 2**29]
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ([[1, 2, 1024, "disk_pct", 1], [1, 2, 1024, "cpu_pct", 1]], "metric 'disk_pct' of 1; allowed: cpu_pct"),
+        ([[1, 2, 1024, "cpu_pct", 1]], "VM 1 lacks a cpu_pct or mem_mib row"),
+        ([[1, 0, 1024, "cpu_pct", 1], [1, 0, 1024, "mem_mib", 1]], "VM 1 has no cores or memory"),
+    ],
+    ids=["metric", "lacks-row", "no-cores"],
+)
+def test_a_bad_sized_wide_trace_is_refused_naming_what(tmp_path, rows, message):
+    write_sized_wide(tmp_path / "vms-bad.csv.gz", rows)
+    with pytest.raises(SourceError, match=re.escape(message)):
+        load_trace.__wrapped__(tmp_path)
 
 
 def test_help_says_where_missing_vm_sizes_come_from(capsys):
@@ -241,7 +283,11 @@ def test_list_traces_names_each_with_days_vms_and_step(capsys):
         ("bitbrains", 416, 300),
         ("planetlab", 1052, 300),
         ("google", 800, 300),
+        ("bitbrains-2013-07", 423, 300),
+        ("bitbrains-2013-08", 498, 300),
+        ("bitbrains-2013-09", 498, 300),
     }
+    assert {r["days"] for r in rows if r["trace"].startswith("bitbrains-2013")} == {8}
     assert all(r["days"] >= 1 for r in rows)
     assert main(["replay", "--list-traces"]) == 0
     assert re.search(r"google\s+1\s+800\s+300s", capsys.readouterr().out)

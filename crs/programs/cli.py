@@ -18,7 +18,7 @@ from ..capacity import parse_size
 from ..decision import RoundResult
 from ..errors import CrsError
 from ..fits import Limits
-from ..model import METHODS, MODES, OBJECTIVES, SCALES, Settings, Snapshot
+from ..model import FORECAST_USES, METHODS, MODES, OBJECTIVES, SCALES, Settings, Snapshot
 from ..replay_power import Power
 from ..sources import trace
 from ..sources.config import ConfigError
@@ -52,6 +52,9 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
         help="preview the planner rounds use with a budget of K moves (down to the file's target imbalance)",
     )
     p.add_argument("--objective", choices=OBJECTIVES, help="even, pressure or both, instead of the file's objective")
+    p.add_argument(
+        "--forecast", choices=FORECAST_USES, help="on: plans read the guests' forecast peaks; instead of the file's"
+    )
     p.set_defaults(handler=_plan)
     s = sub.add_parser("score", help="rank the nodes for placing one guest")
     s.add_argument("snapshot")
@@ -82,8 +85,9 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
 
 def _plan(args: argparse.Namespace) -> int:
     snap = snapshot.load_file(args.snapshot)
-    if args.objective:
-        snap = snap.with_settings(dataclasses.replace(snap.settings, objective=args.objective))
+    overrides = {k: getattr(args, k) for k in ("objective", "forecast") if getattr(args, k)}
+    if overrides:
+        snap = snap.with_settings(dataclasses.replace(snap.settings, **overrides))
     result = balancer.plan(snap, steps=args.steps)
     if args.json:
         print(json.dumps(result.to_plan_dict(steps=args.steps is not None), indent=2))
@@ -154,10 +158,12 @@ REPLAY_HELP = """A trace through the engine's rounds on a simulated cluster, eve
 Time is true by default: a round per 5-minute sample, a migration its real seconds inside it.
 
 Traces (--trace): bitbrains (the default: 416 VMs with their real sizes), planetlab (1052 VMs, CPU only),
-google (800 VMs, CPU and memory), or a directory holding one of those formats. PlanetLab and Google give
-no VM sizes: each of their VMs takes the cores and memory of a Bitbrains VM drawn with a fixed seed (the
-same on every run), and a PlanetLab VM also that VM's memory usage over the day. Origins and licences:
-crs/data/traces/README.md."""
+google (800 VMs, CPU and memory), bitbrains-2013-07|08|09 (eight days of each Rnd month, 423-498 VMs with
+their real sizes; tune on one month, judge on another), or a directory holding one of those formats.
+PlanetLab and Google give no VM sizes: each of their VMs takes the cores and memory of a
+Bitbrains VM drawn with a fixed seed (the same on every run), and a PlanetLab VM also that VM's memory usage
+over the day.
+Origins and licences: crs/data/traces/README.md."""
 
 
 POWER_SIZE = "4c,8g"
@@ -165,7 +171,9 @@ RESOURCES = {"cpu": "CPU", "memory": "memory"}
 
 
 def _replay_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--trace", help="bitbrains (default), planetlab, google, or a trace directory")
+    parser.add_argument(
+        "--trace", help="bitbrains (default), planetlab, google, bitbrains-2013-07|08|09, or a trace directory"
+    )
     parser.add_argument("--nodes", type=int, default=12, help="number of simulated nodes (default 12)")
     parser.add_argument("--hot-nodes", type=int, default=3, help="nodes the initial placement crowds (default 3)")
     parser.add_argument("--seed", type=int, default=0, help="initial placement and failure draws (default 0)")
@@ -184,6 +192,13 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
         "--objective",
         choices=OBJECTIVES,
         help="even (default), pressure or both; the summary counts guest-minutes under pressure for each",
+    )
+    parser.add_argument(
+        "--forecast",
+        choices=FORECAST_USES,
+        help="on: plans read each guest's forecast from its trace history (from day 2 on): pressure moves ahead "
+        "of a predicted stall, no move onto a node predicted to stall within the hour; default the preset's "
+        "(product on, proxmox off)",
     )
     parser.add_argument("--method", choices=METHODS, help=f"default {d.method}")
     parser.add_argument("--scale", dest="imbalance_scale", choices=SCALES, help="imbalance scale")
@@ -282,7 +297,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _replay_settings(args: argparse.Namespace) -> Settings:
     """The flags given, over the preset's values; the contract's checks name a bad field and its range."""
-    names = ["mode", "preset", "objective", "method", "imbalance_scale", "threshold", "hold_duration", "margin"]
+    names = ["mode", "preset", "objective", "forecast", "method", "imbalance_scale", "threshold", "hold_duration"]
+    names += ["margin"]
     names += ["cpu_overcommit"]
     names += list(PLAN_SETTINGS)
     given = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
@@ -322,9 +338,9 @@ def _list_traces(as_json: bool) -> int:
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'trace':<12} {'days':>5} {'VMs':>5} {'sample':>7}")
+    print(f"{'trace':<18} {'days':>5} {'VMs':>5} {'sample':>7}")
     for row in rows:
-        print(f"{row['trace']:<12} {row['days']:>5g} {row['vms']:>5} {row['sample_s']:>6}s")
+        print(f"{row['trace']:<18} {row['days']:>5g} {row['vms']:>5} {row['sample_s']:>6}s")
     return 0
 
 
@@ -337,8 +353,8 @@ def _replay_table(result: replay.Replay, out: dict[str, Any], trace_name: str) -
     lines = [
         f"replay of {trace_name}: {out['rounds']} rounds, {out['trace_hours']:.1f} h of trace, "
         f"{out['runtime_s']:.1f} s",
-        f"policy: mode {s.mode}, method {s.method}, threshold {s.threshold:g}, hold {s.hold_duration}, "
-        f"margin {s.margin:g}, scale {s.imbalance_scale}",
+        f"policy: mode {s.mode}, objective {s.objective}, forecast {s.forecast}, method {s.method}, "
+        f"threshold {s.threshold:g}, hold {s.hold_duration}, margin {s.margin:g}, scale {s.imbalance_scale}",
         "",
         f"{'hour':>4} {'mean':>7} {'max':>7} {'migrations':>10}",
     ]
