@@ -323,11 +323,13 @@ class Soak:
             (f"{datetime.fromtimestamp(t):%H:%M:%S}", [k for k in PARTS if a.get(k) != "ok"] if a else "no answer")
             for t, a in self.seen.health
         ]
+        memory = self.seen.memory.items()  # every life's (age s, RSS MB) samples, for a closer look
         return {
             "minutes": self.minutes,
             "faults": [f.__dict__ for f in self.faults],
             "checks": checks,
             "healthz_not_ok": [p for p in polls if p[1]],
+            "memory": {role: {str(pid): samples for pid, samples in lives.items()} for role, lives in memory},
         }
 
     def judge_health(self, fault: Fault) -> None:
