@@ -21,6 +21,9 @@ WORKER_SILENCE = 10.0  # seconds without a heartbeat from any worker before it c
 # never before 10 s: a busy host stalls a healthy process for seconds.
 BEAT_SILENCE_FLOOR = 10.0
 HEARTBEAT_EVERY = 1.0  # seconds between two writes of one process's heartbeat
+# How long the database probe waits for a pooled connection: a request waits up to the pool's
+# timeout (10 s) for one, which would keep /healthz from reporting an outage for as long.
+DATABASE_WAIT = 3.0
 _memory: dict[str, float] = {}  # the embedded mode's heartbeats
 _written: dict[str, float] = {}  # this process's last write, per component
 _redis = None
@@ -82,6 +85,16 @@ def beat_silence() -> float:
     return max(BEAT_SILENCE_FLOOR, 2.0 * (fastest or 0))
 
 
+def probe_database() -> None:
+    pool = getattr(connection, "pool", None)  # PostgreSQL's (settings.database_pool); None for SQLite
+    if pool is None:
+        connection.cursor().execute("SELECT 1")
+        return
+    pool.open()  # Django opens it at a request's first query, which /healthz may come before
+    with pool.connection(timeout=DATABASE_WAIT) as conn:
+        conn.execute("SELECT 1")
+
+
 def probe_channel_layer() -> None:
     async_to_sync(get_channel_layer().group_send)("healthz", {"type": "healthz.ping"})
 
@@ -96,7 +109,7 @@ def check(probe) -> str:
 
 def components() -> dict[str, str]:
     """Each part's state: "ok", or what is wrong ("error: …", "down: …", "unknown: …")."""
-    database = check(lambda: connection.cursor().execute("SELECT 1"))
+    database = check(probe_database)
     return {
         "database": database,
         "channel_layer": check(probe_channel_layer),

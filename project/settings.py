@@ -87,7 +87,8 @@ def database_config(url: str) -> dict:
 
 def database_pool() -> dict:
     """psycopg_pool options: at most CRS_DB_POOL_SIZE connections in this process; a request
-    that finds them all busy waits up to CRS_DB_POOL_TIMEOUT seconds for one."""
+    that finds them all busy waits up to CRS_DB_POOL_TIMEOUT seconds for one; a lost database
+    is tried again every 2 s at most until it answers (see reconnect_again)."""
     size = env_int("CRS_DB_POOL_SIZE", 10)
     if size < 1:
         raise ImproperlyConfigured(f"CRS_DB_POOL_SIZE={size}: use a whole number of 1 or more")
@@ -96,7 +97,22 @@ def database_pool() -> dict:
         "max_size": size,
         "max_idle": 60,  # connections beyond min_size go back to the server after a burst
         "timeout": env_int("CRS_DB_POOL_TIMEOUT", 10),
+        "reconnect_timeout": RECONNECT_ROUND,
+        "reconnect_failed": reconnect_again,
     }
+
+
+# psycopg_pool tries a lost connection again after 1, 2, 4, 8, 16 … s for reconnect_timeout
+# (5 minutes by default): after a 20-s outage its next try could come 10 s after the database
+# is back. Rounds of RECONNECT_ROUND seconds (tries after 0, 1, 3 and 5 s) end in
+# reconnect_failed, which starts the next round at once.
+RECONNECT_ROUND = 5.0
+
+
+def reconnect_again(pool) -> None:
+    """psycopg_pool's reconnect_failed: a round of tries gave up, so start the next at once
+    (check() grows a pool short of connections), for as long as the database is away."""
+    pool.check()
 
 
 def sqlite_config(path: Path) -> dict:
