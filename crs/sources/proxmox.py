@@ -46,6 +46,7 @@ KEYS = {
     "usage_period",
 }
 TOKEN = re.compile(r"^(?P<user>[^!\s]+@[^!\s]+)!(?P<name>[^=\s]+)=(?P<value>\S+)$")
+TOKEN_ID = r"^[^!\s]+@[^!\s]+![^=\s]+$"  # the token as Proxmox lists it, without its secret
 ENVIRONMENT = {
     "CRS_PVE_HOST": "host",
     "CRS_PVE_PORT": "port",
@@ -81,11 +82,7 @@ class ProxmoxConfig:
     @property
     def tls(self) -> str:
         """Which of tls.MODES the connection uses."""
-        if self.fingerprint:
-            return "fingerprint"
-        if isinstance(self.verify_ssl, str):
-            return "ca-bundle"
-        return "system" if self.verify_ssl else "insecure"
+        return tls.mode(self.verify_ssl, self.fingerprint)
 
 
 def parse_config(config: dict[str, Any]) -> ProxmoxConfig:

@@ -260,7 +260,7 @@ class _Connection:
             except (OSError, ssl.SSLError):
                 pass
             return reach, self._untrusted(exc.verify_message or str(exc))
-        except (OSError, ssl.SSLError) as exc:
+        except (OSError, ssl.SSLError, UnicodeError) as exc:  # UnicodeError: a name IDNA cannot encode
             return Finding("reach", False, f"{t.host}:{t.port} unreachable: {_why(exc, t.timeout_s)}"), None
         sock.close()
         ms = (time.monotonic() - started) * 1000
@@ -333,8 +333,8 @@ class _Connection:
         return Finding("tls", False, text, {"mode": t.tls, "presented": self.seen})
 
 
-def _why(exc: OSError, timeout_s: float) -> str:
-    if isinstance(exc, socket.gaierror):
+def _why(exc: OSError | UnicodeError, timeout_s: float) -> str:
+    if isinstance(exc, (socket.gaierror, UnicodeError)):
         return "host name not found"
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused (nothing listens on that port)"
@@ -342,4 +342,4 @@ def _why(exc: OSError, timeout_s: float) -> str:
         return f"no answer within {timeout_s:g} s"
     if isinstance(exc, ssl.SSLError):
         return f"TLS handshake failed ({exc.reason or exc})"
-    return f"{type(exc).__name__}: {exc.strerror or exc}"
+    return f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}"

@@ -24,6 +24,15 @@ MODES = ("system", "ca-bundle", "fingerprint", "insecure")
 _DIGITS = re.compile(r"[0-9A-F]{64}")
 
 
+def mode(verify_ssl: bool | str, fingerprint: str) -> str:
+    """Which of MODES a connector config's verify_ssl and fingerprint choose."""
+    if fingerprint:
+        return "fingerprint"
+    if isinstance(verify_ssl, str):
+        return "ca-bundle"
+    return "system" if verify_ssl else "insecure"
+
+
 def fingerprint(der: bytes) -> str:
     """SHA-256 of a DER certificate, as `pvenode cert info` shows it: AB:CD:…"""
     return hashlib.sha256(der).digest().hex(":").upper()
