@@ -112,10 +112,23 @@ def test_only_admins_add_change_archive_or_test(client, operator, cluster, pve):
         ({"proxmox": {"tls": "fingerprint"}}, "proxmox", "tls fingerprint needs the certificate's fingerprint"),
         ({"proxmox": {"tls": "ca-bundle", "ca_bundle": "/nowhere"}}, "proxmox", "needs the path of a CA file"),
         ({"proxmox": {"token_secret": ""}}, "proxmox", "may not be blank"),
+        ({"proxmox": {"ca_bundle": 0}}, "proxmox", "ca_bundle must be text"),
         ({"source_config": {"host": "elsewhere"}}, "source_config", "host: part of the connection; give it in proxmox"),
         ({"source_config": {"guests": "some"}}, "proxmox", "proxmox.guests: 'some' is not one of all, ha"),
     ],
-    ids=["kind", "tls", "token-id", "port", "fingerprint", "no-fingerprint", "ca-bundle", "secret", "mixed", "option"],
+    ids=[
+        "kind",
+        "tls",
+        "token-id",
+        "port",
+        "fingerprint",
+        "no-fingerprint",
+        "ca-bundle",
+        "secret",
+        "not-text",
+        "mixed",
+        "option",
+    ],
 )
 def test_bad_input_is_a_400_naming_the_field_and_what_it_takes(admin_client, pve, changes, field, message):
     data = {"name": "pve", "source_kind": "proxmox", "proxmox": connection(pve)}

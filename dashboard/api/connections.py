@@ -23,10 +23,27 @@ def _choice(name: str, values, **kwargs) -> serializers.ChoiceField:
     )
 
 
+class _Strict:
+    """Text only: DRF's CharField would take 0 for "0"."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            raise serializers.ValidationError(f"{self.field_name} must be text")  # type: ignore[attr-defined]
+        return super().to_internal_value(data)  # type: ignore[misc]
+
+
+class Text(_Strict, serializers.CharField):
+    pass
+
+
+class TextMatching(_Strict, serializers.RegexField):
+    pass
+
+
 class ConnectionSerializer(serializers.Serializer):
     """A Proxmox VE connection: where, which token, how its certificate is trusted."""
 
-    host = serializers.RegexField(
+    host = TextMatching(
         r"^[A-Za-z0-9]([A-Za-z0-9.:-]{0,252})$",
         help_text="A node's host name or IP address.",
         error_messages={"invalid": "host must be a host name or an IP address, e.g. pve1.example.net"},
@@ -37,12 +54,12 @@ class ConnectionSerializer(serializers.Serializer):
         default=8006,
         error_messages={"min_value": "port must be 1..65535", "max_value": "port must be 1..65535"},
     )
-    token_id = serializers.RegexField(
+    token_id = TextMatching(
         proxmox.TOKEN_ID,
         help_text="USER@REALM!TOKENID, as Proxmox shows the token, e.g. crs@pve!crs.",
         error_messages={"invalid": "token_id must be USER@REALM!TOKENID, e.g. crs@pve!crs"},
     )
-    token_secret = serializers.CharField(
+    token_secret = Text(
         write_only=True,
         trim_whitespace=True,
         style={"input_type": "password"},
@@ -56,8 +73,8 @@ class ConnectionSerializer(serializers.Serializer):
         help_text="How the certificate is trusted: the system's CAs, a CA bundle (ca_bundle), a pinned "
         "SHA-256 fingerprint (fingerprint), or insecure: not verified at all (chosen explicitly).",
     )
-    ca_bundle = serializers.CharField(required=False, allow_blank=True, default="", help_text="A file on the server.")
-    fingerprint = serializers.CharField(
+    ca_bundle = Text(required=False, allow_blank=True, default="", help_text="A file on the server.")
+    fingerprint = Text(
         required=False, allow_blank=True, default="", help_text="SHA-256 of the certificate, colons optional."
     )
 
