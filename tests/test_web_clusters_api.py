@@ -202,3 +202,18 @@ def test_secrets_rotate_to_a_new_key_and_a_lost_key_is_named(admin_client, pve, 
     collect.apply(args=[cluster.pk])
     cluster.refresh_from_db()
     assert "cannot be decrypted: CRS_FERNET_KEYS no longer holds the key" in cluster.source_error
+
+
+def test_the_upgrade_seals_a_token_kept_in_the_source_config(db):
+    from importlib import import_module
+
+    from django.db import connection as db_connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    cluster = Cluster.objects.create(name="old", source_kind="proxmox", source_config={"host": "pve"})
+    Cluster.objects.filter(pk=cluster.pk).update(source_config={"host": "pve", "token": TOKEN})  # as stored before
+    state = MigrationExecutor(db_connection).loader.project_state(("dashboard", "0024_clustersecret"))
+    import_module("dashboard.migrations.0024_clustersecret").seal(state.apps, None)
+    cluster.refresh_from_db()
+    assert cluster.source_config == {"host": "pve", "user": "root@pam", "token_name": "crs"}
+    assert SECRET not in cluster.token_secret and cluster.effective_source_config()["token_value"] == SECRET
