@@ -1,32 +1,13 @@
-import re
-
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from . import ha, notify
+from .connections import AUDITED_FIELDS, audited, record
 from .errors import Refused
 from .forms import PolicyForm
 from .models import EVENTS, AuditEvent, Cluster, HaRule, Migration, NotificationDestination, Policy, RebalanceOptOut
-
-# source_config keys whose values the trail never shows nor stores (token, token_value, password, ...).
-SECRET_KEY = re.compile(r"token|password|secret", re.IGNORECASE)
-AUDITED_FIELDS = ["name", "source_kind", "source_config", "archived"]
-
-
-def audited(cluster: Cluster | None) -> dict:
-    """A cluster's editable fields as the audit trail shows them, secrets as "***";
-    all None for no cluster (before a creation, after a deletion)."""
-    if cluster is None:
-        return dict.fromkeys(AUDITED_FIELDS)
-    config = {key: "***" if SECRET_KEY.search(key) else value for key, value in cluster.source_config.items()}
-    return {
-        "name": cluster.name,
-        "source_kind": cluster.source_kind,
-        "source_config": config,
-        "archived": cluster.archived,
-    }
 
 
 @admin.register(Cluster)
@@ -38,16 +19,8 @@ class ClusterAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         old = Cluster.objects.get(pk=obj.pk) if change else None
-        changed = [f for f in AUDITED_FIELDS if old is None or getattr(old, f) != getattr(obj, f)]
         super().save_model(request, obj, form, change)
-        if changed:  # compared unredacted: a new token shows as a changed source_config
-            before, after = audited(old), audited(obj)
-            AuditEvent.objects.create(
-                actor=request.user,
-                action="cluster-changed" if change else "cluster-created",
-                cluster=obj,
-                details={"changes": {f: [before[f], after[f]] for f in changed}},
-            )
+        record(request.user, old, obj)  # after the save, which takes a token's secret out of the config
 
     def delete_model(self, request, obj):
         # The event outlives the row (cluster None), so it names the cluster in its details.

@@ -395,6 +395,9 @@ CRS_ADMIN_PASSWORD = os.environ.get("CRS_ADMIN_PASSWORD", "")
 # Proxmox VE connection defaults (CRS_PVE_HOST, CRS_PVE_PORT, CRS_PVE_TOKEN, CRS_PVE_VERIFY_SSL), so the
 # API token can stay out of the database; a cluster's own source settings override them.
 CRS_PVE_DEFAULTS = crs.sources.proxmox.config_from_env(os.environ)
+# Fernet keys for the token secrets stored in the database (dashboard/crypt.py): the first
+# encrypts, all decrypt; without any, a key derived from SECRET_KEY does both.
+CRS_FERNET_KEYS = env_list("CRS_FERNET_KEYS", "")
 
 # /metrics (dashboard/api/metrics.py): open to these networks (loopback by default) and to this bearer token.
 CRS_METRICS_ALLOW = env_networks("CRS_METRICS_ALLOW", "127.0.0.0/8,::1")

@@ -146,6 +146,24 @@ def test_tls_is_verified_by_default(pve):
     base = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN}
     with pytest.raises(SourceError, match="TLS verification of 127.0.0.1:.* failed"):
         open_source("proxmox", base, None).collect(T0)
+    assert pve.requests == []
+
+
+def test_a_pinned_certificate_is_trusted_without_a_ca(pve):
+    spelled = pve.fingerprint.replace(":", "").lower()
+    snapshot = connect(pve, verify_ssl=True, fingerprint=spelled).collect(T0)
+    assert len(snapshot.nodes) == 4
+
+
+def test_a_changed_certificate_is_refused_naming_both_fingerprints_before_the_token_is_sent(pve):
+    old = ":".join(["AB"] * 32)
+    with pytest.raises(SourceError) as refused:
+        connect(pve, verify_ssl=True, fingerprint=old).collect(T0)
+    assert str(refused.value) == (
+        f"GET /cluster/resources: the certificate of 127.0.0.1:{pve.port} changed: pinned {old}, "
+        f"the server presents {pve.fingerprint}; refused, the token was not sent"
+    )
+    assert pve.requests == []
 
 
 def test_unreachable_cluster_is_a_clear_error(pve):
@@ -270,6 +288,11 @@ def test_environment_supplies_connection_settings():
         ({"host": "pve", "token": TOKEN, "port": 0}, r"proxmox.port: 0 is not a whole number 1..65535"),
         ({"host": "pve", "token": TOKEN, "guests": "some"}, r"proxmox.guests: 'some' is not one of all, ha"),
         ({"host": "pve", "token": TOKEN, "verify": False}, r"proxmox.verify: unknown key; allowed: cluster"),
+        ({"host": "pve", "token": TOKEN, "fingerprint": "AB:CD"}, r"fingerprint 'AB:CD': not a SHA-256 fingerprint"),
+        (
+            {"host": "pve", "token": TOKEN, "fingerprint": "AB" * 32, "verify_ssl": False},
+            r"proxmox.fingerprint: a pinned certificate replaces verify_ssl",
+        ),
     ],
 )
 def test_bad_config_names_the_key(config, message):

@@ -186,16 +186,17 @@ def test_cluster_edits_in_the_admin_record_old_and_new_with_secrets_redacted(cli
     client.post(reverse("admin:dashboard_cluster_delete", args=[cluster.pk]), {"post": "yes"})
 
     events = {e.action: e for e in AuditEvent.objects.all()}
+    stored = {"host": "pve.example.com", "user": "root@pam", "token_name": "crs"}  # the secret apart, encrypted
     assert events["cluster-created"].details["changes"] == {
         "name": [None, "pve"],
         "source_kind": [None, "proxmox"],
-        "source_config": [None, {"host": "pve.example.com", "token": "***"}],
+        "source_config": [None, stored],
+        "token_secret": [None, "***"],
         "archived": [None, False],
     }
-    redacted = {"host": "pve.example.com", "token": "***"}
-    assert events["cluster-changed"].details["changes"] == {  # the token changed: source_config shows it did
+    assert events["cluster-changed"].details["changes"] == {  # the token changed: token_secret shows it did
         "name": ["pve", "pve-prod"],
-        "source_config": [redacted, redacted],
+        "token_secret": ["***", "***"],
     }
     assert (events["cluster-changed"].actor, events["cluster-changed"].cluster) == (admin, pve)
     assert not Cluster.objects.filter(pk=cluster.pk).exists()

@@ -48,7 +48,9 @@ def target(args: argparse.Namespace, environ: dict[str, str]) -> Target:
         config["verify_ssl"] = args.ca_bundle
     elif args.insecure:
         config["verify_ssl"] = False
-    return proxmox_check.target(parse_config(config | {"timeout_s": args.timeout}), args.fingerprint or "")
+    elif args.fingerprint:
+        config |= {"fingerprint": args.fingerprint, "verify_ssl": True}
+    return proxmox_check.target(parse_config(config | {"timeout_s": args.timeout}))
 
 
 def run(args: argparse.Namespace) -> int:

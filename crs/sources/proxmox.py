@@ -1,8 +1,8 @@
 """A Proxmox VE cluster as a source: collect through its API, migrate, follow the tasks.
 
 It talks to the API with proxmoxer and an API token (a token can be limited to
-exactly the rights the scheduler needs and revoked alone), with TLS verification on
-unless the admin turns it off or names a CA bundle. Converting the answers is
+exactly the rights the scheduler needs and revoked alone). TLS is one explicit choice
+(crs.sources.tls): the system's CAs, a CA bundle, a pinned certificate fingerprint, or off. Converting the answers is
 `pve_resources`' job; this module does the HTTP, the migrations and the UPID tasks.
 An HA-managed guest answers a migrate request with an `hamigrate` task that only
 asks the HA manager; the real `qmigrate`/`vzmigrate` starts later, so it is looked
@@ -26,6 +26,7 @@ from ..coexistence import ProxmoxBalancer, parse_crs
 from ..model import Snapshot
 from ..snapshot import MAX_USAGE_PERIOD_S
 from . import config as cfg
+from . import tls
 from .base import SourceError, TaskStatus
 from .pve_resources import HaView, number, preconditions, pressure, rrd_pressure, rrd_usage, to_snapshot
 
@@ -38,12 +39,14 @@ KEYS = {
     "token_value",
     "token",
     "verify_ssl",
+    "fingerprint",
     "timeout_s",
     "cluster",
     "guests",
     "usage_period",
 }
 TOKEN = re.compile(r"^(?P<user>[^!\s]+@[^!\s]+)!(?P<name>[^=\s]+)=(?P<value>\S+)$")
+TOKEN_ID = r"^[^!\s]+@[^!\s]+![^=\s]+$"  # the token as Proxmox lists it, without its secret
 ENVIRONMENT = {
     "CRS_PVE_HOST": "host",
     "CRS_PVE_PORT": "port",
@@ -70,10 +73,16 @@ class ProxmoxConfig:
     token_name: str
     token_value: str = field(repr=False)  # a secret: never in logs or error messages
     verify_ssl: bool | str = True  # or the path of a CA bundle for a self-signed cluster CA
+    fingerprint: str = ""  # a pinned certificate (tls.pinned's form): replaces verify_ssl
     timeout_s: float = 10.0
     cluster: str = "proxmox"
     guests: str = "all"  # "all" guests may be moved, or only "ha" resources (Proxmox's own CRS)
     usage_period: float = 0.0  # seconds over which usage is averaged from rrddata; 0 = the latest value
+
+    @property
+    def tls(self) -> str:
+        """Which of tls.MODES the connection uses."""
+        return tls.mode(self.verify_ssl, self.fingerprint)
 
 
 def parse_config(config: dict[str, Any]) -> ProxmoxConfig:
@@ -91,6 +100,9 @@ def parse_config(config: dict[str, Any]) -> ProxmoxConfig:
     verify = config.get("verify_ssl", True)
     if not isinstance(verify, bool) and not (isinstance(verify, str) and verify.strip()):
         raise cfg.ConfigError(f"{WHERE}.verify_ssl: {verify!r} is not true, false or a CA bundle path")
+    pin = tls.pinned(cfg.text(config, "fingerprint", WHERE)) if config.get("fingerprint") else ""
+    if pin and verify is not True:
+        raise cfg.ConfigError(f"{WHERE}.fingerprint: a pinned certificate replaces verify_ssl; leave verify_ssl out")
     return ProxmoxConfig(
         host=cfg.text(config, "host", WHERE),
         port=cfg.integer(config, "port", WHERE, 8006, low=1, high=65535),
@@ -98,6 +110,7 @@ def parse_config(config: dict[str, Any]) -> ProxmoxConfig:
         token_name=name,
         token_value=value,
         verify_ssl=verify,
+        fingerprint=pin,
         timeout_s=cfg.number(config, "timeout_s", WHERE, 10.0, low=0.0, exclusive_low=True),
         cluster=cfg.text(config, "cluster", WHERE, "proxmox"),
         guests=cfg.choice(config, "guests", WHERE, ("all", "ha"), "all"),
@@ -146,9 +159,13 @@ class Proxmox:
             user=config.user,
             token_name=config.token_name,
             token_value=config.token_value,
-            verify_ssl=config.verify_ssl,
+            verify_ssl=False if config.fingerprint else config.verify_ssl,
             timeout=config.timeout_s,
         )
+        if config.fingerprint:
+            self._api._store["session"].mount(
+                f"https://{config.host}:{config.port}/", tls.PinnedAdapter(config.fingerprint)
+            )
 
     def collect(self, now: float) -> Snapshot:
         resources = self._get("cluster/resources")
@@ -370,12 +387,24 @@ class Proxmox:
                 f"{what}: Proxmox answered {exc.status_code} {exc.status_message}: {exc.content}"
             ) from None
         except requests.exceptions.SSLError:
-            raise SourceError(
-                f"{what}: TLS verification of {where} failed; set verify_ssl to the "
-                "cluster's CA bundle (or false on a trusted network only)"
-            ) from None
+            raise SourceError(f"{what}: {self._refused_certificate()}") from None
         except requests.exceptions.RequestException as exc:
             raise SourceError(f"{what}: cannot reach {where} ({type(exc).__name__})") from None
+
+    def _refused_certificate(self) -> str:
+        """Why the handshake failed, naming the certificates when one was pinned."""
+        c = self.config
+        where = f"{c.host}:{c.port}"
+        if c.fingerprint:
+            seen = tls.presented(c.host, c.port, c.timeout_s)
+            return (
+                f"the certificate of {where} changed: pinned {c.fingerprint}, the server presents "
+                f"{seen or 'none'}; refused, the token was not sent"
+            )
+        return (
+            f"TLS verification of {where} failed; pin the cluster's certificate (fingerprint), "
+            "or set verify_ssl to its CA bundle (or false on a trusted network only)"
+        )
 
 
 def command(node: str, on: bool) -> str:

@@ -11,10 +11,8 @@ network calls is a pure function over the answers, so it can be tested without a
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import json
-import re
 import socket
 import ssl
 import time
@@ -25,9 +23,8 @@ from urllib.parse import quote, urlencode
 from ..coexistence import parse_crs
 from .config import ConfigError
 from .proxmox import ProxmoxConfig
-
-TLS_MODES = ("system", "ca-bundle", "fingerprint", "insecure")
-FINGERPRINT = re.compile(r"[0-9A-F]{64}")
+from .tls import MODES as TLS_MODES
+from .tls import fingerprint
 
 
 @dataclass(frozen=True)
@@ -115,37 +112,17 @@ class Report:
         }
 
 
-def fingerprint(der: bytes) -> str:
-    """SHA-256 of a DER certificate, as `pvenode cert info` shows it: AB:CD:…"""
-    return hashlib.sha256(der).digest().hex(":").upper()
-
-
-def pinned(text: str) -> str:
-    """A fingerprint as an admin pastes it (colons or not, any case) in fingerprint()'s form."""
-    digits = re.sub(r"[\s:]", "", text).upper().removeprefix("SHA256")
-    if not FINGERPRINT.fullmatch(digits):
-        raise ConfigError(f"fingerprint {text!r}: not a SHA-256 fingerprint (64 hex digits, colons optional)")
-    return bytes.fromhex(digits).hex(":").upper()
-
-
-def target(config: ProxmoxConfig, fingerprint: str = "") -> Target:
-    """The check's view of a connector config: verify_ssl true is the system's CAs, false is
-    insecure, a path is a CA bundle; a pinned fingerprint replaces all three."""
-    if fingerprint:
-        tls, ca_bundle = "fingerprint", ""
-    elif isinstance(config.verify_ssl, str):
-        tls, ca_bundle = "ca-bundle", config.verify_ssl
-    else:
-        tls, ca_bundle = ("system" if config.verify_ssl else "insecure"), ""
+def target(config: ProxmoxConfig) -> Target:
+    """The check's view of a connector config, with the same TLS choice (ProxmoxConfig.tls)."""
     return Target(
         host=config.host,
         port=config.port,
         user=config.user,
         token_name=config.token_name,
         token_value=config.token_value,
-        tls=tls,
-        ca_bundle=ca_bundle,
-        fingerprint=pinned(fingerprint) if fingerprint else "",
+        tls=config.tls,
+        ca_bundle=config.verify_ssl if isinstance(config.verify_ssl, str) else "",
+        fingerprint=config.fingerprint,
         timeout_s=config.timeout_s,
     )
 
@@ -283,7 +260,7 @@ class _Connection:
             except (OSError, ssl.SSLError):
                 pass
             return reach, self._untrusted(exc.verify_message or str(exc))
-        except (OSError, ssl.SSLError) as exc:
+        except (OSError, ssl.SSLError, UnicodeError) as exc:  # UnicodeError: a name IDNA cannot encode
             return Finding("reach", False, f"{t.host}:{t.port} unreachable: {_why(exc, t.timeout_s)}"), None
         sock.close()
         ms = (time.monotonic() - started) * 1000
@@ -356,8 +333,8 @@ class _Connection:
         return Finding("tls", False, text, {"mode": t.tls, "presented": self.seen})
 
 
-def _why(exc: OSError, timeout_s: float) -> str:
-    if isinstance(exc, socket.gaierror):
+def _why(exc: OSError | UnicodeError, timeout_s: float) -> str:
+    if isinstance(exc, (socket.gaierror, UnicodeError)):
         return "host name not found"
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused (nothing listens on that port)"
@@ -365,4 +342,4 @@ def _why(exc: OSError, timeout_s: float) -> str:
         return f"no answer within {timeout_s:g} s"
     if isinstance(exc, ssl.SSLError):
         return f"TLS handshake failed ({exc.reason or exc})"
-    return f"{type(exc).__name__}: {exc.strerror or exc}"
+    return f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}"

@@ -1,5 +1,6 @@
-"""Clusters: the nodes and guests of their latest snapshot, settings, maintenance, outcomes,
-automation, history and what-if replays."""
+"""Clusters: added, changed and archived (admins), their connection tested, the nodes and
+guests of their latest snapshot, settings, maintenance, outcomes, automation, history and
+what-if replays."""
 
 from functools import partial
 
@@ -10,7 +11,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
-from .. import events, history, maintenance, outcomes, whatif, windows
+from .. import connections, events, history, maintenance, outcomes, whatif, windows
 from ..approvals import apply_all, not_migratable, toggle_stop
 from ..forms import PolicyApiForm
 from ..live import sender as live
@@ -18,11 +19,18 @@ from ..models import (
     Cluster,
 )
 from .base import ApiViewSet, errors_of, filtered, form_parameters
+from .connections import (
+    REPORT,
+    ClusterDetailSerializer,
+    ClusterWriteSerializer,
+    ConnectionSerializer,
+    check,
+    stored_secret,
+)
 from .filters import HistoryRangeForm, OutcomeFilterForm, RoundsShownForm
 from .parsers import StrictJSONParser
 from .serializers import (
     AutomationSerializer,
-    ClusterSerializer,
     EmergencyStopSerializer,
     GuestSerializer,
     HistorySerializer,
@@ -39,18 +47,101 @@ from .serializers import (
     WhatIfSerializer,
 )
 
+JSON_ONLY = ("create", "partial_update")
+
 
 class ClusterViewSet(ApiViewSet):
     """Clusters, and the nodes and guests of their latest snapshot."""
 
     queryset = Cluster.objects.all()
-    serializer_class = ClusterSerializer
+    serializer_class = ClusterDetailSerializer
+
+    def initial(self, request, *args, **kwargs):
+        if self.action == "create":
+            self.write_permission = "dashboard.add_cluster"
+        super().initial(request, *args, **kwargs)
 
     def list(self, request):
         return Response(self.get_serializer(self.get_queryset(), many=True).data)
 
     def retrieve(self, request, pk=None):
         return Response(self.get_serializer(self.get_object()).data)
+
+    def get_parsers(self):
+        """The cluster forms are JSON: `proxmox` is an object, which a form post cannot carry."""
+        method = str(getattr(getattr(self, "request", None), "method", "")).lower()
+        if (getattr(self, "action", None) or getattr(self, "action_map", {}).get(method)) in JSON_ONLY:
+            return [StrictJSONParser()]
+        return super().get_parsers()
+
+    @extend_schema(request=ClusterWriteSerializer, responses={201: ClusterDetailSerializer})
+    def create(self, request):
+        """Add a cluster (admins). A Proxmox cluster's token secret is stored encrypted and never
+        shown again; test the connection first (test-connection). Audited, secrets as "***"."""
+        return self._save(request, Cluster(), status.HTTP_201_CREATED)
+
+    @extend_schema(request=ClusterWriteSerializer, responses=ClusterDetailSerializer)
+    def partial_update(self, request, pk=None):
+        """Change a cluster's name or source (admins); a connection without token_secret keeps the
+        stored one. Audited."""
+        return self._save(request, self.get_object(), status.HTTP_200_OK)
+
+    def _save(self, request, cluster, answer):
+        serializer = ClusterWriteSerializer(
+            cluster if cluster.pk else None, data=request.data, partial=bool(cluster.pk)
+        )
+        serializer.is_valid(raise_exception=True)
+        connections.save(cluster, request.user, **serializer.validated_data)
+        return Response(ClusterDetailSerializer(cluster).data, answer)
+
+    @extend_schema(request=None, responses=ClusterDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def archive(self, request, pk=None):
+        """Retire a cluster: no more rounds, off the page's list; its history and trail are kept. Audited."""
+        return self._archive(request, True)
+
+    @extend_schema(request=None, responses=ClusterDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def unarchive(self, request, pk=None):
+        """Bring an archived cluster back: its rounds resume. Audited."""
+        return self._archive(request, False)
+
+    def _archive(self, request, archived: bool):
+        cluster = connections.save(self.get_object(), request.user, archived=archived)
+        return Response(ClusterDetailSerializer(cluster).data)
+
+    @extend_schema(operation_id="clusters_test_connection_new", request=ConnectionSerializer, responses=REPORT)
+    @action(
+        detail=False,
+        methods=["post"],
+        url_path="test-connection",
+        url_name="test-connection-new",
+        parser_classes=[StrictJSONParser],
+    )
+    def test_connection_new(self, request):
+        """Test connection before saving, with the form's fields: reach, TLS verdict with the
+        certificate's fingerprint, version, nodes and guests, HA, Proxmox's crs option, missing
+        privileges (as `crs check proxmox`). The token is sent only once TLS passed."""
+        serializer = ConnectionSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return Response(check(serializer.validated_data, serializer.validated_data["token_secret"]))
+
+    @extend_schema(request=ConnectionSerializer(partial=True), responses=REPORT)
+    @action(detail=True, methods=["post"], url_path="test-connection", parser_classes=[StrictJSONParser])
+    def test_connection(self, request, pk=None):
+        """Test a Proxmox cluster's stored connection, or it with the fields given changed (a
+        fingerprint to trust, a new secret) before saving them."""
+        cluster = self.get_object()
+        stored = connections.connection(cluster)
+        if stored is None:
+            raise ValidationError({"source_kind": "only a proxmox cluster has a connection to test"})
+        serializer = ConnectionSerializer(data={**stored, **request.data}, partial=True)
+        serializer.is_valid(raise_exception=True)
+        data = {**stored, **serializer.validated_data}
+        secret = data.get("token_secret") or stored_secret(cluster)
+        if not secret:
+            raise ValidationError({"token_secret": "no token secret is stored: give one"})
+        return Response(check(data, secret, cluster.source_config))
 
     def _snapshot(self):
         snapshot = self.get_object().latest_snapshot()

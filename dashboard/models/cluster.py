@@ -15,6 +15,7 @@ import crs.model
 import crs.snapshot
 import crs.sources
 
+from .. import crypt
 from .validators import SOURCE_CHOICES, printable_name
 
 WHATIF_QUEUE = "whatif"  # read-only what-if clusters' collects and rounds (settings.CELERY_TASK_QUEUES)
@@ -92,6 +93,8 @@ class Cluster(models.Model):
     name = models.CharField(max_length=100, unique=True, validators=[printable_name])
     source_kind = models.CharField(max_length=20, choices=SOURCE_CHOICES, default="simulator")
     source_config = models.JSONField(default=dict, blank=True, help_text="Options for the source adapter.")
+    # The Proxmox API token's secret, Fernet-encrypted (dashboard/crypt.py); never shown again.
+    token_secret = models.TextField(blank=True, editable=False)
     # What the adapter asked us to keep between calls (the simulator's clock and placements).
     source_state = models.JSONField(default=dict, blank=True, editable=False)
     snapshot = models.JSONField(null=True, blank=True, editable=False, help_text="Latest crs-snapshot/1.")
@@ -137,13 +140,31 @@ class Cluster(models.Model):
     def effective_source_config(self) -> dict:
         """`source_config` as the adapter gets it: the cluster's own options over the site's
         Proxmox defaults (read from the environment in settings.py, so an API token need not
-        be stored)."""
+        be stored), with its token secret decrypted."""
         period = {"usage_period": self.policy.usage_period} if hasattr(self, "policy") else {}
         if self.is_proxmox:
-            return {**settings.CRS_PVE_DEFAULTS, **self.source_config, **period}
+            config, secret = crypt.split_secret(self.source_config)  # not saved yet: still in it
+            if secret is None and self.token_secret:
+                secret = crypt.decrypt(self.token_secret)
+            if secret is None:
+                return {**settings.CRS_PVE_DEFAULTS, **config, **period}
+            # its own token: the site's default one would clash with it
+            defaults = {k: v for k, v in settings.CRS_PVE_DEFAULTS.items() if k != "token"}
+            return {**defaults, **config, "token_value": secret, **period}
         if self.source_kind == "simulator":
             return {**self.source_config, **period}
         return self.source_config
+
+    def save(self, *args, **kwargs) -> None:
+        """A token secret given in the source config (the admin site's JSON box) is taken out
+        and stored encrypted, so the config never holds it."""
+        if self.is_proxmox:
+            config, secret = crypt.split_secret(self.source_config)
+            if secret is not None:
+                self.source_config, self.token_secret = config, crypt.encrypt(secret)
+                if kwargs.get("update_fields") is not None:
+                    kwargs["update_fields"] = {*kwargs["update_fields"], "source_config", "token_secret"}
+        super().save(*args, **kwargs)
 
     def clean(self) -> None:
         """Refuse a source config the adapter would refuse, naming the key, before it is stored."""

@@ -1,0 +1,115 @@
+// The clusters page: Test connection shows crs check proxmox's verdicts before saving, a
+// self-signed certificate is trusted by pinning the fingerprint shown, and the form saves
+// through the API (dashboard/api/clusters.py), which checks every field.
+"use strict";
+
+const config = JSON.parse(document.getElementById("page-config").textContent);
+const el = (id) => document.getElementById(id);
+const form = el("cluster-form");
+
+function csrfToken() {
+  return document.querySelector("input[name=csrfmiddlewaretoken]").value;
+}
+
+function showTlsFields() {
+  el("ca-bundle-field").hidden = el("tls").value !== "ca-bundle";
+  el("fingerprint-field").hidden = el("tls").value !== "fingerprint";
+}
+
+function connection() {
+  const fields = {
+    host: el("host").value.trim(), port: Number(el("port").value || 8006), token_id: el("token-id").value.trim(),
+    tls: el("tls").value, ca_bundle: el("ca-bundle").value.trim(), fingerprint: el("fingerprint").value.trim(),
+  };
+  if (el("token-secret").value) fields.token_secret = el("token-secret").value;
+  return fields;
+}
+
+async function send(url, method, body) {
+  const response = await fetch(url, {
+    method, credentials: "same-origin", body: JSON.stringify(body),
+    headers: {"X-CSRFToken": csrfToken(), "Content-Type": "application/json", Accept: "application/json"},
+  });
+  return {status: response.status, data: await response.json().catch(() => ({}))};
+}
+
+// A 400's {"field": ["message"], "proxmox": {"field": [...]}} as lines naming each field.
+function errorLines(data, prefix = "") {
+  return Object.entries(data).flatMap(([field, value]) => {
+    if (Array.isArray(value)) return value.map((m) => `${prefix}${field}: ${m}`);
+    if (value && typeof value === "object") return errorLines(value, "");
+    return [`${prefix}${field}: ${value}`];
+  });
+}
+
+function showErrors(lines) {
+  el("form-errors").hidden = lines.length === 0;
+  el("form-errors").textContent = lines.join("; ");
+}
+
+function showReport(report) {
+  const list = document.createElement("ul");
+  list.className = "verdicts";
+  for (const finding of report.findings) {
+    const item = document.createElement("li");
+    item.dataset.topic = finding.topic;
+    item.className = finding.ok ? "ok" : "fail";
+    const verdict = document.createElement("strong");
+    verdict.textContent = `${finding.ok ? "ok" : "FAIL"} ${finding.topic}: `;
+    item.append(verdict, finding.text);
+    list.append(item);
+  }
+  const summary = document.createElement("p");
+  summary.id = "verdict";
+  summary.className = report.ok ? "message success" : "message error";
+  summary.textContent = report.ok ? "All well: the connection is ready." : "Not ready: see FAIL below.";
+  el("verdicts").replaceChildren(summary, list);
+  const tls = report.findings.find((f) => f.topic === "tls" && !f.ok);
+  const presented = tls && tls.details.presented;
+  el("trust").hidden = !presented;
+  if (presented) {
+    el("trust").textContent = `Trust this certificate (SHA-256 ${presented})`;
+    el("trust").dataset.fingerprint = presented;
+  }
+}
+
+async function testConnection() {
+  showErrors([]);
+  el("verdicts").textContent = "Testing…";
+  const {status, data} = await send(config.test, "POST", connection());
+  if (status !== 200) {
+    el("verdicts").textContent = "";
+    showErrors(status === 400 ? errorLines(data) : [data.detail || `answered ${status}`]);
+    return;
+  }
+  showReport(data);
+}
+
+el("trust").addEventListener("click", () => {
+  el("tls").value = "fingerprint";
+  el("fingerprint").value = el("trust").dataset.fingerprint;
+  showTlsFields();
+  testConnection();
+});
+el("test-connection").addEventListener("click", testConnection);
+el("tls").addEventListener("change", showTlsFields);
+form.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  showErrors([]);
+  const body = {name: el("name").value.trim(), proxmox: connection()};
+  if (config.method === "POST") body.source_kind = "proxmox";
+  const {status, data} = await send(config.save, config.method, body);
+  if (status === 200 || status === 201) {
+    window.location.assign(`${config.page}?saved=${encodeURIComponent(data.name)}`);
+  } else {
+    showErrors(status === 400 ? errorLines(data) : [data.detail || `answered ${status}`]);
+  }
+});
+document.querySelectorAll("button.archive").forEach((button) => {
+  button.addEventListener("click", async () => {
+    const {status, data} = await send(button.dataset.url, "POST", {});
+    if (status === 200) window.location.reload();
+    else showErrors([data.detail || `answered ${status}`]);
+  });
+});
+showTlsFields();

@@ -1,0 +1,57 @@
+"""Connecting a (fake) Proxmox cluster through the clusters page as a new admin would: test the
+connection, trust the self-signed certificate shown, see what the token lacks before saving,
+save, and find the cluster listed. The walk's duration is printed (the issue: under two minutes)."""
+
+import time
+
+import pytest
+from fakepve import TOKEN
+from test_e2e_dashboard import ARTIFACTS, browser, embedded  # noqa: F401  (a fixture)
+from test_e2e_page import VIEWPORTS, open_page, overflow, serious_violations
+
+pytestmark = pytest.mark.e2e
+
+TOKEN_ID, SECRET = TOKEN.split("=", 1)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with embedded("e2e-connect-server.log", start_timeout=600) as (url, _):
+        yield url
+
+
+def test_a_new_admin_connects_a_proxmox_cluster_and_sees_what_the_token_lacks_before_saving(browser, server, pve):  # noqa: F811
+    pve.permissions = {"/": {"Sys.Audit": 1}, "/nodes": {"Sys.Audit": 1}, "/vms": {"VM.Audit": 1}}
+    page = open_page(browser, server, "desktop")
+    started = time.monotonic()
+    page.click("#clusters-link")
+    page.fill("#name", "pve-lab")
+    page.fill("#host", "127.0.0.1")
+    page.fill("#port", str(pve.port))
+    page.fill("#token-id", TOKEN_ID)
+    page.fill("#token-secret", SECRET)
+    page.click("#test-connection")
+    tls = page.locator("#verdicts li[data-topic=tls]")
+    assert tls.get_attribute("class") == "fail" and pve.fingerprint in tls.inner_text()
+    assert page.inner_text("#trust") == f"Trust this certificate (SHA-256 {pve.fingerprint})"
+    page.click("#trust")
+    page.wait_for_selector("#verdicts li[data-topic=version]")
+    assert page.input_value("#fingerprint") == pve.fingerprint
+    privileges = page.locator("#verdicts li[data-topic=privileges]")
+    assert privileges.get_attribute("class") == "fail"
+    assert "missing VM.Migrate on /vms: without it no migration can start" in privileges.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "page-connect-tested.png"), full_page=True)
+    page.click("#save-cluster")
+    page.wait_for_selector("#saved")
+    row = page.locator("tr[data-cluster=pve-lab]")
+    assert "proxmox" in row.inner_text()
+    walk = time.monotonic() - started
+    print(f"\nconnect walk: {walk:.1f} s from the header link to the cluster listed")
+    assert page.errors == []
+    page.close()
+    for viewport in VIEWPORTS:
+        shown = open_page(browser, server, viewport)
+        shown.click("#clusters-link")
+        shown.wait_for_selector("tr[data-cluster=pve-lab]")
+        assert overflow(shown) == 0 and serious_violations(shown) == []
+        shown.close()
