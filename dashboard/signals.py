@@ -8,7 +8,7 @@ import json
 
 from django.db.models.signals import post_delete, post_migrate, post_save
 from django.dispatch import receiver
-from django_celery_beat.models import IntervalSchedule, PeriodicTask
+from django_celery_beat.models import IntervalSchedule, PeriodicTask, PeriodicTasks
 
 from . import ha
 from .models import CapacitySettings, Cluster, Policy
@@ -24,7 +24,9 @@ def give_new_cluster_settings(sender, instance: Cluster, created: bool, raw: boo
     if created and not raw:
         Policy.objects.get_or_create(cluster=instance)
     elif not raw:  # an archived cluster runs no rounds; restoring it resumes them
-        PeriodicTask.objects.filter(name=schedule_name(instance.pk)).update(enabled=not instance.archived)
+        changed = PeriodicTask.objects.filter(name=schedule_name(instance.pk)).exclude(enabled=not instance.archived)
+        if changed.update(enabled=not instance.archived):
+            PeriodicTasks.update_changed()  # update() sends no signal: beat reads its schedule again
 
 
 @receiver(post_save, sender=Policy)

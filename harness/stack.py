@@ -1,7 +1,8 @@
 """The distributed mode's processes (daphne, a Celery worker and beat on PostgreSQL and Redis),
 started with the commands of the Makefile and docker-compose.yml: one start-up for the tests that
 run it (conftest's fixtures) and for the benchmarks (bench.latency), so the benchmark times the
-stack the tests check. No pytest and no Django here."""
+stack the tests check; and the embedded mode (`make run`) the browser tests run. No pytest and
+no Django here."""
 
 import atexit
 import os
@@ -84,6 +85,43 @@ def distributed_stack(database_url: str, redis_url: str, password: str, name: st
     finally:
         for process in processes:
             stop(process)
+
+
+@contextmanager
+def embedded(log: str, password: str, *options: str, start_timeout: float = 60.0):
+    """runembedded on a fresh SQLite file with one-second rounds, as `make run` starts it, with
+    `admin` / `password`. Yields its URL and the environment it runs with (to run manage.py
+    beside it: `shell`). Logs to artifacts/<log>."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {
+            "DATABASE_URL": f"sqlite:///{tmp}/e2e.sqlite3",
+            "REDIS_URL": "",
+            "CRS_ADMIN_PASSWORD": password,
+            "CRS_SECRET_KEY": "e2e-only",
+            **own_static(Path(tmp) / "static"),
+        }
+        args = ["manage.py", "runembedded", "--port", str(port), "--round-interval", "1", *options]
+        process = start(args, env, ARTIFACTS / log)
+        try:
+            wait_for_port(port, process, start_timeout)
+            keep_static_seed(env)
+            yield f"http://127.0.0.1:{port}", env
+        finally:
+            stop(process)
+
+
+def shell(env: dict, code: str) -> str:
+    """Run Python in `manage.py shell` beside a server (on its database); what it printed."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "project.settings", **env},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def processes_of_a_stack(

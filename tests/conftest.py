@@ -8,11 +8,12 @@ from contextlib import contextmanager
 
 import pytest
 
-from harness.stack import ARTIFACTS, SINGLE_WORKER, RedisServer, drop_database, fresh_database, start
+from harness.stack import ARTIFACTS, SINGLE_WORKER, RedisServer, drop_database, embedded, fresh_database, start
 
 REQUIRE_SERVICES = os.environ.get("CRS_TEST_REQUIRE_SERVICES", "") in ("1", "true")
 # Migrations of the test cluster take the simulator's minimum of one second.
 FAST_SIMULATOR = {"migration_mib_s": 1e9, "nodes": 6, "hot_nodes": 2}
+E2E_PASSWORD = "e2e-password"  # the admin's, on the browser tests' embedded servers
 
 
 def pytest_configure(config):
@@ -64,13 +65,23 @@ def service_or_skip(name: str) -> str:
 @pytest.fixture
 def redis_url():
     """A Redis database for this test alone: flushed before and after (that database only)."""
+    with flushed_redis() as url:
+        yield url
+
+
+@contextmanager
+def flushed_redis():
+    """This worker's Redis database, flushed before and after (that database only): for a test,
+    or for a module whose tests share one stack."""
     import redis
 
     url = own_redis_database(service_or_skip("CRS_TEST_REDIS_URL"))
     client = redis.Redis.from_url(url)
     client.flushdb()
-    yield url
-    client.flushdb()
+    try:
+        yield url
+    finally:
+        client.flushdb()
 
 
 def own_redis_database(url: str) -> str:
@@ -267,6 +278,17 @@ def pve(tmp_path):
     yield fake
     fake.stop()
     assert not fake.strays, "outside Proxmox VE's API schema:\n" + "\n".join(dict.fromkeys(fake.strays))
+
+
+@pytest.fixture(scope="session")
+def embedded_server():
+    """The browser run's one embedded product (runembedded, as `make run` starts it): its URL and
+    environment. Started once, since a start (migrate, collect, demo) is the dearest step of a
+    browser test; each module makes its own clusters on it (test_e2e_dashboard.own_cluster).
+    The first hour's walk-through starts its own, on a fresh database. Its first collect
+    compresses every static file: minutes on a busy machine, once."""
+    with embedded("e2e-server.log", E2E_PASSWORD, start_timeout=600) as served:
+        yield served
 
 
 @pytest.fixture

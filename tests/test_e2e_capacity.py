@@ -4,10 +4,8 @@ suggested, and it fits a desktop (1440 px) and a phone (390 px) without sideways
 
 Screenshots are kept in tests/artifacts/ (capacity-*.png)."""
 
-import json
-
 import pytest
-from test_e2e_dashboard import ARTIFACTS, browser, embedded, wait_for_first_round  # noqa: F401  (a fixture)
+from test_e2e_dashboard import ARTIFACTS, browser, own_cluster, simulated, wait_for_first_round  # noqa: F401
 from test_e2e_page import VIEWPORTS, open_page, overflow, serious_violations
 
 pytestmark = pytest.mark.e2e
@@ -15,13 +13,13 @@ UNDERUSED = {"migration_mib_s": 65536, "nodes": 6, "hot_nodes": 2, "node_sizes":
 
 
 @pytest.fixture(scope="module")
-def server():
-    with embedded("e2e-capacity-server.log", "--source-config", json.dumps(UNDERUSED), start_timeout=240) as (url, _):
-        yield url
+def server(embedded_server):
+    with own_cluster(embedded_server, simulated("e2e-capacity", UNDERUSED)) as served:
+        yield served
 
 
 def test_capacity_page_shows_the_apis_figures_and_fits_desktop_and_phone(browser, server):  # noqa: F811
-    page = open_page(browser, server)
+    page = open_page(browser, server.cluster)
     wait_for_first_round(page)
     page.click("#capacity-link")
     page.wait_for_selector("#capacity tbody tr")
@@ -30,7 +28,7 @@ def test_capacity_page_shows_the_apis_figures_and_fits_desktop_and_phone(browser
             break
         page.wait_for_timeout(1000)
         page.reload()
-    body = page.request.get(server + "/api/v1/clusters/1/capacity/").json()
+    body = page.request.get(f"{server.url}/api/v1/clusters/{server.pk}/capacity/").json()
     for row in body["sizes"]:
         assert page.text_content(f"#size-{row['size']} .count") == str(row["count"])
         assert page.text_content(f"#size-{row['size']} .count-n1") == str(row["count_n1"])
@@ -46,7 +44,7 @@ def test_capacity_page_shows_the_apis_figures_and_fits_desktop_and_phone(browser
     page.screenshot(path=str(ARTIFACTS / "capacity-1440.png"), full_page=True)
 
     phone = browser.new_context(viewport=VIEWPORTS["phone"], storage_state=page.context.storage_state()).new_page()
-    phone.goto(server + "/clusters/1/capacity/")
+    phone.goto(server.cluster + "capacity/")
     assert phone.text_content("#size-medium .count") == page.text_content("#size-medium .count")
     assert phone.locator("#trend-medium svg.sparkline").is_visible()
     assert (overflow(phone), serious_violations(phone)) == (0, [])

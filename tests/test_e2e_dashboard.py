@@ -1,21 +1,20 @@
 """The dashboard in a real browser, against `manage.py runembedded` (the `make run` path).
 
 Run on their own (`pytest -m e2e`): Playwright's sync API and pytest-django's database
-setup do not mix in one process, so these tests touch no database themselves.
+setup do not mix in one process, so these tests touch no database themselves. The browser tests
+share one embedded server (conftest's embedded_server), each module on clusters of its own.
 """
 
 import os
 import re
-import subprocess
-import sys
-import tempfile
 import time
 from contextlib import contextmanager
-from pathlib import Path
+from dataclasses import dataclass
 
 import pytest
+from conftest import E2E_PASSWORD as PASSWORD
 
-from harness.stack import ARTIFACTS, ROOT, free_port, keep_static_seed, own_static, start, stop, wait_for_port
+from harness.stack import ARTIFACTS, shell
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = "/usr/bin/chromium"
@@ -28,51 +27,59 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-PASSWORD = "e2e-password"
 WAIT_MS = 60_000
+# Archives every cluster still shown: no rounds, hidden from the pages, history kept.
+RETIRE = """
+from dashboard.models import Cluster
+for cluster in Cluster.objects.filter(archived=False):
+    cluster.archived = True
+    cluster.save(update_fields=["archived"])
+"""
+
+
+@dataclass(frozen=True)
+class Served:
+    """A module's cluster on the run's embedded server."""
+
+    url: str  # the server's
+    pk: int
+    env: dict  # the server's, to run `shell` beside it
+
+    @property
+    def cluster(self) -> str:
+        """The cluster's page."""
+        return f"{self.url}/clusters/{self.pk}/"
 
 
 @contextmanager
-def embedded(log: str, *options: str, start_timeout: float = 60.0):
-    """runembedded on a fresh SQLite file with one-second rounds, as `make run` starts it.
-    Yields its URL and the environment it runs with (to run manage.py beside it)."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {
-            "DATABASE_URL": f"sqlite:///{tmp}/e2e.sqlite3",
-            "REDIS_URL": "",
-            "CRS_ADMIN_PASSWORD": PASSWORD,
-            "CRS_SECRET_KEY": "e2e-only",
-            **own_static(Path(tmp) / "static"),
-        }
-        args = ["manage.py", "runembedded", "--port", str(port), "--round-interval", "1", *options]
-        process = start(args, env, ARTIFACTS / log)
-        try:
-            wait_for_port(port, process, start_timeout)
-            keep_static_seed(env)
-            yield f"http://127.0.0.1:{port}", env
-        finally:
-            stop(process)
+def own_cluster(embedded_server, create: str):
+    """A cluster of the module's own on the run's one embedded server (conftest), made by `create`
+    (Python for `manage.py shell` that prints its pk). Every cluster still shown is archived
+    before and after: the demo cluster runembedded made, the previous module's, what a test
+    imported. So a module's settings, moves and rules are its own, and its rounds run alone on
+    the server's one worker thread."""
+    url, env = embedded_server
+    pk = int(shell(env, RETIRE + create).strip().splitlines()[-1])
+    try:
+        yield Served(url, pk, env)
+    finally:
+        shell(env, RETIRE)
 
 
-def shell(env: dict, code: str) -> str:
-    """Run Python in `manage.py shell` beside an embedded product (its database); what it printed."""
-    return subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", code],
-        cwd=ROOT,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "project.settings", **env},
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+def simulated(name: str, source_config: dict | None = None) -> str:
+    """Python for own_cluster: a simulated cluster as `make run`'s demo, with one-second rounds
+    and the simulator's `source_config`."""
+    return (
+        "from dashboard.management.commands.demo import demo_cluster\n"
+        f"print(demo_cluster({name!r}, 1, {source_config or {}!r}).pk)"
+    )
 
 
 @pytest.fixture(scope="module")
-def server():
-    """The embedded product with migrations that take seconds."""
-    with embedded("e2e-server.log", "--source-config", '{"migration_mib_s": 65536}') as (url, _):
-        yield url
+def server(embedded_server):
+    """A cluster with migrations that take seconds."""
+    with own_cluster(embedded_server, simulated("e2e-dashboard", {"migration_mib_s": 65536})) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +104,7 @@ def page(browser, server, request):
     page.on("pageerror", lambda error: errors.append(str(error)))
     # the page runs under its Content-Security-Policy: anything it blocks is an error here
     page.on("console", lambda m: errors.append(m.text) if "Content Security Policy" in m.text else None)
-    page.goto(server + "/")
+    page.goto(server.cluster)
     page.fill("#id_username", "admin")
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")

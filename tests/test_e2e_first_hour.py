@@ -18,10 +18,11 @@ from test_e2e_dashboard import (  # noqa: F401  (a fixture)
     PASSWORD,
     WAIT_MS,
     browser,
-    embedded,
     wait_until,
 )
 from test_e2e_page import overflow, serious_violations
+
+from harness.stack import embedded
 
 pytestmark = pytest.mark.e2e
 WIDTHS = {390: 844, 1440: 900}
@@ -53,7 +54,7 @@ CUT_OFF = """() => [...document.querySelectorAll("body *")].filter((e) => {
 def server():
     # a fresh database and static root: the first collect compresses every file (minutes on a busy machine)
     options = ("--source-config", '{"migration_mib_s": 65536}')
-    with embedded("e2e-first-hour-server.log", *options, start_timeout=300) as (url, _):
+    with embedded("e2e-first-hour-server.log", PASSWORD, *options, start_timeout=300) as (url, _):
         yield url
 
 

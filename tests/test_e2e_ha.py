@@ -4,16 +4,16 @@ page's header, sorted and filtered, without sideways scroll on a phone (390 px) 
 Screenshots are kept in tests/artifacts/ (ha-*.png)."""
 
 import pytest
-from test_e2e_dashboard import ARTIFACTS, browser, embedded, wait_until  # noqa: F401  (a fixture)
+from test_e2e_dashboard import ARTIFACTS, browser, own_cluster, simulated, wait_until  # noqa: F401  (a fixture)
 from test_e2e_page import VIEWPORTS, open_page, overflow, serious_violations
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def server():
-    with embedded("e2e-ha-server.log", start_timeout=300) as (url, _):
-        yield url
+def server(embedded_server):
+    with own_cluster(embedded_server, simulated("e2e-ha")) as served:
+        yield served
 
 
 def column(page, index: int) -> list[str]:
@@ -25,7 +25,7 @@ def column(page, index: int) -> list[str]:
 
 
 def test_guest_view_sorts_filters_and_fits_a_phone(browser, server):  # noqa: F811
-    page = open_page(browser, server)
+    page = open_page(browser, server.cluster)
     wait_until(page, "document.getElementById('n1-verdict').dataset.survives !== undefined")
     verdict = page.text_content("#n1-verdict")
     assert verdict.startswith(("Survives the loss of any one node", "Losing node"))
@@ -64,25 +64,25 @@ def test_guest_view_sorts_filters_and_fits_a_phone(browser, server):  # noqa: F8
     page.screenshot(path=str(ARTIFACTS / "ha-rules-desktop.png"), full_page=True)
 
     phone = browser.new_context(viewport=VIEWPORTS["phone"], storage_state=page.context.storage_state()).new_page()
-    phone.goto(server + "/clusters/1/guests/")
+    phone.goto(server.cluster + "guests/")
     phone.wait_for_selector("#guests tbody tr")
     assert overflow(phone) == 0
     phone.select_option("#guest-sort", "3")  # the headings are hidden on a phone: sort by cores from the menu
     cores = [float(v) for v in column(phone, 3)]
     assert cores == sorted(cores)
     phone.screenshot(path=str(ARTIFACTS / "ha-guests-phone.png"))
-    phone.goto(server + "/clusters/1/rules/")
+    phone.goto(server.cluster + "rules/")
     assert overflow(phone) == 0
     phone.screenshot(path=str(ARTIFACTS / "ha-rules-phone.png"), full_page=True)
-    phone.goto(server + "/")
+    phone.goto(server.cluster)
     wait_until(phone, "document.getElementById('n1-verdict').dataset.survives !== undefined")
     assert overflow(phone) == 0
     assert not page.errors
 
 
 def test_a_negative_node_affinity_rule_is_added_on_the_rules_page(browser, server):  # noqa: F811
-    page = open_page(browser, server)
-    page.goto(server + "/clusters/1/rules/")
+    page = open_page(browser, server.cluster)
+    page.goto(server.cluster + "rules/")
     sid = page.get_attribute("#guest-sids option", "value")
     page.fill("#new-rule", "keep-off-node01")
     page.select_option("#new-type", "node-affinity")
@@ -102,5 +102,5 @@ def test_a_negative_node_affinity_rule_is_added_on_the_rules_page(browser, serve
     assert row.locator(".rule-status").text_content().strip() == "applies"
     page.screenshot(path=str(ARTIFACTS / "ha-rules-negative.png"), full_page=True)
     assert (overflow(page), serious_violations(page)) == (0, [])
-    row.locator("button.reject").click()  # leave the demo as it was
+    row.locator("button.reject").click()  # leave the cluster as it was
     page.wait_for_selector("#rule-keep-off-node01", state="detached")

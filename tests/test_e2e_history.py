@@ -1,7 +1,16 @@
 """The trend's range selector and migration markers in a real browser, against `make run`'s embedded mode."""
 
 import pytest
-from test_e2e_dashboard import ARTIFACTS, PASSWORD, WAIT_MS, browser, decide, embedded, wait_until  # noqa: F401
+from test_e2e_dashboard import (  # noqa: F401  (a fixture)
+    ARTIFACTS,
+    PASSWORD,
+    WAIT_MS,
+    browser,
+    decide,
+    own_cluster,
+    simulated,
+    wait_until,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -11,9 +20,9 @@ SVG_SHOWN = "document.querySelector('#chart svg')"
 
 
 @pytest.fixture(scope="module")
-def server():
-    with embedded("e2e-history.log", "--source-config", '{"migration_mib_s": 65536}') as (url, _):
-        yield url
+def server(embedded_server):
+    with own_cluster(embedded_server, simulated("e2e-history", {"migration_mib_s": 65536})) as served:
+        yield served
 
 
 def logged_in(browser, server, width, height):
@@ -22,7 +31,7 @@ def logged_in(browser, server, width, height):
     page.set_default_timeout(WAIT_MS)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(server + "/")
+    page.goto(server.cluster)
     page.fill("#id_username", "admin")
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
@@ -58,7 +67,7 @@ def test_the_range_selector_fits_a_phone(browser, server):
     wait_until(page, SVG_SHOWN)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     page.screenshot(path=str(ARTIFACTS / "history-390.png"), full_page=True)
-    page.goto(server + "/clusters/1/whatif")  # the demo cluster
+    page.goto(server.cluster + "whatif")
     wait_until(page, "document.getElementById('methods')")
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     page.screenshot(path=str(ARTIFACTS / "whatif-390.png"), full_page=True)

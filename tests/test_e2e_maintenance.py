@@ -1,20 +1,17 @@
 """Maintenance in a real browser: an admin puts a node into maintenance and watches it drain,
-then takes it out and watches its guests come back (runembedded, the demo cluster)."""
+then takes it out and watches its guests come back (runembedded, a simulated cluster as the demo)."""
 
 import pytest
-from test_e2e_dashboard import ARTIFACTS, browser, embedded, page, wait_until  # noqa: F401 (fixtures)
+from test_e2e_dashboard import ARTIFACTS, browser, own_cluster, page, simulated, wait_until  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def server():
-    """The embedded product with migrations that take about a second; it may start slowly on a busy machine."""
-    with embedded("e2e-maintenance.log", "--source-config", '{"migration_mib_s": 65536}', start_timeout=300) as (
-        url,
-        _,
-    ):
-        yield url
+def server(embedded_server):
+    """A cluster with migrations that take about a second."""
+    with own_cluster(embedded_server, simulated("e2e-maintenance", {"migration_mib_s": 65536})) as served:
+        yield served
 
 
 ROWS = "[...document.querySelectorAll('#maintenance-nodes tbody tr')]"

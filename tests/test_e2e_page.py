@@ -13,26 +13,27 @@ from test_e2e_dashboard import (  # noqa: F401  (a fixture)
     WAIT_MS,
     browser,
     chart_points,
-    embedded,
-    shell,
+    own_cluster,
+    simulated,
     wait_until,
 )
 
 pytestmark = pytest.mark.e2e
 VIEWPORTS = {"phone": {"width": 390, "height": 844}, "desktop": {"width": 1440, "height": 900}}
-# Every page of the product (Django's own admin aside), each checked at every width of WIDTHS.
+# Every page of the product (Django's own admin aside), each checked at every width of WIDTHS;
+# {pk} is the module's cluster, the one the live page shows (the only one not archived).
 PAGES = {
     "live": "/",
-    "cluster": "/clusters/1/",
+    "cluster": "/clusters/{pk}/",
     "audit": "/audit/",
-    "plan": "/clusters/1/plan",
+    "plan": "/clusters/{pk}/plan",
     "import": "/clusters/import",
     "tokens": "/tokens/",
-    "guests": "/clusters/1/guests/",
-    "rules": "/clusters/1/rules/",
-    "whatif": "/clusters/1/whatif",
-    "rolling": "/clusters/1/rolling/",
-    "capacity": "/clusters/1/capacity/",
+    "guests": "/clusters/{pk}/guests/",
+    "rules": "/clusters/{pk}/rules/",
+    "whatif": "/clusters/{pk}/whatif",
+    "rolling": "/clusters/{pk}/rolling/",
+    "capacity": "/clusters/{pk}/capacity/",
     "password": "/accounts/password_change/",
     "not-found": "/clusters/999/",
 }
@@ -42,25 +43,25 @@ VIEWER = "watcher"
 
 
 @pytest.fixture(scope="module")
-def server():
-    """The embedded product with one-second rounds, and a viewer account besides its admin."""
-    with embedded("e2e-page-server.log", start_timeout=240) as (url, env):
-        create_viewer = (
-            "from django.contrib.auth.models import Group, User;"
-            f"u = User.objects.create_user({VIEWER!r}, password={PASSWORD!r});"
-            "u.groups.add(Group.objects.get(name='viewer'))"
-        )
-        shell(env, create_viewer)
-        yield url
+def server(embedded_server):
+    """A simulated cluster with one-second rounds, and a viewer account besides the admin."""
+    create_viewer = (
+        "from django.contrib.auth.models import Group, User\n"
+        f"u = User.objects.create_user({VIEWER!r}, password={PASSWORD!r})\n"
+        "u.groups.add(Group.objects.get(name='viewer'))\n"
+    )
+    with own_cluster(embedded_server, create_viewer + simulated("e2e-page")) as served:
+        yield served
 
 
-def open_page(browser, server, viewport="desktop", user="admin", **context_options):
+def open_page(browser, url, viewport="desktop", user="admin", **context_options):
+    """`url` (a page with the live socket) in a new context, logged in as `user`, its socket open."""
     context = browser.new_context(viewport=VIEWPORTS[viewport], **context_options)
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     page.errors = []
     page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.goto(server + "/")
+    page.goto(url)
     page.fill("#id_username", user)
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
@@ -96,7 +97,7 @@ def fits_and_passes_axe_at_every_width(page, name: str) -> None:
 def test_every_page_fits_every_width_and_passes_axe(browser, server):
     context = browser.new_context(viewport=VIEWPORTS["phone"])
     login = context.new_page()
-    login.goto(server + "/accounts/login/")
+    login.goto(server.url + "/accounts/login/")
     login.fill("#id_username", "admin")
     login.fill("#id_password", "wrong")
     login.click("button[type=submit]")
@@ -104,18 +105,18 @@ def test_every_page_fits_every_width_and_passes_axe(browser, server):
     fits_and_passes_axe_at_every_width(login, "login")
     context.close()
 
-    page = open_page(browser, server, "phone")
+    page = open_page(browser, server.url + "/", "phone")
     chart_points(page, 3)
     for name, path in PAGES.items():
         if name != "live":
-            page.goto(server + path)
+            page.goto(server.url + path.format(pk=server.pk))
         fits_and_passes_axe_at_every_width(page, name)
     assert page.errors == []
     page.context.close()
 
 
 def test_times_are_in_the_browsers_zone_labelled_with_utc_in_the_tooltip(browser, server):
-    page = open_page(browser, server, timezone_id="America/New_York", locale="en-US")
+    page = open_page(browser, server.cluster, timezone_id="America/New_York", locale="en-US")
     wait_until(page, "document.getElementById('last-round').dateTime")
     chart_points(page)
     last_round = page.locator("#last-round")
@@ -133,12 +134,12 @@ def test_times_are_in_the_browsers_zone_labelled_with_utc_in_the_tooltip(browser
 
 
 def test_invalid_save_shows_the_error_at_the_form_and_keeps_what_was_typed(browser, server):
-    page = open_page(browser, server, "phone")
+    page = open_page(browser, server.cluster, "phone")
     page.fill("#id_threshold", "150")
     page.fill("#id_hold_duration", "4")
     page.click("#save-settings")
     page.wait_for_selector("#settings-failed")
-    assert page.url.endswith("/clusters/1/#settings")  # not the POST target: a reload re-submits nothing
+    assert page.url == server.cluster + "#settings"  # not the POST target: a reload re-submits nothing
     assert page.inner_text("[data-field=threshold]") == "threshold must be between 0 and 100 %"
     assert page.input_value("#id_threshold") == "150" and page.input_value("#id_hold_duration") == "4"
     # The message is on screen, at the form, not 2 000 px below the top.
@@ -150,7 +151,7 @@ def test_invalid_save_shows_the_error_at_the_form_and_keeps_what_was_typed(brows
 
 
 def test_reject_without_reason_is_refused_next_to_the_field(browser, server):
-    page = open_page(browser, server, "phone")
+    page = open_page(browser, server.cluster, "phone")
     item = page.wait_for_selector("#recommendations li")
     assert "required" in item.query_selector("label").inner_text()
     item.query_selector(".reject").click()
@@ -162,7 +163,7 @@ def test_reject_without_reason_is_refused_next_to_the_field(browser, server):
 
 
 def test_viewer_is_offered_no_write_control(browser, server):
-    page = open_page(browser, server, "phone", user=VIEWER)
+    page = open_page(browser, server.cluster, "phone", user=VIEWER)
     page.wait_for_selector("#recommendations li")
     for control in ("button.approve", "button.reject", "input.reason", "#settings-form", "#import-link"):
         assert page.locator(control).count() == 0, control
@@ -172,9 +173,9 @@ def test_viewer_is_offered_no_write_control(browser, server):
 
 
 def test_logging_out_in_another_tab_closes_the_socket(browser, server):
-    page = open_page(browser, server)
+    page = open_page(browser, server.cluster)
     other = page.context.new_page()
-    other.goto(server + "/audit/")
+    other.goto(server.url + "/audit/")
     other.click("header .logout button")
     other.wait_for_url("**/accounts/login/")
     wait_until(page, "document.getElementById('ws-state').textContent === 'signed out'", 30_000)
@@ -184,7 +185,7 @@ def test_logging_out_in_another_tab_closes_the_socket(browser, server):
 
 
 def test_dark_mode_follows_the_system_setting(browser, server):
-    page = open_page(browser, server, "desktop", color_scheme="dark")
+    page = open_page(browser, server.cluster, "desktop", color_scheme="dark")
     chart_points(page, 2)
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(13, 17, 23)"  # the dark scheme's background, not the light #f6f8fa
@@ -196,9 +197,9 @@ def test_dark_mode_follows_the_system_setting(browser, server):
 def test_what_if_chart_has_whole_second_ticks_and_a_visible_threshold(browser, server):
     """An imported snapshot's first rounds still get a minute of axis, ticks without fractions of
     a second and the threshold as a line across the plot; a read-only cluster offers no decision."""
-    page = open_page(browser, server, "phone")
-    snapshot = page.request.get(server + "/clusters/1/snapshot.json").body()
-    page.goto(server + "/clusters/import")
+    page = open_page(browser, server.cluster, "phone")
+    snapshot = page.request.get(server.cluster + "snapshot.json").body()
+    page.goto(server.url + "/clusters/import")
     page.fill("#id_name", "what-if")
     page.set_input_files(
         "#id_snapshot", files=[{"name": "lab.json", "mimeType": "application/json", "buffer": snapshot}]

@@ -4,10 +4,16 @@ suggested node powered down drains through its maintenance, its moves listed on 
 until the page says it is empty and to power it off by hand; marked standby, it shows as powered
 down, and the audit trail names the admin who did each step."""
 
-import json
-
 import pytest
-from test_e2e_dashboard import ARTIFACTS, browser, embedded, shell, wait_for_first_round, wait_until  # noqa: F401
+from test_e2e_dashboard import (  # noqa: F401  (a fixture)
+    ARTIFACTS,
+    browser,
+    own_cluster,
+    shell,
+    simulated,
+    wait_for_first_round,
+    wait_until,
+)
 from test_e2e_page import open_page, overflow, serious_violations
 
 pytestmark = pytest.mark.e2e
@@ -18,8 +24,8 @@ QUIET = {"migration_mib_s": 65536, "nodes": 12, "hot_nodes": 4, "node_sizes": [{
 
 
 @pytest.fixture(scope="module")
-def stack():
-    with embedded("e2e-power-server.log", "--source-config", json.dumps(QUIET), start_timeout=240) as served:
+def stack(embedded_server):
+    with own_cluster(embedded_server, simulated("e2e-power", QUIET)) as served:
         yield served
 
 
@@ -43,8 +49,7 @@ def check_page(page, name: str) -> None:
 
 
 def test_a_node_powered_down_on_the_page_drains_waits_for_the_admin_and_is_standby(browser, stack):  # noqa: F811
-    url, env = stack
-    page = open_page(browser, url)
+    page = open_page(browser, stack.cluster)
     wait_for_first_round(page)
     page.click("#capacity-link")
     page.wait_for_selector("#power-down-buttons")
@@ -58,12 +63,12 @@ def test_a_node_powered_down_on_the_page_drains_waits_for_the_admin_and_is_stand
     # A strict rule keeps one of the node's guests on it or `other`: with the node emptied, losing
     # `other` would leave that guest nowhere to go.
     rule = (
-        "from dashboard import ha; from dashboard.models import Cluster; c = Cluster.objects.get(pk=1); "
+        f"from dashboard import ha; from dashboard.models import Cluster; c = Cluster.objects.get(pk={stack.pk}); "
         f"sid = next(g.sid for g in c.latest_snapshot().guests if g.node == {node!r}); "
-        "ha.save_rule(1, {'rule': 'two-homes', 'type': 'node-affinity', 'resources': [sid], "
+        f"ha.save_rule({stack.pk}, {{'rule': 'two-homes', 'type': 'node-affinity', 'resources': [sid], "
         f"'nodes': [{{'node': {node!r}}}, {{'node': {other!r}}}], 'strict': True}}, None, None)"
     )
-    shell(env, rule)
+    shell(stack.env, rule)
     page.click(f"text=Power down {node}")
     refusal = page.inner_text("#power-error")
     assert refusal.startswith(f"powering {node} down breaks N+1: with {node} in maintenance, N+1 fails"), refusal
@@ -72,7 +77,9 @@ def test_a_node_powered_down_on_the_page_drains_waits_for_the_admin_and_is_stand
     assert page.is_disabled(f"text=Power down {node}") and refusal in page.inner_text("#power-refused")
     check_page(page, "refused")
     shell(
-        env, "from dashboard import ha; from dashboard.models import HaRule; ha.delete_rule(HaRule.objects.get(), None)"
+        stack.env,
+        "from dashboard import ha; from dashboard.models import HaRule; "
+        f"ha.delete_rule(HaRule.objects.get(cluster_id={stack.pk}), None)",
     )
 
     page.goto(capacity)
@@ -84,7 +91,7 @@ def test_a_node_powered_down_on_the_page_drains_waits_for_the_admin_and_is_stand
     assert "by admin" in page.inner_text(row)
     check_page(page, "draining")
 
-    page.goto(url + "/clusters/1/")  # the evacuation's moves, run at once without an approval
+    page.goto(stack.cluster)  # the evacuation's moves, run at once without an approval
     rows = "[...document.querySelectorAll('#migrations tbody tr')]"
     moves_off = f"{rows}.filter((r) => r.cells[2].textContent.startsWith('{node} → '))"
     wait_until(page, f"{moves_off}.length > 0")
@@ -101,7 +108,7 @@ def test_a_node_powered_down_on_the_page_drains_waits_for_the_admin_and_is_stand
     assert "standby (powered down)" in page.inner_text(row)
     assert page.get_attribute("#f-standby", "value") == node  # on the standby list: no guest goes there
 
-    page.goto(url + "/audit/?action=")
+    page.goto(f"{stack.url}/audit/?cluster={stack.pk}&action=")
     trail = page.evaluate(
         "[...document.querySelectorAll('#audit tbody tr')].filter((r) => r.dataset.action.startsWith('power-down-'))"
         ".map((r) => [r.dataset.action, r.cells[1].textContent, r.cells[5].textContent])"

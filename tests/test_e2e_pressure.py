@@ -5,7 +5,7 @@ it is a restart, with its downtime."""
 import json
 
 import pytest
-from test_e2e_dashboard import ARTIFACTS, PASSWORD, WAIT_MS, browser, embedded, shell, wait_until  # noqa: F401  (a fixture)
+from test_e2e_dashboard import ARTIFACTS, PASSWORD, WAIT_MS, browser, own_cluster, wait_until  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.e2e
 GIB = 2**30
@@ -32,26 +32,25 @@ SNAPSHOT = {
 
 
 @pytest.fixture(scope="module")
-def server():
-    """The embedded product plus a what-if cluster of SNAPSHOT whose settings let containers restart."""
-    with embedded("e2e-pressure-server.log") as (url, env):
-        create = (
-            "import json; from dashboard.models import Cluster;"
-            f"c = Cluster.objects.create(name='pinned', source_kind='snapshot', "
-            f"source_config={{'snapshot': json.loads({json.dumps(SNAPSHOT)!r})}});"
-            "p = c.policy; p.mode = 'static'; p.threshold = 0.05; p.hold_duration = 0; p.margin = 0.0;"
-            "p.target_imbalance = None; p.containers = 'restart'; p.save(); print(c.pk)"
-        )
-        yield url, int(shell(env, create).strip().splitlines()[-1])
+def server(embedded_server):
+    """A what-if cluster of SNAPSHOT whose settings let containers restart."""
+    create = (
+        "import json; from dashboard.models import Cluster;"
+        f"c = Cluster.objects.create(name='pinned', source_kind='snapshot', "
+        f"source_config={{'snapshot': json.loads({json.dumps(SNAPSHOT)!r})}});"
+        "p = c.policy; p.mode = 'static'; p.threshold = 0.05; p.hold_duration = 0; p.margin = 0.0;"
+        "p.target_imbalance = None; p.containers = 'restart'; p.save(); print(c.pk)"
+    )
+    with own_cluster(embedded_server, create) as served:
+        yield served
 
 
 @pytest.mark.parametrize("viewport", [{"width": 1440, "height": 900}, {"width": 390, "height": 844}])
 def test_pinned_guest_shows_its_reason_and_a_container_move_says_restart(browser, server, viewport):
-    url, pk = server
     context = browser.new_context(viewport=viewport)
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
-    page.goto(f"{url}/clusters/{pk}/")
+    page.goto(server.cluster)
     page.fill("#id_username", "admin")
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")

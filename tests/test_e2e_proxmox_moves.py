@@ -6,7 +6,7 @@ Screenshots are kept in tests/artifacts/ (proxmox-moves-*.png)."""
 
 import pytest
 from fakepve import TOKEN, FakePve
-from test_e2e_dashboard import ARTIFACTS, browser, embedded, shell, wait_until  # noqa: F401  (a fixture)
+from test_e2e_dashboard import ARTIFACTS, browser, own_cluster, wait_until  # noqa: F401  (a fixture)
 from test_e2e_page import VIEWPORTS, open_page, overflow, serious_violations
 
 pytestmark = pytest.mark.e2e
@@ -24,14 +24,14 @@ def pve(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(pve):
-    with embedded("e2e-proxmox-moves.log", start_timeout=300) as (url, env):
-        config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file}
-        create = (
-            "from dashboard.models import Cluster;"
-            f"print(Cluster.objects.create(name='pve', source_kind='proxmox', source_config={config!r}).pk)"
-        )
-        yield url, int(shell(env, create).strip().splitlines()[-1])
+def server(embedded_server, pve):
+    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file}
+    create = (
+        "from dashboard.models import Cluster;"
+        f"print(Cluster.objects.create(name='pve', source_kind='proxmox', source_config={config!r}).pk)"
+    )
+    with own_cluster(embedded_server, create) as served:
+        yield served
 
 
 def cells(page) -> list[str]:
@@ -39,9 +39,7 @@ def cells(page) -> list[str]:
 
 
 def test_proxmox_s_own_moves_are_listed_and_followed(browser, server, pve):  # noqa: F811
-    url, pk = server
-    page = open_page(browser, url)
-    page.goto(f"{url}/clusters/{pk}/")
+    page = open_page(browser, server.cluster)
     page.wait_for_selector(ROW)
     assert cells(page) == [
         "vm:104",
@@ -59,7 +57,7 @@ def test_proxmox_s_own_moves_are_listed_and_followed(browser, server, pve):  # n
     assert not page.errors
 
     phone = browser.new_context(viewport=VIEWPORTS["phone"], storage_state=page.context.storage_state()).new_page()
-    phone.goto(f"{url}/clusters/{pk}/")
+    phone.goto(server.cluster)
     phone.wait_for_selector(ROW)
     assert overflow(phone) == 0  # the rows stack on a phone
     phone.locator("#proxmox-moves").screenshot(path=str(ARTIFACTS / "proxmox-moves-phone.png"))

@@ -8,7 +8,15 @@ test process touches none.
 
 import pytest
 from conftest import own_database
-from test_e2e_dashboard import CHART_POINTS, PASSWORD, browser, chart_points, page, wait_until  # noqa: F401 (fixtures)
+from test_e2e_dashboard import (  # noqa: F401 (fixtures)
+    CHART_POINTS,
+    PASSWORD,
+    Served,
+    browser,
+    chart_points,
+    page,
+    wait_until,
+)
 
 from harness.stack import ARTIFACTS, distributed_stack
 
@@ -18,10 +26,10 @@ OUTAGE_WAIT_MS = 90_000  # reconnects back off; beat and the worker reconnect to
 
 @pytest.fixture
 def server(redis_server):
-    """The stack on a Redis of the test's own, which the test stops and starts again."""
+    """The stack on a Redis of the test's own, which the test stops and starts again; its demo cluster."""
     with own_database("e2e_outage") as database_url:
         with distributed_stack(database_url, redis_server.url, PASSWORD, "e2e-outage") as (url, _):
-            yield url
+            yield Served(url, 1, {"DATABASE_URL": database_url, "REDIS_URL": redis_server.url})
 
 
 def wait_for_growth(page, points: int = 2) -> None:

@@ -1,17 +1,26 @@
 """Rolling maintenance in a real browser: an admin starts one over two nodes, pauses it while the
-first node drains, resumes it, says the node is back and sees it done (runembedded, the demo cluster)."""
+first node drains, resumes it, says the node is back and sees it done (runembedded, a simulated
+cluster as the demo)."""
 
 import pytest
-from test_e2e_dashboard import ARTIFACTS, browser, embedded, page, wait_for_first_round, wait_until  # noqa: F401 (fixtures)
+from test_e2e_dashboard import (  # noqa: F401 (fixtures)
+    ARTIFACTS,
+    browser,
+    own_cluster,
+    page,
+    simulated,
+    wait_for_first_round,
+    wait_until,
+)
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def server():
-    """The embedded product with migrations that take about a second; it may start slowly on a busy machine."""
-    with embedded("e2e-rolling.log", "--source-config", '{"migration_mib_s": 65536}', start_timeout=300) as (url, _):
-        yield url
+def server(embedded_server):
+    """A cluster with migrations that take about a second."""
+    with own_cluster(embedded_server, simulated("e2e-rolling", {"migration_mib_s": 65536})) as served:
+        yield served
 
 
 def step(node: str) -> str:

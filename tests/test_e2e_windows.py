@@ -5,20 +5,20 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from test_e2e_dashboard import ARTIFACTS, browser, embedded, wait_until  # noqa: F401  (a fixture)
+from test_e2e_dashboard import ARTIFACTS, browser, own_cluster, simulated, wait_until  # noqa: F401  (a fixture)
 from test_e2e_page import VIEWPORTS, open_page, overflow, serious_violations
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def server():
-    with embedded("e2e-windows-server.log") as (url, _):
-        yield url
+def server(embedded_server):
+    with own_cluster(embedded_server, simulated("e2e-windows")) as served:
+        yield served
 
 
 def test_a_window_added_on_the_page_pauses_automatic_moves_until_it_opens(browser, server):  # noqa: F811
-    page = open_page(browser, server, "desktop", timezone_id="America/New_York")
+    page = open_page(browser, server.cluster, "desktop", timezone_id="America/New_York")
     page.select_option("#id_automation", "automatic")
     page.click("#save-settings")
     page.wait_for_selector("text=Settings saved")
@@ -36,7 +36,7 @@ def test_a_window_added_on_the_page_pauses_automatic_moves_until_it_opens(browse
     assert page.errors == []
     page.close()
     for viewport in VIEWPORTS:
-        shown = open_page(browser, server, viewport, color_scheme="dark" if viewport == "phone" else "light")
+        shown = open_page(browser, server.cluster, viewport, color_scheme="dark" if viewport == "phone" else "light")
         shown.locator("#automation").scroll_into_view_if_needed()
         shown.screenshot(path=str(ARTIFACTS / f"page-automation-{viewport}.png"), full_page=True)
         assert overflow(shown) == 0 and serious_violations(shown) == []

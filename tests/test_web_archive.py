@@ -5,7 +5,7 @@ import json
 
 import pytest
 from django.urls import reverse
-from django_celery_beat.models import PeriodicTask
+from django_celery_beat.models import PeriodicTask, PeriodicTasks
 
 from dashboard.models import AuditEvent, Cluster
 from dashboard.signals import schedule_name
@@ -28,10 +28,17 @@ def test_archiving_stops_rounds_hides_the_cluster_and_keeps_its_history(admin_cl
     kept = collected.snapshot
     other = Cluster.objects.create(name="other", source_kind="simulator", source_config={"nodes": 3})
     url = reverse("admin:dashboard_cluster_change", args=[collected.pk])
+    read = PeriodicTasks.last_change()
     assert admin_client.post(url, admin_form(collected)).status_code == 302
 
     assert not PeriodicTask.objects.get(name=schedule_name(collected.pk)).enabled
     assert PeriodicTask.objects.get(name=schedule_name(other.pk)).enabled
+    # beat reads its schedule again, so it stops queuing the archived cluster's rounds; a round's
+    # own save of its cluster leaves the schedule alone
+    assert PeriodicTasks.last_change() > read
+    read = PeriodicTasks.last_change()
+    collect.apply(args=[other.pk])
+    assert Cluster.objects.get(pk=other.pk).snapshot and PeriodicTasks.last_change() == read
     collect.apply(args=[collected.pk])  # a round queued before archiving finds nothing to do
     assert Cluster.objects.get(pk=collected.pk).snapshot == kept
     home = admin_client.get("/")

@@ -7,7 +7,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import own_database
+from conftest import flushed_redis, own_database
 
 from harness.stack import BEAT, ROOT, WEB, WORKER, distributed_stack
 from harness.wsclient import Client, login
@@ -31,9 +31,10 @@ def test_the_makefile_runs_these_commands_supervised():
         assert f"scripts/supervise $(VENV)/bin/{command}" in makefile, command
 
 
-@pytest.fixture
-def stack(redis_url):
-    with own_database("distributed") as database_url:
+@pytest.fixture(scope="module")
+def stack():
+    """One stack for the module: its tests only read (a round, health, refused settings)."""
+    with flushed_redis() as redis_url, own_database("distributed") as database_url:
         with distributed_stack(database_url, redis_url, PASSWORD, "distributed") as (url, _):
             yield url
 

@@ -40,20 +40,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, password: str, round_interval: int | None, source_config: dict, **options):
-        interval = round_interval or DEMO_ROUND_SECONDS
-        source_config = {
-            "round_interval_s": interval,
-            "seconds_per_sample": interval * DEMO_ROUNDS_PER_SAMPLE,
-            **source_config,
-        }
-        cluster, created = Cluster.objects.get_or_create(
-            name=DEMO_CLUSTER, defaults={"source_kind": "simulator", "source_config": source_config}
-        )
-        if created:
-            policy = Policy.objects.get(cluster=cluster)
-            policy.mode = "dynamic"  # measured usage, so the trend moves as the simulated load shifts
-            policy.round_interval = interval
-            policy.save()  # the beat schedule follows the saved settings
+        demo_cluster(DEMO_CLUSTER, round_interval, source_config)
         self.stdout.write(self.admin_login(password))
 
     def admin_login(self, password: str) -> str:
@@ -70,3 +57,24 @@ class Command(BaseCommand):
             user.save()
             return f"login: admin / {password}"
         return "login: admin / (the password printed on the first run; set CRS_ADMIN_PASSWORD to change it)"
+
+
+def demo_cluster(name: str, round_interval: int | None = None, source_config: dict | None = None) -> Cluster:
+    """The simulated cluster `name` as the demo runs it, created if new with rounds every
+    `round_interval` seconds and the simulator's `source_config` (the browser tests make
+    one per test module on a shared server)."""
+    interval = round_interval or DEMO_ROUND_SECONDS
+    source_config = {
+        "round_interval_s": interval,
+        "seconds_per_sample": interval * DEMO_ROUNDS_PER_SAMPLE,
+        **(source_config or {}),
+    }
+    cluster, created = Cluster.objects.get_or_create(
+        name=name, defaults={"source_kind": "simulator", "source_config": source_config}
+    )
+    if created:
+        policy = Policy.objects.get(cluster=cluster)
+        policy.mode = "dynamic"  # measured usage, so the trend moves as the simulated load shifts
+        policy.round_interval = interval
+        policy.save()  # the beat schedule follows the saved settings
+    return cluster
