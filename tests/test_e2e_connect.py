@@ -6,7 +6,7 @@ import time
 
 import pytest
 from fakepve import TOKEN
-from test_e2e_dashboard import ARTIFACTS, browser, embedded  # noqa: F401  (a fixture)
+from test_e2e_dashboard import ARTIFACTS, browser  # noqa: F401  (a fixture)
 from test_e2e_page import VIEWPORTS, open_page, overflow, serious_violations
 
 pytestmark = pytest.mark.e2e
@@ -15,9 +15,11 @@ TOKEN_ID, SECRET = TOKEN.split("=", 1)
 
 
 @pytest.fixture(scope="module")
-def server():
-    with embedded("e2e-connect-server.log", start_timeout=600) as (url, _):
-        yield url
+def server(embedded_server):
+    """The run's one embedded server (conftest): the cluster this module adds is archived by the
+    next module's own_cluster, as every module's are."""
+    url, _ = embedded_server
+    return url
 
 
 def test_a_new_admin_connects_a_proxmox_cluster_and_sees_what_the_token_lacks_before_saving(browser, server, pve):  # noqa: F811
