@@ -88,7 +88,7 @@ def test_an_approved_moves_claim_holds_its_target_from_approval_until_it_is_rele
         return
     assert (second.state, second.target) == ("approved", "node06")
     assert second.reason == f"waits: node06's memory is claimed by migration {first.pk}"
-    loaded = admin_client.get(reverse("dashboard:api-cluster", args=[collected.pk])).json()  # what the page loads
+    loaded = admin_client.get(reverse("api:cluster-state", args=[collected.pk])).json()  # what the page loads
     row = next(m for m in loaded["migrations"] if m["id"] == second.pk)
     assert (row["state"], row["reason"]) == ("approved", second.reason)  # the row says why beside "approved"
     Migration.objects.transition(first.pk, "approved", "expired", None, reason="the plan was abandoned")
