@@ -9,12 +9,14 @@ from dashboard.api import capacity as capacity_api
 from dashboard.api import ha as ha_api
 from dashboard.api import metrics
 from dashboard.api import rolling as rolling_api
-from dashboard.pages import audit, guests, rolling, snapshots, tokens, views, whatif, windows
+from dashboard.pages import audit, guests, overview, rolling, snapshots, tokens, views, whatif, windows
 from dashboard.pages import capacity as capacity_views
 from dashboard.pages import ha as ha_views
 
 app_patterns = [
     path("", views.home, name="home"),
+    path("clusters/", overview.page, name="overview"),
+    path("api/overview", overview.rows, name="api-overview"),
     path("clusters/<int:pk>/", views.cluster, name="cluster"),
     path("clusters/<int:pk>/settings", views.change_settings, name="settings"),
     path("clusters/<int:pk>/preset", views.switch_preset, name="preset"),

@@ -15,12 +15,13 @@ from django.views.decorators.http import require_GET, require_POST
 import crs.model
 from crs.fields import read_json
 
-from .. import health, history
+from .. import health, history, overview
 from ..approvals import approve_migration, decision_conflict, fail_migration, reject_migration
 from ..forms import PolicyApiForm, PolicyForm, RejectForm, json_settings
 from ..live import sender as live
 from ..models import Cluster, Migration
 from ..pressure import pressure_context
+from . import overview as overview_page
 from . import windows
 
 
@@ -48,6 +49,9 @@ def api(permission: str):
 
 @permission_required("dashboard.view_cluster", raise_exception=True)
 def home(request):
+    """The cluster's live page; the overview of them all once there is more than one."""
+    if overview.several():
+        return overview_page.page(request)
     cluster = Cluster.objects.select_related("policy").filter(archived=False).first()
     if cluster is None:
         return render(request, "dashboard/no_cluster.html")
