@@ -228,6 +228,11 @@ class Run:
             gaps.append(max(b - a for a, b in zip([began, *times], [*times, ended], strict=True)))
             lateness += late_against_schedule(times, self.interval)
         total = sum(got)
+        collects = self.query(
+            "SELECT count(DISTINCT (cluster_id, at)) FROM dashboard_nodesample WHERE span = 0 AND at >= "
+            "to_timestamp(%s) AND at < to_timestamp(%s)",
+            (began, ended),
+        )[0][0]
         cpu = {role: self.cpu_seconds(role) for role in ROLES}
         inserted, updated, deleted = (a - b for a, b in zip(after, before, strict=True))
         lengths = [n for _, n in self.queue]
@@ -250,6 +255,7 @@ class Run:
             "warm_up_s": round(warm, 1),
             "rounds": total,
             "rounds_per_s": round(total / seconds, 2),
+            "collects": collects,  # more than rounds: a round queued too late expires, its collect stays
             "rounds_per_s_scheduled": round(self.clusters / self.interval, 2),
             "rounds_per_cluster": {"expected": round(expected, 1), "min": min(got), "median": statistics.median(got)},
             "clusters_short": sum(n < 0.95 * expected - 1 for n in got),
@@ -318,15 +324,17 @@ def met(r: dict) -> bool:
 def table(results: list[dict]) -> str:
     head = (
         "| clusters | worker processes | rounds/s (scheduled) | rounds per cluster min / median / expected "
-        "| p99 lateness | longest gap | queue max (first → last third) | CPU s per round: web, worker, beat, "
-        "PostgreSQL, Redis | writes per round (ins/upd/del) | load 1-min before → after | met |"
+        "| collects | p99 lateness | longest gap | queue max (first → last third) "
+        "| CPU s per round: web, worker, beat, PostgreSQL, Redis | writes per round (ins/upd/del) "
+        "| load 1-min before → after | met |"
     )
-    lines = [head, "|" + " --- |" * 11]
+    lines = [head, "|" + " --- |" * 12]
     for r in results:
         c, q, w, pc = r["cpu_s_per_round"], r["queue"], r["db_writes_per_round"], r["rounds_per_cluster"]
         lines.append(
             f"| {r['clusters']} | {r['worker_processes']} | {r['rounds_per_s']} ({r['rounds_per_s_scheduled']}) "
-            f"| {pc['min']} / {pc['median']} / {pc['expected']} | {r['lateness_s']['p99']} s | {r['longest_gap_s']} s "
+            f"| {pc['min']} / {pc['median']} / {pc['expected']} | {r['collects']} "
+            f"| {r['lateness_s']['p99']} s | {r['longest_gap_s']} s "
             f"| {q['max']} ({q['first_third_mean']} → {q['last_third_mean']}) "
             f"| {', '.join(str(c[role]) for role in ROLES)} | {w['inserted']} / {w['updated']} / {w['deleted']} "
             f"| {r['load'][0]} → {r['load'][3]} | {'yes' if r['met'] else 'no'} |"
