@@ -130,3 +130,12 @@ def test_rounds_of_many_clusters_make_one_overview_push_per_window(monkeypatch, 
     cache.delete(tasks.OVERVIEW_KEY)  # the window closed: the next round opens the next one
     rounds_of(five[:1], django_capture_on_commit_callbacks)
     assert len(queued) == 2
+
+
+@pytest.mark.django_db
+def test_past_six_clusters_the_navigation_names_the_shown_one_beside_all_clusters(admin_client):
+    made = clusters(7)
+    html = admin_client.get(f"/clusters/{made[3].pk}/").content.decode()
+    nav = re.search(r'<nav aria-label="cluster pages">(.*?)</nav>', html, re.S).group(1)
+    assert re.findall(r'<a href="/clusters/\d+/"[^>]*>([^<]+)</a>', nav) == [made[3].name]
+    assert re.search(r'<a href="/clusters/"[^>]*>all clusters</a>', nav)
