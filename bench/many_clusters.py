@@ -364,14 +364,20 @@ def main() -> int:
         default=database_url_of(os.environ.get("CRS_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/crs")),
     )
     args = parser.parse_args()
-    results = []
+    results: list[dict] = []
     for clusters in args.clusters:
         for processes in args.processes:
             print(f"{time.strftime('%H:%M:%S')} {clusters} clusters, {processes} worker processes…", flush=True)
             results.append(Run(args.database_url, clusters, processes, args.minutes, args.interval).measure())
-    text = table(results)
-    print(text)
-    by_size = defaultdict(dict)
+            print(table(results[-1:]), flush=True)
+            keep(results, args.interval)  # after every run: a long knee search stopped midway keeps its runs
+    print(table(results))
+    return 0
+
+
+def keep(results: list[dict], interval: int) -> None:
+    """bench/results/many_clusters.json: the figure for `make bench-table`, every run beside it."""
+    by_size: dict[int, dict[int, float]] = defaultdict(dict)
     for r in results:
         by_size[r["clusters"]][r["worker_processes"]] = r["rounds_per_s"]
     ratios = {n: round(p[2] / p[1], 2) for n, p in by_size.items() if 1 in p and 2 in p and p[1]}
@@ -379,7 +385,7 @@ def main() -> int:
     best = max(results, key=lambda r: (r["met"], r["clusters"]))
     record(
         "many_clusters",
-        f"simulated clusters (12 nodes, {best['guests_per_cluster']} guests each) at {args.interval}-s rounds, "
+        f"simulated clusters (12 nodes, {best['guests_per_cluster']} guests each) at {interval}-s rounds, "
         "distributed mode, 2 cores",
         f"{best['clusters']} clusters × {best['worker_processes']} worker processes: {best['rounds_per_s']} rounds/s "
         f"of {best['rounds_per_s_scheduled']}, p99 lateness {best['lateness_s']['p99']} s, longest gap "
@@ -388,7 +394,6 @@ def main() -> int:
         "200 clusters, p99 lateness ≤ 1 s, gap ≤ 2 intervals: " + ("met" if 200 in passing else "not met"),
         {"runs": results, "throughput_2_over_1": ratios},
     )
-    return 0
 
 
 if __name__ == "__main__":
