@@ -158,14 +158,15 @@ class Run:
 
     def warm_up(self) -> float:
         """Until every cluster has had a round (seconds it took), so the window measures the
-        steady state, not the first collects."""
+        steady state, not the first collects; at most 5 minutes and 2 s a cluster: a machine
+        that cannot give every cluster a round by then is measured as it is."""
         began = time.monotonic()
         deadline = began + 300 + self.clusters * 2
         while time.monotonic() < deadline:
             if self.query("SELECT count(*) FROM dashboard_cluster WHERE last_round_at IS NULL")[0][0] == 0:
-                return time.monotonic() - began
+                break
             time.sleep(2)
-        raise TimeoutError(f"not every cluster had a round {deadline - began:.0f} s after the start")
+        return time.monotonic() - began
 
     def writes(self) -> tuple[int, int, int]:
         name = urllib.parse.urlsplit(self.url).path.lstrip("/")
