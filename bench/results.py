@@ -20,9 +20,10 @@ def command() -> str:
     return " ".join(["python", program, *sys.argv[1:]])
 
 
-def record(name: str, what: str, figure: str, target: str = "") -> Path:
+def record(name: str, what: str, figure: str, target: str = "", details: dict | None = None) -> Path:
     """Write bench/results/<name>.json. The load is the machine's 5-minute load average as the
-    run ends: on the shared 2-core machine it tells a quiet figure from a crowded one."""
+    run ends: on the shared 2-core machine it tells a quiet figure from a crowded one. `details`:
+    what the figure sums up, kept beside it (the table shows only the figure)."""
     result = {
         "what": what,
         "figure": figure,
@@ -30,6 +31,7 @@ def record(name: str, what: str, figure: str, target: str = "") -> Path:
         "command": command(),
         "date": datetime.now(UTC).date().isoformat(),
         "load": f"{os.getloadavg()[1]:.1f}",
+        **(details or {}),
     }
     path = RESULTS / f"{name}.json"
     RESULTS.mkdir(exist_ok=True)

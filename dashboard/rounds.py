@@ -21,7 +21,7 @@ from crs.model import Snapshot
 from crs.owed import Maintenance as OpenMaintenance
 from crs.planned import PlannedMove
 
-from . import events, plans, windows
+from . import events, overview, plans, windows
 from .models import AuditEvent, Cluster, Maintenance, Migration, RollingNode, Round
 
 
@@ -178,6 +178,7 @@ def _round(
     Cluster.objects.filter(pk=cluster.pk).update(
         hold_count=s.hold_count,
         last_round_at=now,
+        trend=overview.trend_after(cluster.trend, now, result.imbalance),
         pressure_gate={
             "checked_s": s.checked_s,
             "changed_s": s.changed_s,

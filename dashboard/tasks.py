@@ -16,16 +16,19 @@ from datetime import timedelta
 from functools import partial
 
 from celery import Task, shared_task
+from django.core.cache import cache
 from django.db import InterfaceError, OperationalError, transaction
 from django.dispatch import receiver
 from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuError
+from redis.exceptions import RedisError
 
 import crs.model
 import crs.snapshot
 from crs.errors import CrsError
 from crs.sources.base import SourceError
 
-from . import capacity, events, executor, ha, history, n1, notify, outcomes, power, rolling, rounds, whatif
+from . import capacity, events, executor, ha, history, n1, notify, outcomes, overview, power, rolling, rounds, whatif
 from .live import sender as live
 from .models import Cluster, Migration
 
@@ -41,6 +44,9 @@ COUNT_LEASE = timedelta(minutes=15)
 # The same for an N+1 refresh: about a second at 1000 nodes (6 s when every loss fails), so a
 # lost one leaves the verdict a few minutes stale at most.
 N1_LEASE = timedelta(minutes=3)
+# The overview pages get one push per this many seconds however many rounds end meanwhile.
+OVERVIEW_WINDOW = 2
+OVERVIEW_KEY = "crs-overview-window"
 
 
 @shared_task(ignore_result=True)
@@ -71,6 +77,7 @@ def collect(cluster_id: int) -> None:
         if newly:
             notify.source_unreachable(cluster_id, str(exc))
         live.push(cluster_id, live.source_payload(str(exc), now))
+        overview_changed()
         return
     if recovered:
         live.push(cluster_id, live.source_payload("", None))
@@ -145,6 +152,24 @@ def announce(cluster: Cluster, recorded: rounds.Recorded) -> None:
     live.push(cluster.pk, live.round_payload(recorded.round, cluster.policy.hold_duration))
     for pk in recorded.changed:
         live.push_migration(pk)
+    overview_changed()
+
+
+def overview_changed() -> None:
+    """A cluster's row on the overview changed: the first change of a window queues the push
+    of every row OVERVIEW_WINDOW seconds later, the others ride along. The window is a cache
+    key (Redis in the distributed mode, so one window for every worker; SET NX)."""
+    try:
+        if cache.add(OVERVIEW_KEY, True, OVERVIEW_WINDOW):
+            push_overview.apply_async(countdown=OVERVIEW_WINDOW)
+    except (OSError, RedisError, KombuError) as exc:  # Redis away: the pages catch up on reconnect
+        log.warning("overview push not queued: %s", exc)
+
+
+@shared_task(ignore_result=True)
+def push_overview() -> None:
+    """Every cluster's overview row, in one event to the overview pages."""
+    live.push_overview(overview.rows())
 
 
 @shared_task(ignore_result=True)

@@ -361,6 +361,15 @@ if REDIS_URL:
         }
     }
     CELERY_BROKER_URL = REDIS_URL
+    # Shared by every process: the overview's push window (tasks.overview_changed) is one for
+    # all workers. Short timeouts: with Redis away a round waits a second at most for it.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.live.layers.ThreadSafeInMemoryChannelLayer"}}
     CELERY_BROKER_URL = "memory://"

@@ -5,7 +5,7 @@ What changes, and why:
   waiting up to 60 s for a connection, see below), or
   SQLite without it: pytest-django creates and drops its own `test_...` database there, and a
   test must never touch the operator's DATABASE_URL.
-* REDIS_URL, CHANNEL_LAYERS, CELERY_BROKER_URL — in-process (in-memory layer, `memory://`
+* REDIS_URL, CHANNEL_LAYERS, CELERY_BROKER_URL, CACHES — in-process (in-memory layer, `memory://`
   broker): tests run tasks and pushes in the test process; a test that needs Redis reads
   CRS_TEST_REDIS_URL and starts its own servers (which then run the production settings).
 * PASSWORD_HASHERS — MD5: a login costs ~0.4 s with the production hasher, and tests log in often.
@@ -35,6 +35,7 @@ if CRS_TEST_DATABASE_URL:
 REDIS_URL = ""
 CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.live.layers.ThreadSafeInMemoryChannelLayer"}}
 CELERY_BROKER_URL = "memory://"
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 AXES_ENABLED = False
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
 # Pages render without a collectstatic run first; tests/test_web_static.py runs it itself.

@@ -11,18 +11,20 @@ from dashboard.api import capacity as capacity_api
 from dashboard.api import ha as ha_api
 from dashboard.api import metrics
 from dashboard.api import rolling as rolling_api
-from dashboard.pages import audit, connect, guests, rolling, snapshots, tokens, views, whatif, windows
+from dashboard.pages import audit, connect, guests, overview, rolling, snapshots, tokens, views, whatif, windows
 from dashboard.pages import capacity as capacity_views
 from dashboard.pages import ha as ha_views
 
 app_patterns = [
     path("", views.home, name="home"),
+    path("clusters/", overview.page, name="overview"),
+    path("api/overview", overview.rows, name="api-overview"),
     path("clusters/<int:pk>/", views.cluster, name="cluster"),
     path("clusters/<int:pk>/settings", views.change_settings, name="settings"),
     path("clusters/<int:pk>/preset", views.switch_preset, name="preset"),
     path("audit/", audit.audit, name="audit"),
     path("tokens/", tokens.tokens_page, name="tokens"),
-    path("clusters/", connect.clusters_page, name="clusters"),
+    path("clusters/manage/", connect.clusters_page, name="clusters"),
     path("clusters/<int:pk>/edit", connect.clusters_page, name="cluster-edit"),
     path("tokens/<int:pk>/revoke", tokens.revoke_page, name="revoke-token"),
     path("clusters/<int:pk>/snapshot.json", snapshots.export, name="export"),

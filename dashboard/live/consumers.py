@@ -28,7 +28,7 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
             await self.accept()
             await self.close(code=4401 if not user.is_authenticated else 4403)
             return
-        self.group = live.group_name(self.scope["url_route"]["kwargs"]["cluster_id"])
+        self.group = self.group_of(self.scope["url_route"]["kwargs"])
         try:
             await self.channel_layer.group_add(self.group, self.channel_name)
         except Exception:  # the layer (Redis) is down or restarting: a failed join, not a server error
@@ -39,6 +39,9 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         # The scope's session is the one read at the handshake; the store says if it still holds.
         session_watch().add(self, self.scope["session"].session_key, str(self.scope["user"].pk))
+
+    def group_of(self, kwargs: dict) -> str:
+        return live.group_name(kwargs["cluster_id"])
 
     async def disconnect(self, code: int) -> None:
         session_watch().sockets.pop(self, None)
@@ -64,6 +67,13 @@ class ClusterConsumer(AsyncJsonWebsocketConsumer):
         lost, so close; the page says live updates paused, reconnects and refetches. 4011, as
         1011 ("internal error") is the server's own: the application may not send it."""
         await self.close(code=4011)
+
+
+class OverviewConsumer(ClusterConsumer):
+    """The overview page's socket: one event per batch of rounds, whichever clusters they were."""
+
+    def group_of(self, kwargs: dict) -> str:
+        return live.OVERVIEW
 
 
 class SessionWatch:

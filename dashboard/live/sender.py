@@ -20,6 +20,9 @@ from .layers import group_send_blocking
 log = logging.getLogger(__name__)
 
 
+OVERVIEW = "overview"  # the group of the overview pages (every cluster on one page)
+
+
 def group_name(cluster_id: int) -> str:
     return f"cluster-{cluster_id}"
 
@@ -105,12 +108,21 @@ def push(cluster_id: int, payload: dict) -> None:
     and dropped, and pages catch up from the database when their socket reopens. Raising
     instead would stop a round or leave a running migration unfollowed.
     """
+    send(group_name(cluster_id), payload)
+
+
+def push_overview(rows: list[dict]) -> None:
+    """Send the overview's rows to every overview page: one event for a batch of rounds."""
+    send(OVERVIEW, {"type": "overview", "rows": rows})
+
+
+def send(group: str, payload: dict) -> None:
     # Encoded once here, not once per page: the consumers pass the text on as it is.
     text = json.dumps({**payload, "sent_at": time.time()})  # sent_at: bench/latency.py times round → browser
     try:
-        group_send_blocking(get_channel_layer(), group_name(cluster_id), {"type": "cluster.event", "text": text})
+        group_send_blocking(get_channel_layer(), group, {"type": "cluster.event", "text": text})
     except (OSError, RedisError) as exc:
-        log.warning("cluster %s: live update not sent (pages catch up on reconnect): %s", cluster_id, exc)
+        log.warning("%s: live update not sent (pages catch up on reconnect): %s", group, exc)
 
 
 def push_migration(pk: int) -> None:

@@ -128,6 +128,10 @@ class Cluster(models.Model):
     # Since when every round measured the imbalance above the threshold (None: the last one did
     # not): the "imbalance above the threshold for longer than …" notification's episode.
     above_threshold_since = models.DateTimeField(null=True, blank=True, editable=False)
+    # The overview's 24-hour sparkline (dashboard/overview.py): [[bucket start, Unix s], highest
+    # imbalance], one per half hour, kept by each round in the UPDATE it makes anyway, so the
+    # overview reads one row per cluster rather than a day of rounds (17 280 at 5-s rounds).
+    trend = models.JSONField(default=list, blank=True, editable=False)
 
     objects = ClusterManager()
 

@@ -12,15 +12,19 @@ from django.views.decorators.http import require_GET, require_POST
 
 import crs.model
 
-from .. import health, history
+from .. import health, history, overview
 from ..forms import PolicyForm
 from ..models import Cluster
 from ..pressure import pressure_context
+from . import overview as overview_page
 from . import windows
 
 
 @permission_required("dashboard.view_cluster", raise_exception=True)
 def home(request):
+    """The cluster's live page; the overview of them all once there is more than one."""
+    if overview.several():
+        return overview_page.page(request)
     cluster = Cluster.objects.select_related("policy").filter(archived=False).first()
     if cluster is None:
         return render(request, "dashboard/no_cluster.html")

@@ -5,6 +5,7 @@ from django import template
 from dashboard.models import Cluster
 
 register = template.Library()
+NAMED = 6  # clusters named in the navigation; with more, the shown one and the overview's link
 
 
 @register.inclusion_tag("dashboard/nav.html", takes_context=True)
@@ -16,6 +17,11 @@ def top_nav(context):
     if not isinstance(shown, Cluster):
         shown = clusters[0] if clusters else None
     match = context["request"].resolver_match
-    can_configure = context["request"].user.has_perm("dashboard.change_cluster")
-    current = match.url_name if match else ""
-    return {"clusters": clusters, "cluster": shown, "current": current, "can_configure": can_configure}
+    return {
+        # Past a few clusters their names would fill a phone's screen: the overview lists them.
+        "clusters": clusters if len(clusters) <= NAMED else [shown],
+        "overview": len(clusters) > 1,
+        "cluster": shown,
+        "current": context.get("nav_current") or (match.url_name if match else ""),
+        "can_configure": context["request"].user.has_perm("dashboard.change_cluster"),
+    }
