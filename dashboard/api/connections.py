@@ -11,7 +11,6 @@ from crs.sources import proxmox, proxmox_check, tls
 
 from .. import connections, crypt
 from ..models import Cluster
-from .serializers import ClusterSerializer
 
 KINDS = ("simulator", "proxmox")  # a snapshot comes in through the import page
 
@@ -91,6 +90,25 @@ class ConnectionSerializer(serializers.Serializer):
         if mode == "ca-bundle" and not os.path.isfile(attrs.get("ca_bundle", "")):
             raise serializers.ValidationError({"ca_bundle": "tls ca-bundle needs the path of a CA file on the server"})
         return attrs
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    read_only = serializers.BooleanField(help_text="An imported snapshot: nothing is ever migrated.")  # type: ignore[assignment]
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "id",
+            "name",
+            "source_kind",
+            "archived",
+            "read_only",
+            "collected_at",
+            "source_error",
+            "source_error_at",
+            "hold_count",
+            "last_round_at",
+        ]
 
 
 class ClusterDetailSerializer(ClusterSerializer):

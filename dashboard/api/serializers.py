@@ -19,7 +19,6 @@ from ..models import (
     AuditEvent,
     Blackout,
     ChangeWindow,
-    Cluster,
     Migration,
     NotificationDestination,
     Policy,
@@ -30,25 +29,6 @@ from ..models import (
 from .base import errors_of
 
 # --- serializers ----------------------------------------------------------------------------------
-
-
-class ClusterSerializer(serializers.ModelSerializer):
-    read_only = serializers.BooleanField(help_text="An imported snapshot: nothing is ever migrated.")  # type: ignore[assignment]
-
-    class Meta:
-        model = Cluster
-        fields = [
-            "id",
-            "name",
-            "source_kind",
-            "archived",
-            "read_only",
-            "collected_at",
-            "source_error",
-            "source_error_at",
-            "hold_count",
-            "last_round_at",
-        ]
 
 
 class NodeSerializer(DataclassSerializer):
