@@ -5,10 +5,11 @@ bench/overview_lcp.py (a timing target, not a test: the shared machine's load mo
 import re
 
 import pytest
-from test_e2e_dashboard import ARTIFACTS, PASSWORD, WAIT_MS, browser, embedded, shell, wait_until  # noqa: F401
+from test_e2e_dashboard import ARTIFACTS, PASSWORD, WAIT_MS, browser, wait_until  # noqa: F401
 from test_e2e_page import overflow, serious_violations
 
 from harness.clusters import with_history
+from harness.stack import embedded, shell
 
 pytestmark = pytest.mark.e2e
 CLUSTERS = 200  # the demo cluster (live, one-second rounds) and 199 with a made-up day
@@ -17,7 +18,7 @@ WIDTHS = {390: 844, 1440: 900}
 
 @pytest.fixture(scope="module")
 def server():
-    with embedded("e2e-overview-server.log", start_timeout=600) as (url, env):
+    with embedded("e2e-overview-server.log", PASSWORD, start_timeout=600) as (url, env):
         shell(env, with_history(CLUSTERS - 1))
         yield url
 
