@@ -5,6 +5,7 @@ Every page needs a login (LoginRequiredMiddleware) and a role's permission (role
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required, permission_required
+from django.db import DatabaseError
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -93,7 +94,12 @@ def switch_preset(request, pk):
 def healthz(request):
     parts = health.components()
     checks = {name: parts[name] for name in ("database", "channel_layer")}
-    clusters = list(Cluster.objects.only("name", "last_round_at", "source_error")) if checks["database"] == "ok" else []
+    clusters = []
+    if checks["database"] == "ok":
+        try:  # the probe may get a pooled connection that the next query finds gone
+            clusters = list(Cluster.objects.only("name", "last_round_at", "source_error"))
+        except DatabaseError as exc:
+            checks["database"] = f"error: {exc}"
     rounds = {c.name: c.last_round_at.isoformat() if c.last_round_at else None for c in clusters}
     # Monitoring polls anonymously: it learns that a source fails; people logged in learn why.
     # (Without the database the session cannot be read: the answer stays JSON, a 503.)
