@@ -495,7 +495,11 @@ class Soak:
 
     def check_memory(self) -> list[tuple[str, str, bool]]:
         rows = []
-        for role, lives in sorted(self.seen.memory.items()):
+        for role, all_lives in sorted(self.seen.memory.items()):
+            # A life killed before its first sample (or that never started) has nothing to say.
+            lives = {life: samples for life, samples in all_lives.items() if samples}
+            if not lives:
+                continue
             at_age = [at(samples, MEMORY_AGE) for samples in lives.values()]
             at_age = [rss for rss in at_age if rss is not None]
             longest = max(lives.values(), key=lambda samples: samples[-1][0])
