@@ -7,7 +7,8 @@ const table = document.getElementById("overview");
 const body = table.tBodies[0];
 const sorting = {col: 0, descending: false};
 const byId = (id) => document.getElementById(id);
-const pct = (fraction) => fraction === null ? "–" : (fraction * 100).toFixed(1) + " %";
+// A figure in percent through units.js's one conversion; "–" for a cluster with no round yet.
+const shownPct = (fraction) => fraction === null ? "–" : pct(fraction);
 // What each "show" choice keeps (a row's data- attributes, set by the server and by `fill`).
 const SHOWN = {
   all: () => true,
@@ -64,8 +65,8 @@ function fill(tr, r) {
   name.querySelector("a").textContent = r.name;
   name.querySelector("a").href = r.url;
   imbalance.dataset.sort = r.imbalance === null ? "-1" : String(r.imbalance);
-  imbalance.querySelector(".value").textContent = pct(r.imbalance);
-  imbalance.querySelector(".threshold").textContent = pct(r.threshold);
+  imbalance.querySelector(".value").textContent = shownPct(r.imbalance);
+  imbalance.querySelector(".threshold").textContent = shownPct(r.threshold);
   spark.dataset.sort = r.sparkline.high === null ? "-1" : String(r.sparkline.high);
   spark.querySelector("polyline").setAttribute("points", r.sparkline.points);
   for (const y of ["y1", "y2"]) spark.querySelector("line").setAttribute(y, r.sparkline.threshold_y);

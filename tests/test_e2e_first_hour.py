@@ -26,7 +26,16 @@ from harness.stack import embedded
 
 pytestmark = pytest.mark.e2e
 WIDTHS = {390: 844, 1440: 900}
-NAVIGATION = ["cluster", "guests", "HA rules", "rolling maintenance", "capacity and power", "audit trail", "API tokens"]
+NAVIGATION = [
+    "cluster",
+    "guests",
+    "HA rules",
+    "rolling maintenance",
+    "capacity and power",
+    "audit trail",
+    "clusters",
+    "API tokens",
+]
 
 # After every push the page handled: what it shows, for the figures to be checked against each other.
 RECORD_PUSHES = """() => {
