@@ -10,16 +10,11 @@ time the table's last row was parsed. It prints the figures and records the medi
 """
 
 import argparse
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 from bench.results import record
 from harness.clusters import with_history
-from harness.stack import ARTIFACTS, ROOT, free_port, own_static, start, stop, wait_for_port
+from harness.stack import embedded, shell
 
 PASSWORD = "lcp-only"
 WIDTHS = {390: 844, 1440: 900}
@@ -63,29 +58,9 @@ def main() -> None:
     parser.add_argument("--clusters", type=int, default=200)
     parser.add_argument("--loads", type=int, default=5)
     args = parser.parse_args()
-    port = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {
-            "DATABASE_URL": f"sqlite:///{tmp}/lcp.sqlite3",
-            "REDIS_URL": "",
-            "CRS_ADMIN_PASSWORD": PASSWORD,
-            "CRS_SECRET_KEY": "lcp-only",
-            **own_static(Path(tmp) / "static"),
-        }
-        server = start(
-            ["manage.py", "runembedded", "--port", str(port), "--round-interval", "1"], env, ARTIFACTS / "lcp.log"
-        )
-        try:
-            wait_for_port(port, server, timeout=600)
-            subprocess.run(
-                [sys.executable, "manage.py", "shell", "-c", with_history(args.clusters - 1)],
-                cwd=ROOT,
-                env={**os.environ, "DJANGO_SETTINGS_MODULE": "project.settings", **env},
-                check=True,
-            )
-            figures = measure(f"http://127.0.0.1:{port}", args.loads)
-        finally:
-            stop(server)
+    with embedded("lcp.log", PASSWORD, start_timeout=600) as (url, env):
+        shell(env, with_history(args.clusters - 1))
+        figures = measure(url, args.loads)
     parts = []
     for width, f in figures.items():
         lcp = [round(x) for x in f["lcp"]]
