@@ -19,6 +19,7 @@ missed their start timeouts.
 import os
 import subprocess
 import sys
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -51,9 +52,24 @@ def services(name: str, offset: int) -> dict[str, str]:
     return env
 
 
+def wait_all(started: dict[str, subprocess.Popen], started_at: float) -> tuple[dict, dict]:
+    """Each run's exit code as it ends, and its wall and CPU time: the CPU seconds (the run and
+    every server it started) show which run the two cores went to when the suite slows down."""
+    names = {process.pid: name for name, process in started.items()}
+    codes, took = {}, {}
+    while names:
+        pid, status, usage = os.wait4(-1, 0)
+        if (name := names.pop(pid, None)) is None:
+            continue
+        started[name].returncode = codes[name] = os.waitstatus_to_exitcode(status)
+        wall, cpu = time.monotonic() - started_at, usage.ru_utime + usage.ru_stime
+        took[name] = f"{wall / 60:.1f} min wall, {cpu / 60:.1f} min CPU"
+    return codes, took
+
+
 def main() -> int:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    started = {}
+    started, started_at = {}, time.monotonic()
     for name, marker, offset, workers in RUNS:
         command = [
             sys.executable,
@@ -75,10 +91,12 @@ def main() -> int:
             started[name] = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
             print(f"{name} tests running beside the rest (pid {started[name].pid}, {log.relative_to(ROOT)})")
         sys.stdout.flush()
-    codes = {name: process.wait() for name, process in reversed(started.items())}
+    codes, took = wait_all(started, started_at)
     for name in reversed([name for name, *_ in RUNS if name != "main"]):  # the longest last
         print(f"--- {name} tests (exit {codes[name]}) ---")
         print((ARTIFACTS / f"{name}.log").read_text(), flush=True)
+    for name, figures in took.items():
+        print(f"{name} tests: {figures}")
     failed = [name for name, code in codes.items() if code != 0]
     print(f"--- {'failed: ' + ', '.join(failed) if failed else 'all runs passed'} ---")
     return 1 if failed else 0

@@ -201,11 +201,15 @@ def shared_database_url() -> str:
 
 def single_worker(database_url: str, redis_url: str, log: str) -> subprocess.Popen:
     """`make worker` with one process in its pool, unsupervised, in a process group of its own
-    (to kill it whole); a dead worker's task comes back after a second. Logs to artifacts/<log>.log."""
+    (to kill it whole); a dead worker's task comes back after a second. Logs to artifacts/<log>.log.
+    It shares the tests' SECRET_KEY, as a deployment's web and workers share one: a Proxmox token
+    the test stored is sealed with a key derived from it (dashboard/crypt.py)."""
+    from django.conf import settings
+
     env = {
         "DATABASE_URL": database_url,
         "REDIS_URL": redis_url,
-        "CRS_SECRET_KEY": "single-worker-test",
+        "CRS_SECRET_KEY": settings.SECRET_KEY,
         "CRS_TASK_VISIBILITY_TIMEOUT": "1",
     }
     return start(SINGLE_WORKER, env, ARTIFACTS / f"{log}.log", new_session=True)

@@ -20,7 +20,7 @@ def session_cookie(user) -> tuple[bytes, bytes]:
 
 async def test_anonymous_is_closed_with_4401(cluster):
     communicator = WebsocketCommunicator(application, f"/ws/clusters/{cluster.pk}/", headers=[ORIGIN])
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=10)
     assert connected
     assert await communicator.receive_output() == {"type": "websocket.close", "code": 4401}
 
@@ -30,14 +30,14 @@ async def test_foreign_origin_is_refused(admin, cluster):
     communicator = WebsocketCommunicator(
         application, f"/ws/clusters/{cluster.pk}/", headers=[(b"origin", b"http://evil.example"), cookie]
     )
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=10)
     assert not connected
 
 
 async def test_logged_in_page_receives_its_clusters_pushes(admin, cluster):
     cookie = await sync_to_async(session_cookie)(admin)
     communicator = WebsocketCommunicator(application, f"/ws/clusters/{cluster.pk}/", headers=[ORIGIN, cookie])
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=10)
     assert connected
     await sync_to_async(live.push)(cluster.pk + 1, {"type": "round", "imbalance": 0.9})  # another cluster
     await sync_to_async(live.push)(cluster.pk, {"type": "round", "imbalance": 0.4})
@@ -52,7 +52,7 @@ async def test_every_page_gets_every_push_in_order(admin, cluster):
     url = f"/ws/clusters/{cluster.pk}/"
     pages = [WebsocketCommunicator(application, url, headers=[ORIGIN, cookie]) for _ in range(5)]
     for page in pages:
-        assert (await page.connect())[0]
+        assert (await page.connect(timeout=10))[0]
     for imbalance in (0.1, 0.2, 0.3, 0.4):
         await sync_to_async(live.push)(cluster.pk, {"type": "round", "imbalance": imbalance})
     for page in pages:
@@ -69,7 +69,7 @@ async def test_socket_closes_with_4401_when_its_session_ends(admin, cluster, mon
     monkeypatch.setattr(consumers, "SESSION_CHECK_SECONDS", 0.1)
     cookie = await sync_to_async(session_cookie)(admin)
     communicator = WebsocketCommunicator(application, f"/ws/clusters/{cluster.pk}/", headers=[ORIGIN, cookie])
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=10)
     assert connected
     assert await communicator.receive_nothing(timeout=0.3)  # still signed in: stays open
     await sync_to_async(Session.objects.all().delete)()  # what logging out in another tab does
@@ -86,7 +86,7 @@ async def test_logging_out_closes_only_that_sessions_pages(admin, cluster, monke
     url = f"/ws/clusters/{cluster.pk}/"
     pages = [WebsocketCommunicator(application, url, headers=[ORIGIN, cookie]) for cookie in cookies * 2]
     for page in pages:
-        assert (await page.connect())[0]
+        assert (await page.connect(timeout=10))[0]
     first_session = cookies[0][1].decode().split("=")[1]
     await sync_to_async(Session.objects.filter(session_key=first_session).delete)()  # the first browser logs out
     for page in pages[0::2]:
@@ -108,7 +108,7 @@ async def test_a_join_that_fails_while_redis_restarts_refuses_the_handshake(admi
     monkeypatch.setattr(get_channel_layer(), "group_add", down)
     cookie = await sync_to_async(session_cookie)(admin)
     communicator = WebsocketCommunicator(application, f"/ws/clusters/{cluster.pk}/", headers=[ORIGIN, cookie])
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=10)
     assert not connected  # refused, not a 500 and not a socket that opens and closes: the page reconnects
 
 
@@ -124,7 +124,7 @@ async def test_pushes_reach_every_page_in_order_through_redis(admin, cluster, re
     url = f"/ws/clusters/{cluster.pk}/"
     pages = [WebsocketCommunicator(application, url, headers=[ORIGIN, cookie]) for _ in range(3)]
     for page in pages:
-        assert (await page.connect())[0]
+        assert (await page.connect(timeout=10))[0]
     for imbalance in (0.1, 0.2, 0.3):  # from a worker thread, as the rounds' tasks push
         await sync_to_async(live.push, thread_sensitive=False)(cluster.pk, {"type": "round", "imbalance": imbalance})
     for page in pages:

@@ -187,7 +187,7 @@ def session_cookie(user) -> tuple[bytes, bytes]:
 
 async def close_code(cluster, headers) -> int | None:
     communicator = WebsocketCommunicator(application, f"/ws/clusters/{cluster.pk}/", headers=headers)
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=10)
     output = {}
     if connected and not await communicator.receive_nothing(0.2):
         output = await communicator.receive_output(timeout=2)
