@@ -128,6 +128,9 @@ def test_new_clusters_get_the_product_preset_and_switching_is_one_audited_click(
         "product",
         "proxmox",
     )
+    # By the settings' keys, as before usage_period was stored as usage_period_s.
+    assert (event.details["before"]["usage_period"], event.details["after"]["usage_period"]) == (300, 0)
+    assert "usage_period_s" not in event.details["after"]
     bad = admin_client.post(reverse("dashboard:preset", args=[cluster.pk]), {"preset": "vmware"})
     assert bad.status_code == 400
     assert bad.json() == {"errors": {"preset": ["preset must be proxmox or product, not 'vmware'"]}}
