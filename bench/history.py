@@ -55,23 +55,23 @@ def main() -> None:
     started = time.monotonic()
     with connection.cursor() as cursor:
         for since, until, step, guest_step in tiers:
-            span = 0 if step == ROUND_S else step
+            span_s = 0 if step == ROUND_S else step
             series = (
                 "generate_series(%s::timestamptz, %s::timestamptz - interval '1 second', make_interval(secs => %s))"
             )
             cursor.execute(
                 "INSERT INTO dashboard_round (cluster_id, at, imbalance, threshold, decision, hold_count, explanation,"
-                f" node_usage, span, samples) SELECT %s, t, random() * 0.5, 0.3, 'holding', 1, '{{}}'::jsonb,"
+                f" node_usage, span_s, samples) SELECT %s, t, random() * 0.5, 0.3, 'holding', 1, '{{}}'::jsonb,"
                 f" '{{}}'::jsonb, %s, %s FROM {series} t",
-                [cluster.pk, span, max(1, step // ROUND_S), since, until, step],
+                [cluster.pk, span_s, max(1, step // ROUND_S), since, until, step],
             )
             cursor.execute(
-                "INSERT INTO dashboard_nodesample (cluster_id, at, node, cpu, memory, span, samples)"
+                "INSERT INTO dashboard_nodesample (cluster_id, at, node, cpu, memory, span_s, samples)"
                 f" SELECT %s, t, 'node' || n, random(), random(), %s, %s FROM {series} t, generate_series(1, %s) n",
-                [cluster.pk, span, max(1, step // ROUND_S), since, until, step, NODES],
+                [cluster.pk, span_s, max(1, step // ROUND_S), since, until, step, NODES],
             )
             cursor.execute(
-                "INSERT INTO dashboard_guestsample (cluster_id, at, guest, node, cpu_usage, mem_usage_bytes, span,"
+                "INSERT INTO dashboard_guestsample (cluster_id, at, guest, node, cpu_usage, mem_usage_bytes, span_s,"
                 f" samples) SELECT %s, t, 'vm:' || (100 + g), 'node' || (g %% {NODES} + 1), random() * 4,"
                 f" random() * 8e9, %s, %s FROM {series} t, generate_series(1, %s) g",
                 [cluster.pk, guest_step, max(1, guest_step // ROUND_S), since, until, guest_step, GUESTS],

@@ -230,7 +230,7 @@ class Run:
             lateness += late_against_schedule(times, self.interval)
         total = sum(got)
         collects = self.query(
-            "SELECT count(DISTINCT (cluster_id, at)) FROM dashboard_nodesample WHERE span = 0 AND at >= "
+            "SELECT count(DISTINCT (cluster_id, at)) FROM dashboard_nodesample WHERE span_s = 0 AND at >= "
             "to_timestamp(%s) AND at < to_timestamp(%s)",
             (began, ended),
         )[0][0]

@@ -16,7 +16,10 @@ from django.db import models, transaction
 from . import wording
 from .models import TIME_ZONE_CHOICES, AuditEvent, Cluster, Policy
 
-POLICY_FIELDS = [
+# The settings by key: the names the page's form posts, the JSON API takes and returns and the
+# audit trail records. A key is its model field's name, unless the field carries its unit in its
+# name (Policy.FIELD_OF_KEY, the one map between the two: the keys stay as admins know them).
+SETTINGS = [
     "mode",
     "automation",
     "objective",
@@ -41,8 +44,9 @@ POLICY_FIELDS = [
     "containers",
     "time_zone",
 ]
+POLICY_FIELDS = [Policy.field_of(key) for key in SETTINGS]  # the model fields the settings are stored in
 DURATIONS = ("cooldown", "rejection_memory", "recommendation_expiry")
-BYTES = ("memory_reserve",)
+BYTES = ("memory_reserve_bytes",)
 
 
 class UnitField(forms.FloatField):
@@ -158,7 +162,11 @@ class PolicyForm(forms.ModelForm):
     """The settings as the page and the admin site show them: percent, minutes, GiB.
 
     Numbers are typed in text fields (a numeric keyboard on phones): a browser's number field
-    empties itself on letters or a decimal comma, and the server then saw a missing value."""
+    empties itself on letters or a decimal comma, and the server then saw a missing value.
+
+    The form's fields are the model's (round_interval_s); what it posts, reads and names in its
+    messages is the setting's key (round_interval): `add_prefix` gives each field its key as
+    its HTML name, so the page and the JSON API take the same keys."""
 
     typed = True  # a person types the values (the JSON API's form: False)
 
@@ -180,8 +188,8 @@ class PolicyForm(forms.ModelForm):
             "automatic_margin": "Automatic margin (%)",
             "load_floor": "Load floor (%)",
             "hold_duration": "Hold duration (rounds)",
-            "round_interval": "Round interval (seconds)",
-            "usage_period": "Usage averaged over (seconds)",
+            "round_interval_s": "Round interval (seconds)",
+            "usage_period_s": "Usage averaged over (seconds)",
             "automation": "Automation level",
             "cooldown": "Cooldown (minutes)",
             "rejection_memory": "Rejection memory (minutes)",
@@ -190,17 +198,18 @@ class PolicyForm(forms.ModelForm):
             "max_migrations_per_node": "Migrations per node (at most)",
             "moves_per_round": "Moves per round (at most)",
             "cpu_overcommit": "CPU overcommit (cores per CPU thread)",
-            "memory_reserve": "Memory reserve per node (GiB)",
+            "memory_reserve_bytes": "Memory reserve per node (GiB)",
         }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         for name, field in self.fields.items():
+            key = Policy.key_of(name)
             # Engine codes in words (wording.py): the values stay the codes the API takes.
-            if name in wording.CHOICES and isinstance(field, forms.ChoiceField):
-                field.choices = wording.CHOICES[name]
-            field.help_text = wording.HELP.get(name, field.help_text)
-            label = name.replace("_", " ")
+            if key in wording.CHOICES and isinstance(field, forms.ChoiceField):
+                field.choices = wording.CHOICES[key]
+            field.help_text = wording.HELP.get(key, field.help_text)
+            label = key.replace("_", " ")
             field.error_messages["required"] = f"{label} is required"
             whole = isinstance(field, forms.IntegerField) and not isinstance(field, forms.FloatField)
             kind = "a whole number" if whole else "a number"
@@ -224,17 +233,32 @@ class PolicyForm(forms.ModelForm):
             # the form field's copies would say only "Ensure this value is greater than ...".
             field.validators = []
 
+    def add_prefix(self, field_name: str) -> str:
+        """A field's HTML name, the key its value is read by: the setting's key, not the model's name."""
+        return super().add_prefix(Policy.key_of(field_name))
+
+    def __getitem__(self, name: str) -> forms.BoundField:
+        """A field by its model name or its key: form["round_interval"] is form["round_interval_s"]."""
+        return super().__getitem__(Policy.field_of(name))
+
+    def errors_by_key(self) -> dict:
+        """The refusals as `{key: [{"message", "code"}]}`, keyed as the JSON API names the settings."""
+        return {Policy.key_of(name): errors for name, errors in self.errors.get_json_data().items()}
+
     @classmethod
     def values(cls, policy: Policy) -> dict:
-        """The settings in this form's units, as numbers (the JSON API's answer, the audit's record)."""
+        """The settings by key, in this form's units, as numbers (the JSON API's answer, the audit's record)."""
         fields = cls.base_fields
-        return {name: _in_units(fields[name], getattr(policy, name)) for name in POLICY_FIELDS}
+        return {Policy.key_of(name): _in_units(fields[name], getattr(policy, name)) for name in POLICY_FIELDS}
 
     def save_by(self, actor) -> Policy:
-        """Save the settings and audit what changed (in the API's units), in one transaction."""
+        """Save the settings and audit what changed (by key, in the API's units), in one transaction."""
         api = PolicyApiForm.base_fields
         changes = {
-            name: [_in_units(api[name], self.initial.get(name)), _in_units(api[name], self.cleaned_data[name])]
+            Policy.key_of(name): [
+                _in_units(api[name], self.initial.get(name)),
+                _in_units(api[name], self.cleaned_data[name]),
+            ]
             for name in self.changed_data
         }
         if not changes:
@@ -260,8 +284,9 @@ def _in_units(field, stored):
     return field.shown(stored) if isinstance(field, UnitField) and stored is not None else stored
 
 
-def describe_change(name: str, api_value) -> str:
-    """A value the audit trail recorded in the API's units, as the settings form shows it ("30 %")."""
+def describe_change(key: str, api_value) -> str:
+    """A value the audit trail recorded (by key, in the API's units) as the settings form shows it ("30 %")."""
+    name = Policy.field_of(key)
     page, api = PolicyForm.base_fields.get(name), PolicyApiForm.base_fields.get(name)
     if isinstance(page, UnitField) and isinstance(api, UnitField) and isinstance(api_value, int | float):
         return page.describe(api.stored(api_value))
@@ -272,21 +297,22 @@ def json_type_errors(data: dict) -> dict:
     """The JSON API's own refusals, before the form's: unknown names, and values of the wrong
     JSON type, which a form would quietly coerce (true → 1, "30" → 30)."""
     errors = {}
-    fields = PolicyApiForm.base_fields
-    for name, value in data.items():
-        if name not in fields:
-            message = f"{name} is not a setting; the settings are: {', '.join(POLICY_FIELDS)}"
-        elif value is None and not fields[name].required:
+    fields = {key: PolicyApiForm.base_fields[Policy.field_of(key)] for key in SETTINGS}
+    for key, value in data.items():
+        field = fields.get(key)
+        if field is None:
+            message = f"{key} is not a setting; the settings are: {', '.join(SETTINGS)}"
+        elif value is None and not field.required:
             continue  # an optional setting cleared (target imbalance: the threshold)
-        elif isinstance(fields[name], forms.ChoiceField) and not isinstance(value, str):
-            message = f"{name.replace('_', ' ')} must be a string"
-        elif not isinstance(fields[name], forms.ChoiceField) and (
+        elif isinstance(field, forms.ChoiceField) and not isinstance(value, str):
+            message = f"{key.replace('_', ' ')} must be a string"
+        elif not isinstance(field, forms.ChoiceField) and (
             isinstance(value, bool) or not isinstance(value, int | float)
         ):
-            message = f"{name.replace('_', ' ')} must be a number"
+            message = f"{key.replace('_', ' ')} must be a number"
         else:
             continue
-        errors[name] = [{"message": message, "code": "invalid"}]
+        errors[key] = [{"message": message, "code": "invalid"}]
     return errors
 
 
@@ -295,9 +321,9 @@ def json_settings(policy: Policy, data: dict) -> tuple[PolicyApiForm, dict]:
     stored values, and every refusal at once, as the page's form reports them: the JSON names and
     types first, then the form's rules for the fields of the right type."""
     typed = json_type_errors(data)
-    changes = {name: value for name, value in data.items() if name not in typed}
+    changes = {key: value for key, value in data.items() if key not in typed}
     form = PolicyApiForm({**PolicyApiForm.values(policy), **changes}, instance=policy)
-    return form, typed | ({} if form.is_valid() else form.errors.get_json_data())
+    return form, typed | ({} if form.is_valid() else form.errors_by_key())
 
 
 class RejectForm(forms.Form):

@@ -79,7 +79,7 @@ def beat_silence() -> float:
     from .models import Policy
 
     try:
-        fastest = Policy.objects.filter(cluster__archived=False).aggregate(s=Min("round_interval"))["s"]
+        fastest = Policy.objects.filter(cluster__archived=False).aggregate(s=Min("round_interval_s"))["s"]
     except Exception:  # noqa: BLE001  (database away: the floor)
         fastest = None
     return max(BEAT_SILENCE_FLOOR, 2.0 * (fastest or 0))

@@ -1,7 +1,7 @@
 """History that lasts: samples at every collect, folded into coarser means as they age.
 
 Three kinds of rows (models.Round, NodeSample, GuestSample) share one scheme: a row covers
-`span` seconds (0 = one round or one collect) and stands for `samples` of them. Raw rows
+`span_s` seconds (0 = one round or one collect) and stands for `samples` of them. Raw rows
 are kept for settings.CRS_HISTORY_RAW (guests as 1-minute means), then folded into
 5-minute means until CRS_HISTORY_FIVE_MINUTE, then hourly means until CRS_HISTORY_HOURLY,
 then dropped. Folding is one INSERT … SELECT … GROUP BY and one DELETE per tier and table,
@@ -59,12 +59,12 @@ def record_samples(cluster: Cluster, snapshot: Snapshot, at: datetime) -> None:
     """One row per node and per guest for this collect (folded later by `downsample`)."""
     _insert(
         NodeSample,
-        ("cluster_id", "at", "span", "samples", "node", "cpu", "memory"),
+        ("cluster_id", "at", "span_s", "samples", "node", "cpu", "memory"),
         [(cluster.pk, at, 0, 1, s.name, s.cpu_load, s.mem_load) for s in crs.usage.node_stats(snapshot, "dynamic")],
     )
     _insert(
         GuestSample,
-        ("cluster_id", "at", "span", "samples", "guest", "node", "cpu_usage", "mem_usage_bytes"),
+        ("cluster_id", "at", "span_s", "samples", "guest", "node", "cpu_usage", "mem_usage_bytes"),
         [(cluster.pk, at, 0, 1, g.sid, g.node, g.cpu_usage, g.mem_usage_bytes) for g in snapshot.guests],
     )
 
@@ -119,26 +119,26 @@ NODES = Table(NodeSample, ("cluster_id", "node"), ("cpu", "memory"))
 GUESTS = Table(GuestSample, ("cluster_id", "guest", "node"), ("cpu_usage", "mem_usage_bytes"))
 
 
-def fold(table: Table, span: int, before: datetime) -> int:
-    """Replace the rows finer than `span` seconds older than `before` by their `span`-second
+def fold(table: Table, span_s: int, before: datetime) -> int:
+    """Replace the rows finer than `span_s` seconds older than `before` by their `span_s`-second
     means (weighted by the samples each stands for). `before` is aligned down to a bucket, so
     a bucket is folded whole, once. Returns the rows replaced."""
     vendor = connection.vendor
     db_table = table.model._meta.db_table
-    epoch = int(before.timestamp()) // span * span
+    epoch = int(before.timestamp()) // span_s * span_s
     cutoff = datetime.fromtimestamp(epoch, tz=UTC)
     keys = ", ".join(table.keys)
     means = ", ".join(f"SUM({m} * samples) / SUM(samples)" for m in table.means)
     extra_cols = "".join(f", {c}" for c, _ in table.extra)
     extra_sql = "".join(", " + sql.format(json=JSON_EMPTY[vendor]) for _, sql in table.extra)
     insert = (
-        f"INSERT INTO {db_table} ({keys}, at, span, samples, {', '.join(table.means)}{extra_cols}) "
-        f"SELECT {keys}, {bucket_sql('at', span, vendor)} AS bucket, %s, SUM(samples), {means}{extra_sql} "
-        f"FROM {db_table} WHERE span < %s AND at < %s GROUP BY {keys}, bucket"
+        f"INSERT INTO {db_table} ({keys}, at, span_s, samples, {', '.join(table.means)}{extra_cols}) "
+        f"SELECT {keys}, {bucket_sql('at', span_s, vendor)} AS bucket, %s, SUM(samples), {means}{extra_sql} "
+        f"FROM {db_table} WHERE span_s < %s AND at < %s GROUP BY {keys}, bucket"
     )
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(insert, [span, span, cutoff])
-        cursor.execute(f"DELETE FROM {db_table} WHERE span < %s AND at < %s", [span, cutoff])
+        cursor.execute(insert, [span_s, span_s, cutoff])
+        cursor.execute(f"DELETE FROM {db_table} WHERE span_s < %s AND at < %s", [span_s, cutoff])
         return cursor.rowcount
 
 

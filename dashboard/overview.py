@@ -66,7 +66,7 @@ def rows() -> list[dict]:
             "trend",
             "policy__automation",
             "policy__threshold",
-            "policy__round_interval",
+            "policy__round_interval_s",
         )
         # Of the stored N+1 verdict only its outcome: the whole grows with the nodes.
         .annotate(
@@ -106,8 +106,8 @@ def row(cluster: Cluster, counts: dict, now: datetime) -> dict:
         "source_error": cluster.source_error,
         "last_round_at": last.isoformat() if last else None,
         # late: no round for two intervals (beat, the workers or the source are behind)
-        "round_interval": policy.round_interval,
-        "late": last is None or now - last > timedelta(seconds=2 * policy.round_interval),
+        "round_interval": policy.round_interval_s,
+        "late": last is None or now - last > timedelta(seconds=2 * policy.round_interval_s),
         "automation": "stopped" if cluster.stopped else policy.automation,
     }
 

@@ -35,7 +35,7 @@ def apply_settings(sender, instance: Policy, raw: bool = False, **kwargs) -> Non
     if raw:
         return
     Cluster.objects.filter(pk=instance.cluster_id).update(hold_count=0)
-    every, _ = IntervalSchedule.objects.get_or_create(every=instance.round_interval, period=IntervalSchedule.SECONDS)
+    every, _ = IntervalSchedule.objects.get_or_create(every=instance.round_interval_s, period=IntervalSchedule.SECONDS)
     PeriodicTask.objects.update_or_create(
         name=schedule_name(instance.cluster_id),
         defaults={
@@ -44,7 +44,7 @@ def apply_settings(sender, instance: Policy, raw: bool = False, **kwargs) -> Non
             "args": json.dumps([instance.cluster_id]),
             "enabled": not Cluster.objects.filter(pk=instance.cluster_id, archived=True).exists(),
             # a collect still queued after one interval is dropped: the next one is fresher
-            "expire_seconds": instance.round_interval,
+            "expire_seconds": instance.round_interval_s,
             "queue": instance.cluster.task_queue,
         },
     )

@@ -88,7 +88,7 @@ def queue_round(cluster: Cluster) -> None:
     """Queue the cluster's round unless one is queued already. It expires after one round
     interval (the next collect queues a fresher one); a what-if cluster's goes to its own
     queue, so a heavy imported snapshot cannot delay the live clusters' rounds."""
-    interval = timedelta(seconds=cluster.policy.round_interval)
+    interval = timedelta(seconds=cluster.policy.round_interval_s)
     if Cluster.objects.queue_round(cluster.pk, interval):
         balancing_round.apply_async((cluster.pk,), queue=cluster.task_queue, expires=interval.total_seconds())
 

@@ -126,7 +126,7 @@ def frames(cluster: Cluster, since) -> dict[float, Snapshot]:
     samples: dict[float, dict[str, tuple]] = defaultdict(dict)
     rows = (
         cluster.guest_samples.filter(at__gte=since)
-        .order_by("at", "span")
+        .order_by("at", "span_s")
         .values_list("at", "guest", "node", "cpu_usage", "mem_usage_bytes")
     )
     nodes = {n.name for n in base.nodes}

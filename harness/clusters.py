@@ -15,7 +15,7 @@ for i in range(1, {count} + 1):
         name=f"{prefix}{{i:04d}}", source_kind="simulator", source_config={{**{config!r}, "seed": i}}
     )
     policy = Policy.objects.get(cluster=cluster)
-    policy.mode, policy.round_interval = "dynamic", {round_interval}
+    policy.mode, policy.round_interval_s = "dynamic", {round_interval}
     policy.save()
 """
 

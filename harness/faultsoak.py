@@ -63,7 +63,7 @@ for i in range(1, {CLUSTERS} + 1):
         source_config={{**{SOURCE!r}, "round_interval_s": {ROUND_INTERVAL}, "seed": i}},
     )
     policy = Policy.objects.get(cluster=cluster)
-    policy.mode, policy.automation, policy.round_interval = "dynamic", "automatic", {ROUND_INTERVAL}
+    policy.mode, policy.automation, policy.round_interval_s = "dynamic", "automatic", {ROUND_INTERVAL}
     policy.save()
 get_user_model().objects.create_superuser("admin", "admin@example.com", {PASSWORD!r})
 """

@@ -50,12 +50,10 @@ def unit(model: type, field) -> str:
     return ""
 
 
-def api_key(field) -> str:
-    """The JSON key: the field's name without a unit suffix (the API's keys carry no unit)."""
-    for suffix in SUFFIXES:
-        if field.name.endswith(suffix):
-            return field.name.removesuffix(suffix)
-    return field.name
+def api_key(model: type, field) -> str:
+    """The JSON key: the setting's key (Policy.key_of; the API's keys carry no unit)."""
+    key_of = getattr(model, "key_of", None)
+    return key_of(field.name) if key_of else field.name
 
 
 def shown(value: object) -> str:
@@ -112,7 +110,7 @@ def reference() -> str:
             allowed = limits(field)
         row = [
             str(field.verbose_name),
-            f"`{api_key(field)}`",
+            f"`{api_key(Policy, field)}`",
             unit(Policy, field),
             f"`{shown(default)}`" if field.has_default() else "",
             allowed,

@@ -36,6 +36,26 @@ def test_settings_changes_record_old_and_new_from_form_api_and_admin(client, adm
     assert set(AuditEvent.objects.values_list("actor_name", flat=True)) == {"admin"}
 
 
+def test_settings_stored_under_a_unit_name_are_audited_by_their_key(client, admin, cluster):
+    """round_interval is stored as round_interval_s (and so on): the trail keeps the key, so the
+    rows written before the rename and after read the same."""
+    client.force_login(admin)
+    client.post(reverse("dashboard:settings", args=[cluster.pk]), policy_form(round_interval=20, memory_reserve=2))
+    client.patch(
+        reverse("api:cluster-policy", args=[cluster.pk]),
+        json.dumps({"usage_period": 60, "memory_reserve": 2**30}),
+        content_type="application/json",
+    )
+    changes = [e.details["changes"] for e in AuditEvent.objects.filter(action="settings-changed").order_by("pk")]
+    assert changes == [
+        {"round_interval": [10, 20], "memory_reserve": [0, 2 * 2**30]},
+        {"memory_reserve": [2 * 2**30, 2**30], "usage_period": [300, 60]},
+    ]
+    body = client.get(reverse("dashboard:audit")).content.decode()
+    assert "round_interval: 10 → 20" in body and "memory_reserve: 0 GiB → 2 GiB" in body
+    assert "usage_period: 300 → 60" in body
+
+
 def test_approval_and_rejection_are_recorded_with_actor_and_reason(client, operator, suggested):
     other = Migration.objects.create(
         **{

@@ -43,4 +43,4 @@ def test_what_if_clusters_collect_and_round_on_their_own_queue(admin_client, col
     what_if = Cluster.objects.get(name="what-if")
     assert PeriodicTask.objects.get(name=schedule_name(what_if.pk)).queue == "whatif"
     tasks.collect.apply(args=[what_if.pk])
-    assert queued[-1] == ((what_if.pk,), {"queue": "whatif", "expires": float(what_if.policy.round_interval)})
+    assert queued[-1] == ((what_if.pk,), {"queue": "whatif", "expires": float(what_if.policy.round_interval_s)})

@@ -31,20 +31,21 @@ def generate(cluster, days: int, round_s: int, node_s: int, guest_s: int) -> Non
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO dashboard_round (cluster_id, at, imbalance, threshold, decision, hold_count, explanation,"
-            " node_usage, span, samples) SELECT %s, t, 0.3 + 0.2 * sin(extract(epoch from t) / 7200.0), 0.25,"
+            " node_usage, span_s, samples) SELECT %s, t, 0.3 + 0.2 * sin(extract(epoch from t) / 7200.0), 0.25,"
             " 'below-threshold', 0, '{}'::jsonb, '{}'::jsonb, 0, 1"
             " FROM generate_series(%s::timestamptz, %s::timestamptz, make_interval(secs => %s)) t",
             [cluster.pk, start, NOW, round_s],
         )
         cursor.execute(
-            "INSERT INTO dashboard_nodesample (cluster_id, at, node, cpu, memory, span, samples)"
+            "INSERT INTO dashboard_nodesample (cluster_id, at, node, cpu, memory, span_s, samples)"
             " SELECT %s, t, 'node' || n, (n %% 4) / 4.0, 0.5, 0, 1"
             " FROM generate_series(%s::timestamptz, %s::timestamptz, make_interval(secs => %s)) t,"
             " generate_series(1, %s) n",
             [cluster.pk, start, NOW, node_s, NODES],
         )
         cursor.execute(
-            "INSERT INTO dashboard_guestsample (cluster_id, at, guest, node, cpu_usage, mem_usage_bytes, span, samples)"
+            "INSERT INTO dashboard_guestsample"
+            " (cluster_id, at, guest, node, cpu_usage, mem_usage_bytes, span_s, samples)"
             " SELECT %s, t, 'vm:' || (100 + g), 'node' || (g %% 12 + 1), g / 100.0, g * 1048576.0, 0, 1"
             " FROM generate_series(%s::timestamptz, %s::timestamptz, make_interval(secs => %s)) t,"
             " generate_series(1, %s) g",
@@ -64,7 +65,7 @@ def test_ninety_days_fold_into_tiers_on_postgresql(cluster, settings):
 
     day, week, quarter = NOW - timedelta(hours=24), NOW - timedelta(days=7), NOW - timedelta(days=90)
     for model, raw_span in ((Round, 0), (NodeSample, 0), (GuestSample, 60)):
-        spans = lambda model=model, **f: set(model.objects.filter(**f).values_list("span", flat=True))  # noqa: E731
+        spans = lambda model=model, **f: set(model.objects.filter(**f).values_list("span_s", flat=True))  # noqa: E731
         assert spans(at__gte=day + timedelta(minutes=5), at__lt=NOW - timedelta(minutes=2)) == {raw_span}, model
         assert spans(at__lt=day - timedelta(minutes=5), at__gte=week + timedelta(hours=1)) == {300}, model
         assert spans(at__lt=week - timedelta(hours=1)) == {3600}, model
@@ -74,7 +75,7 @@ def test_ninety_days_fold_into_tiers_on_postgresql(cluster, settings):
     hour = datetime(2026, 5, 2, 7, 0, tzinfo=UTC)
     folded = Round.objects.get(cluster=cluster, at=hour)
     expected = [imbalance_at((hour + timedelta(minutes=m, seconds=30)).timestamp()) for m in range(60)]  # :30 past
-    assert folded.samples == 60 and folded.span == 3600 and folded.decision == "downsampled"
+    assert folded.samples == 60 and folded.span_s == 3600 and folded.decision == "downsampled"
     assert folded.imbalance == pytest.approx(sum(expected) / 60, abs=1e-9)
     assert folded.imbalance_max == pytest.approx(max(expected), abs=1e-9)
     assert NodeSample.objects.filter(at=hour).count() == NODES
@@ -104,7 +105,7 @@ def test_downsampling_runs_on_sqlite_as_the_embedded_mode_does(tmp_path):
         " threshold=0.3, decision='holding', hold_count=0, explanation={}, node_usage={}) for m in range(36 * 60));"
         "history.downsample(now);"
         "old = Round.objects.filter(at__lt=now - timedelta(hours=25));"
-        "print(sorted(set(old.values_list('span', flat=True))),"
+        "print(sorted(set(old.values_list('span_s', flat=True))),"
         " round(sum(r.imbalance * r.samples for r in old) / sum(r.samples for r in old), 3),"
         " Round.objects.filter(at__gte=now - timedelta(hours=23)).count(),"
         " sum(Round.objects.values_list('samples', flat=True)))"
@@ -150,7 +151,7 @@ def test_the_range_api_gives_the_trend_and_migration_markers(client, cluster, op
     now = timezone.now()
     round_at(cluster, now - timedelta(hours=1), 0.4)
     round_at(cluster, now - timedelta(hours=20), 0.2)
-    round_at(cluster, now - timedelta(days=5), 0.5, span=300, samples=30, imbalance_max=0.7)
+    round_at(cluster, now - timedelta(days=5), 0.5, span_s=300, samples=30, imbalance_max=0.7)
     approved = make_migration(
         cluster, "done", "vm:101", started_at=now - timedelta(hours=2), decided_by=operator, decided_at=now
     )

@@ -135,7 +135,7 @@ User.objects.create_user('operator', password='operator-password').groups.add(Gr
 while Cluster.objects.get(pk=1).snapshot is None:
     time.sleep(0.5)
 policy = Policy.objects.get(cluster_id=1)
-policy.round_interval = 3600
+policy.round_interval_s = 3600
 policy.save()
 time.sleep(5)  # the round queued or running before the change ends
 cluster = Cluster.objects.get(pk=1)

@@ -94,7 +94,7 @@ def test_components_are_up_by_their_heartbeats_and_down_once_silent(client, clus
     assert {c: value(families, "crs_component_up", component=c) for c in COMPONENTS} == dict.fromkeys(COMPONENTS, 1)
 
     clock[0] += 11  # the worker's 10 s are over; beat's are two 10-s round intervals
-    cluster.policy.round_interval = 10
+    cluster.policy.round_interval_s = 10
     cluster.policy.save()
     families = scrape(client)
     assert value(families, "crs_component_up", component="worker") == 0

@@ -71,7 +71,7 @@ def test_engine_settings_are_the_stored_fractions(cluster):
 def test_bad_setting_is_refused_naming_the_field(cluster, field, value, message):
     form = PolicyForm(policy_form(**{field: value}), instance=cluster.policy)
     assert not form.is_valid()
-    assert form.errors[field] == [message]
+    assert form[field].errors == [message]  # by the key the page posts
     assert Policy.objects.get(cluster=cluster).threshold == 0.3  # nothing stored changed
 
 
@@ -94,7 +94,7 @@ def test_the_form_takes_percent_minutes_and_gib_and_stores_fractions_durations_a
     policy = Policy.objects.get(cluster=cluster)
     assert (policy.threshold, policy.target_imbalance) == (pytest.approx(0.2), pytest.approx(0.125))
     assert (policy.cooldown, policy.recommendation_expiry) == (timedelta(minutes=45), timedelta(seconds=90))
-    assert policy.memory_reserve == 2 * 2**30
+    assert policy.memory_reserve_bytes == 2 * 2**30
     shown = PolicyForm(instance=policy)  # and the page shows them as typed
     assert {name: shown[name].value() for name in changes} == {name: str(value) for name, value in changes.items()}
     assert policy.engine_settings().threshold == pytest.approx(0.2)
@@ -102,7 +102,7 @@ def test_the_form_takes_percent_minutes_and_gib_and_stores_fractions_durations_a
 
 def test_every_engine_setting_reaches_the_engine(cluster):
     Policy.objects.filter(cluster=cluster).update(
-        objective="pressure", memory_reserve=2**30, cpu_overcommit=2.5, load_floor=0.4, moves_per_round=7
+        objective="pressure", memory_reserve_bytes=2**30, cpu_overcommit=2.5, load_floor=0.4, moves_per_round=7
     )
     settings = Policy.objects.get(cluster=cluster).engine_settings()
     assert (settings.preset, settings.moves_per_round, settings.target_imbalance, settings.objective) == (
@@ -128,6 +128,9 @@ def test_new_clusters_get_the_product_preset_and_switching_is_one_audited_click(
         "product",
         "proxmox",
     )
+    # By the settings' keys, as before usage_period was stored as usage_period_s.
+    assert (event.details["before"]["usage_period"], event.details["after"]["usage_period"]) == (300, 0)
+    assert "usage_period_s" not in event.details["after"]
     bad = admin_client.post(reverse("dashboard:preset", args=[cluster.pk]), {"preset": "vmware"})
     assert bad.status_code == 400
     assert bad.json() == {"errors": {"preset": ["preset must be proxmox or product, not 'vmware'"]}}

@@ -309,12 +309,12 @@ def test_the_n1_verdict_turning_bad_is_announced_once(eager, webhook, django_cap
         return Cluster.objects.get(pk=cluster.pk).n1["survives"]
 
     assert rounds_with_a_fresh_verdict() is True and webhook.bodies == []
-    assert rounds_with_a_fresh_verdict(memory_reserve=8 * GIB) is False  # 12 GiB onto 8 GiB left free
+    assert rounds_with_a_fresh_verdict(memory_reserve_bytes=8 * GIB) is False  # 12 GiB onto 8 GiB left free
     assert rounds_with_a_fresh_verdict() is False  # still bad: not told again
     assert [b["title"][:35] for b in webhook.bodies] == ["tight: N+1 turned bad: losing node0"]
     assert "overloads" in webhook.bodies[0]["message"]
-    assert rounds_with_a_fresh_verdict(memory_reserve=0) is True
-    assert rounds_with_a_fresh_verdict(memory_reserve=8 * GIB) is False  # bad again: a new change, told again
+    assert rounds_with_a_fresh_verdict(memory_reserve_bytes=0) is True
+    assert rounds_with_a_fresh_verdict(memory_reserve_bytes=8 * GIB) is False  # bad again: a new change, told again
     assert len(webhook.bodies) == 2
 
 

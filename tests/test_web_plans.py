@@ -71,7 +71,7 @@ def test_an_approved_moves_claim_holds_its_target_from_approval_until_it_is_rele
     carried = sum(g["memory_bytes"] for g in snapshot["guests"] if g["node"] == "node06")
     # node06 keeps room for g1 and half of g2: each move fits alone, not both together.
     reserve = int(node06["memory_bytes"] - carried - g1["memory_bytes"] - g2["memory_bytes"] / 2)
-    set_policy(collected, memory_reserve=reserve, max_concurrent_migrations=3, max_migrations_per_node=3)
+    set_policy(collected, memory_reserve_bytes=reserve, max_concurrent_migrations=3, max_migrations_per_node=3)
     now = timezone.now()
     # Approved first, not started yet (it waits for its turn): its claim on node06 holds already.
     first = make_migration(collected, "approved", g1["sid"], target="node06", decided_at=now - timedelta(minutes=1))
@@ -181,7 +181,7 @@ def test_a_step_whose_target_is_claimed_full_takes_its_next_alternative_or_expir
     carried = sum(g["memory_bytes"] for g in snapshot["guests"] if g["node"] == "node06")
     # node06 keeps room for g1 and half of g2: once g1's move claims it, g2 no longer fits there.
     reserve = int(node06["memory_bytes"] - carried - g1["memory_bytes"] - g2["memory_bytes"] / 2)
-    set_policy(collected, memory_reserve=reserve, max_concurrent_migrations=3, max_migrations_per_node=3)
+    set_policy(collected, memory_reserve_bytes=reserve, max_concurrent_migrations=3, max_migrations_per_node=3)
     first = make_migration(collected, "approved", g1["sid"], target="node06")
     second = make_migration(collected, "approved", g2["sid"], target="node06", alternatives=["node05"])
     third = make_migration(collected, "approved", g3["sid"], target="node06")

@@ -57,7 +57,7 @@ def state(pk: int) -> str:
 def test_a_migration_running_across_a_postgres_outage_settles_within_60_s(redis_server):
     service_or_skip("CRS_TEST_DATABASE_URL")
     cluster = Cluster.objects.create(name="pg-outage", source_kind="simulator", source_config=FAST_SIMULATOR)
-    Policy.objects.filter(cluster=cluster).update(round_interval=1)
+    Policy.objects.filter(cluster=cluster).update(round_interval_s=1)
     Policy.objects.get(cluster=cluster).save()  # the beat schedule follows saved settings
     tasks.collect.apply(args=[cluster.pk])  # in-process: the round it queues goes nowhere
     cluster.refresh_from_db()

@@ -24,7 +24,7 @@ def stack(db, redis_server, admin):
     """web, worker and beat on the test database and a Redis of the test's own."""
     service_or_skip("CRS_TEST_DATABASE_URL")
     cluster = Cluster.objects.create(name="outage", source_kind="simulator", source_config=FAST_SIMULATOR)
-    Policy.objects.filter(cluster=cluster).update(round_interval=1)
+    Policy.objects.filter(cluster=cluster).update(round_interval_s=1)
     Policy.objects.get(cluster=cluster).save()  # the beat schedule follows saved settings
     # The test's key, so the servers accept the session this test logs in with (the test
     # settings hash passwords with MD5, which production settings would not verify).

@@ -10,7 +10,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
 from dashboard.forms import PolicyForm
-from dashboard.models import AuditEvent, Cluster, Migration, Policy, Round
+from dashboard.models import AuditEvent, Cluster, GuestSample, Migration, NodeSample, Policy, Round
 
 PREVIOUS = [("dashboard", "0005_cluster_archived")]
 
@@ -26,6 +26,39 @@ def migrate(targets):
 
 def latest():
     return MigrationExecutor(connection).loader.graph.leaf_nodes()
+
+
+# A row of each kind as every release since 0005 can store it; each fixture adds or overrides
+# the fields its release had.
+ROWS = {
+    "Round": {
+        "imbalance": 0.42,
+        "threshold": 0.3,
+        "decision": "migrate",
+        "hold_count": 3,
+        "explanation": {"reason": "…"},
+        "node_usage": {"node01": {"cpu": 0.5, "memory": 0.25}},
+    },
+    "Migration": {
+        "state": "suggested",
+        "leader": "vm:101",
+        "guests": ["vm:101"],
+        "source": "node01",
+        "target": "node02",
+        "imbalance_before": 0.42,
+        "imbalance_after": 0.3,
+        "relative_gain": 0.29,
+        "margin": 0.1,
+        "method": "bruteforce",
+    },
+    "NodeSample": {"node": "node01", "cpu": 0.5, "memory": 0.25},
+    "GuestSample": {"guest": "vm:101", "node": "node01", "cpu_usage": 1.5, "mem_usage_bytes": 2.0**30},
+}
+
+
+def write(apps, model: str, cluster, **fields):
+    """A `model` row of `cluster` as the release of `apps` (a migration state's models) stored it."""
+    return apps.get_model("dashboard", model).objects.create(cluster=cluster, **{**ROWS.get(model, {}), **fields})
 
 
 @pytest.fixture
@@ -44,32 +77,18 @@ def previous_release():
             suggestion_expiry=15,
             hold_duration=3,
         )
-        Round = apps.get_model("dashboard", "Round")
         for decision, stored, served, minute in [("holding", 2, 2, 1), ("migrate", 0, 3, 2)]:
-            Round.objects.create(
-                cluster=cluster,
+            write(
+                apps,
+                "Round",
+                cluster,
                 at=f"2026-11-23T20:0{minute}:00Z",
-                imbalance=0.42,
-                threshold=0.3,
                 decision=decision,
                 hold_count=stored,
                 explanation={"reason": "…", "hold_count": served, "hold_duration": 3},
                 node_usage={"node01": {"cpu": 0.5, "memory": 0.25, "load": 0.5}},
             )
-        migration = apps.get_model("dashboard", "Migration").objects.create(
-            cluster=cluster,
-            state="rejected",
-            leader="vm:101",
-            guests=["vm:101"],
-            source="node01",
-            target="node02",
-            imbalance_before=0.42,
-            imbalance_after=0.3,
-            relative_gain=0.29,
-            margin=0.1,
-            method="bruteforce",
-            reason="backup window",
-        )
+        migration = write(apps, "Migration", cluster, state="rejected", reason="backup window")
         AuditEvent = apps.get_model("dashboard", "AuditEvent")
         AuditEvent.objects.create(
             action="settings-changed",
@@ -143,31 +162,8 @@ def before_units():
     apps = migrate(BEFORE_UNITS)
     try:
         cluster = apps.get_model("dashboard", "Cluster").objects.create(name="old", source_kind="simulator")
-        apps.get_model("dashboard", "Round").objects.create(
-            cluster=cluster,
-            at="2026-11-27T20:00:00Z",
-            imbalance=0.42,
-            threshold=0.3,
-            decision="migrate",
-            hold_count=3,
-            explanation={"reason": "…"},
-            node_usage={"node01": {"cpu": 0.5, "memory": 0.25}},
-            duration=0.125,
-        )
-        apps.get_model("dashboard", "Migration").objects.create(
-            cluster=cluster,
-            state="suggested",
-            leader="ct:201",
-            guests=["ct:201"],
-            source="node01",
-            target="node02",
-            imbalance_before=0.42,
-            imbalance_after=0.3,
-            relative_gain=0.29,
-            margin=0.1,
-            method="bruteforce",
-            downtime=12.5,
-        )
+        write(apps, "Round", cluster, at="2026-11-27T20:00:00Z", duration=0.125)
+        write(apps, "Migration", cluster, leader="ct:201", guests=["ct:201"], downtime=12.5)
         yield cluster.pk
     finally:
         migrate(latest())
@@ -184,3 +180,63 @@ def test_a_round_and_a_move_read_the_same_once_their_fields_carry_the_unit(befor
     apps = migrate(BEFORE_UNITS)  # and back
     assert apps.get_model("dashboard", "Round").objects.get(cluster_id=before_units).duration == 0.125
     assert apps.get_model("dashboard", "Migration").objects.get(cluster_id=before_units).downtime == 12.5
+
+
+BEFORE_MORE_UNITS = [("dashboard", "0025_overview")]  # the last migration before 0026's renames
+
+
+@pytest.fixture
+def before_more_units():
+    """Settings and history rows as the release before 0026 stored them: round_interval,
+    memory_reserve, usage_period and span without their unit in the name."""
+    apps = migrate(BEFORE_MORE_UNITS)
+    try:
+        cluster = apps.get_model("dashboard", "Cluster").objects.create(name="old", source_kind="simulator")
+        write(apps, "Policy", cluster, round_interval=30, memory_reserve=2 * 2**30, usage_period=120)
+        at = "2026-11-27T20:00:00Z"
+        write(apps, "Round", cluster, at=at, span=300, samples=30, imbalance_max=0.5, decision="downsampled")
+        write(apps, "NodeSample", cluster, at=at, span=300, samples=30)
+        write(apps, "GuestSample", cluster, at=at, span=60, samples=6)
+        yield cluster.pk
+    finally:
+        migrate(latest())
+
+
+def span_indexes() -> dict[str, list[str]]:
+    """The (span, at) indexes of the sample tables, by name: the columns they cover."""
+    with connection.cursor() as cursor:
+        found = {}
+        for table in ("dashboard_nodesample", "dashboard_guestsample"):
+            for name, index in connection.introspection.get_constraints(cursor, table).items():
+                if index["index"] and name.endswith(("_span_88fce9_idx", "_span_85664e_idx")):
+                    found[name] = index["columns"]
+        return found
+
+
+def test_settings_and_history_read_the_same_once_their_fields_carry_the_unit(before_more_units, admin_client):
+    before = span_indexes()
+    migrate(latest())
+    policy = Policy.objects.get(cluster_id=before_more_units)
+    assert (policy.round_interval_s, policy.memory_reserve_bytes, policy.usage_period_s) == (30, 2 * 2**30, 120)
+    assert Round.objects.get(cluster_id=before_more_units).span_s == 300
+    assert NodeSample.objects.get(cluster_id=before_more_units).span_s == 300
+    assert GuestSample.objects.get(cluster_id=before_more_units).span_s == 60
+    # The indexes followed their column and kept their names.
+    assert before == {"dashboard_n_span_88fce9_idx": ["span", "at"], "dashboard_g_span_85664e_idx": ["span", "at"]}
+    assert span_indexes() == {
+        "dashboard_n_span_88fce9_idx": ["span_s", "at"],
+        "dashboard_g_span_85664e_idx": ["span_s", "at"],
+    }
+    # The API's keys, the page's form and the engine keep the names without the unit.
+    settings = admin_client.get(f"/api/v1/clusters/{before_more_units}/settings/").json()
+    assert (settings["round_interval"], settings["memory_reserve"], settings["usage_period"]) == (30, 2 * 2**30, 120)
+    assert not {"round_interval_s", "memory_reserve_bytes", "usage_period_s"} & set(settings)
+    page = admin_client.get(reverse("dashboard:cluster", args=[before_more_units])).content.decode()
+    assert 'name="round_interval" value="30"' in page and 'name="memory_reserve" value="2"' in page
+    assert policy.engine_settings().usage_period == 120.0
+    apps = migrate(BEFORE_MORE_UNITS)  # and back
+    old = apps.get_model("dashboard", "Policy").objects.get(cluster_id=before_more_units)
+    assert (old.round_interval, old.memory_reserve, old.usage_period) == (30, 2 * 2**30, 120)
+    for model, span in (("Round", 300), ("NodeSample", 300), ("GuestSample", 60)):
+        assert apps.get_model("dashboard", model).objects.get(cluster_id=before_more_units).span == span, model
+    assert span_indexes() == before

@@ -47,7 +47,17 @@ from .serializers import (
     WhatIfSerializer,
 )
 
-JSON_ONLY = ("create", "partial_update")
+# The actions that read JSON alone: a cluster's `proxmox` is an object and a connection's test
+# carries one, which a form post cannot; the emergency stop's `stop` is a JSON boolean, which a
+# form's "0" would read as one.
+JSON_ONLY = (
+    "create",
+    "partial_update",
+    "test_connection_new",
+    "test_connection",
+    "emergency_stop",
+    "emergency_stop_all",
+)
 
 
 class ClusterViewSet(ApiViewSet):
@@ -68,7 +78,7 @@ class ClusterViewSet(ApiViewSet):
         return Response(self.get_serializer(self.get_object()).data)
 
     def get_parsers(self):
-        """The cluster forms are JSON: `proxmox` is an object, which a form post cannot carry."""
+        """JSON alone for the actions of JSON_ONLY; the others also take a form post."""
         method = str(getattr(getattr(self, "request", None), "method", "")).lower()
         if (getattr(self, "action", None) or getattr(self, "action_map", {}).get(method)) in JSON_ONLY:
             return [StrictJSONParser()]
@@ -116,7 +126,6 @@ class ClusterViewSet(ApiViewSet):
         methods=["post"],
         url_path="test-connection",
         url_name="test-connection-new",
-        parser_classes=[StrictJSONParser],
     )
     def test_connection_new(self, request):
         """Test connection before saving, with the form's fields: reach, TLS verdict with the
@@ -127,7 +136,7 @@ class ClusterViewSet(ApiViewSet):
         return Response(check(serializer.validated_data, serializer.validated_data["token_secret"]))
 
     @extend_schema(request=ConnectionSerializer(partial=True), responses=REPORT)
-    @action(detail=True, methods=["post"], url_path="test-connection", parser_classes=[StrictJSONParser])
+    @action(detail=True, methods=["post"], url_path="test-connection")
     def test_connection(self, request, pk=None):
         """Test a Proxmox cluster's stored connection, or it with the fields given changed (a
         fingerprint to trust, a new secret) before saving them."""
@@ -227,7 +236,6 @@ class ClusterViewSet(ApiViewSet):
         detail=True,
         methods=["post"],
         url_path="emergency-stop",
-        parser_classes=[StrictJSONParser],  # `stop` is a JSON boolean; a form's "0" would read as one
         write_permission="dashboard.approve_migration",
     )
     def emergency_stop(self, request, pk=None):
@@ -243,7 +251,6 @@ class ClusterViewSet(ApiViewSet):
         methods=["post"],
         url_path="emergency-stop",
         url_name="emergency-stop-all",
-        parser_classes=[StrictJSONParser],
         write_permission="dashboard.approve_migration",
     )
     def emergency_stop_all(self, request):

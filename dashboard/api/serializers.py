@@ -13,7 +13,7 @@ import crs.happiness
 import crs.model
 
 from .. import maintenance, whatif
-from ..forms import BYTES, DURATIONS, POLICY_FIELDS, PolicyApiForm, RejectForm, json_settings
+from ..forms import BYTES, DURATIONS, SETTINGS, PolicyApiForm, RejectForm, json_settings
 from ..models import (
     EVENTS,
     AuditEvent,
@@ -138,14 +138,18 @@ class PolicySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Policy
-        fields = POLICY_FIELDS
+        # The settings' keys, each read from its model field (round_interval from round_interval_s).
+        fields = SETTINGS
+        extra_kwargs = {key: {"source": field} for key, field in Policy.FIELD_OF_KEY.items()}
 
     def get_fields(self):
         fields = super().get_fields()
         for name in DURATIONS:
             fields[name] = serializers.FloatField(help_text=f"{fields[name].help_text} In seconds.".strip())
         for name in BYTES:
-            fields[name] = serializers.IntegerField(help_text=f"{fields[name].help_text} In bytes.".strip())
+            key = Policy.key_of(name)  # memory_reserve, from memory_reserve_bytes
+            help_text = f"{fields[key].help_text} In bytes.".strip()
+            fields[key] = serializers.IntegerField(source=name if key != name else None, help_text=help_text)
         for name in Policy.FRACTIONS:
             fields[name].help_text = f"{fields[name].help_text or ''} A fraction, 0–1.".strip()
         return fields

@@ -145,7 +145,7 @@ class Cluster(models.Model):
         """`source_config` as the adapter gets it: the cluster's own options over the site's
         Proxmox defaults (read from the environment in settings.py, so an API token need not
         be stored), with its token secret decrypted."""
-        period = {"usage_period": self.policy.usage_period} if hasattr(self, "policy") else {}
+        period = {"usage_period": self.policy.usage_period_s} if hasattr(self, "policy") else {}
         if self.is_proxmox:
             config, secret = crypt.split_secret(self.source_config)  # not saved yet: still in it
             if secret is None and self.token_secret:

@@ -48,7 +48,16 @@ class Policy(models.Model):
         ("proxmox", "proxmox: Proxmox's exact behaviour, one move per round"),
         ("product", "product: plans of several moves down to a target, no move that overfills a node"),
     ]
-    # What a preset sets when an admin switches to it: the engine's values of that preset.
+    # The settings' keys whose model field is named otherwise: the field carries its unit, as
+    # the engine's names do; the key (the page's form, the JSON API, the audit trail, the
+    # engine's settings) does not. The one map between the two (forms.py, api/, the reference).
+    FIELD_OF_KEY = {
+        "round_interval": "round_interval_s",
+        "memory_reserve": "memory_reserve_bytes",
+        "usage_period": "usage_period_s",
+    }
+    KEY_OF_FIELD = {field: key for key, field in FIELD_OF_KEY.items()}
+    # What a preset sets when an admin switches to it: the engine's values of that preset (by key).
     PRESET_SETTINGS = ("moves_per_round", "target_imbalance", "load_floor", "usage_period", "containers")
     FRACTIONS = ("threshold", "margin", "automatic_margin", "target_imbalance", "load_floor")
 
@@ -88,7 +97,8 @@ class Policy(models.Model):
     )
     method = models.CharField(max_length=10, choices=METHOD_CHOICES, default="bruteforce")
     imbalance_scale = models.CharField(max_length=10, choices=SCALE_CHOICES, default="normalized")
-    round_interval = models.IntegerField(
+    round_interval_s = models.IntegerField(
+        "round interval",
         default=10,
         validators=whole_number_validators("round interval", 1, 86400, "seconds"),
         help_text="Seconds between rounds.",
@@ -138,7 +148,8 @@ class Policy(models.Model):
         ],
         help_text="Configured cores a node may carry per CPU thread.",
     )
-    memory_reserve = models.PositiveBigIntegerField(
+    memory_reserve_bytes = models.PositiveBigIntegerField(
+        "memory reserve",
         default=0,
         validators=whole_number_validators("memory reserve", 0, MAX_MEMORY_RESERVE, "bytes"),
         help_text="Memory per node kept free of guests (bytes).",
@@ -149,7 +160,8 @@ class Policy(models.Model):
         help_text="Migrations one node may take part in at once.",
     )
     objective = models.CharField(max_length=10, choices=OBJECTIVE_CHOICES, default="even")
-    usage_period = models.IntegerField(
+    usage_period_s = models.IntegerField(
+        "usage period",
         default=int(crs.model.PRODUCT.usage_period),
         validators=whole_number_validators("usage period", 0, 86400, "seconds"),
         help_text="Seconds of the source's clock over which usage is averaged; 0 = the latest value.",
@@ -180,6 +192,16 @@ class Policy(models.Model):
         if self.target_imbalance is not None and self.threshold is not None and self.target_imbalance > self.threshold:
             raise ValidationError({"target_imbalance": "target imbalance must be at most the threshold"})
 
+    @classmethod
+    def field_of(cls, key: str) -> str:
+        """The model field that stores the setting `key`."""
+        return cls.FIELD_OF_KEY.get(key, key)
+
+    @classmethod
+    def key_of(cls, field: str) -> str:
+        """The setting's key (form, API, audit trail) of the model field `field`."""
+        return cls.KEY_OF_FIELD.get(field, field)
+
     @property
     def auto_rebalance(self) -> bool:
         return self.automation == "automatic"
@@ -204,8 +226,8 @@ class Policy(models.Model):
             load_floor=self.load_floor,
             objective=cast(crs.model.Objective, self.objective),
             cpu_overcommit=self.cpu_overcommit,
-            memory_reserve_bytes=self.memory_reserve,
-            usage_period=float(self.usage_period),
+            memory_reserve_bytes=self.memory_reserve_bytes,
+            usage_period=float(self.usage_period_s),
             containers=cast(crs.model.Containers, self.containers),
         )
 
@@ -217,16 +239,17 @@ class Policy(models.Model):
     def switch_preset(self, preset: str, actor) -> None:
         """One click: the preset and the settings it shapes take the engine's values of that preset; audited."""
         values = crs.model.PRODUCT if preset == "product" else crs.model.PROXMOX
-        before = {name: getattr(self, name) for name in ("preset", *self.PRESET_SETTINGS)}
+        keys = ("preset", *self.PRESET_SETTINGS)  # the engine's names, the audit's keys
+        before = {key: getattr(self, self.field_of(key)) for key in keys}
         self.preset = preset
-        for name in self.PRESET_SETTINGS:
-            value = getattr(values, name)
-            setattr(self, name, int(value) if name == "usage_period" else value)
+        for key in self.PRESET_SETTINGS:
+            value = getattr(values, key)
+            setattr(self, self.field_of(key), int(value) if key == "usage_period" else value)
         with transaction.atomic():
             self.save()
             AuditEvent.objects.create(
                 actor=actor,
                 action="preset-switched",
                 cluster_id=self.cluster_id,
-                details={"before": before, "after": {name: getattr(self, name) for name in before}},
+                details={"before": before, "after": {key: getattr(self, self.field_of(key)) for key in keys}},
             )

@@ -16,10 +16,10 @@ class Round(models.Model):
     node_usage = models.JSONField()  # {node: {"cpu": fraction, "memory": fraction}}
     duration_s = models.FloatField(null=True, blank=True)  # seconds the round took (engine and recording), for /metrics
     happiness = models.FloatField(null=True, blank=True)  # share of happy guests (crs.happiness); None: no data
-    # As it ages a round is folded into a mean over `span` seconds (history.py): 0 = one round.
+    # As it ages a round is folded into a mean over `span_s` seconds (history.py): 0 = one round.
     # A folded row's imbalance and threshold are means, `imbalance_max` the highest it covers,
     # its decision "downsampled", its explanation and node usage empty (node_samples keep those).
-    span = models.IntegerField(default=0)
+    span_s = models.IntegerField(default=0)
     samples = models.IntegerField(default=1)  # rounds it stands for
     imbalance_max = models.FloatField(null=True, blank=True)
 
@@ -30,18 +30,22 @@ class Round(models.Model):
 
 class NodeSample(models.Model):
     """One node's measured CPU and memory use (fractions) at one collect, or their mean over
-    `span` seconds once it ages (history.py): the node lines of the history."""
+    `span_s` seconds once it ages (history.py): the node lines of the history."""
 
     cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="node_samples")
     at = models.DateTimeField()
-    span = models.IntegerField(default=0)  # seconds the row covers: 0 = one collect
+    span_s = models.IntegerField(default=0)  # seconds the row covers: 0 = one collect
     samples = models.IntegerField(default=1)  # collects it averages
     node = models.CharField(max_length=100)
     cpu = models.FloatField()
     memory = models.FloatField()
 
     class Meta:
-        indexes = [models.Index(fields=["cluster", "at"]), models.Index(fields=["span", "at"])]
+        # The span index keeps the name it got on ["span", "at"] (0014): the rename (0026) kept the index.
+        indexes = [
+            models.Index(fields=["cluster", "at"]),
+            models.Index(fields=["span_s", "at"], name="dashboard_n_span_88fce9_idx"),
+        ]
 
 
 class GuestSample(models.Model):
@@ -50,7 +54,7 @@ class GuestSample(models.Model):
 
     cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="guest_samples")
     at = models.DateTimeField()
-    span = models.IntegerField(default=0)  # 0 = one collect, then 60, 300, 3600 seconds
+    span_s = models.IntegerField(default=0)  # 0 = one collect, then 60, 300, 3600 seconds
     samples = models.IntegerField(default=1)
     guest = models.CharField(max_length=40)
     node = models.CharField(max_length=100)
@@ -58,4 +62,7 @@ class GuestSample(models.Model):
     mem_usage_bytes = models.FloatField()
 
     class Meta:
-        indexes = [models.Index(fields=["cluster", "at"]), models.Index(fields=["span", "at"])]
+        indexes = [
+            models.Index(fields=["cluster", "at"]),
+            models.Index(fields=["span_s", "at"], name="dashboard_g_span_85664e_idx"),
+        ]

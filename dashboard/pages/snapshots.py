@@ -45,7 +45,7 @@ def export(request, pk):
 
 
 def policy_values(engine_settings: crs.model.Settings) -> dict:
-    """The Policy fields a snapshot's settings carry (same names, same units)."""
+    """The Policy fields a snapshot's settings carry (same names and units as the engine's)."""
     names = (
         "mode",
         "threshold",
@@ -62,7 +62,7 @@ def policy_values(engine_settings: crs.model.Settings) -> dict:
     )
     return {
         **{name: getattr(engine_settings, name) for name in names},
-        "memory_reserve": int(engine_settings.memory_reserve_bytes),
+        "memory_reserve_bytes": int(engine_settings.memory_reserve_bytes),
     }
 
 

@@ -68,7 +68,7 @@ def change_settings(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
     form = PolicyForm(request.POST, instance=cluster.policy)
     if not form.is_valid():
-        request.session[_typed_settings_key(pk)] = {name: request.POST.get(name, "") for name in form.fields}
+        request.session[_typed_settings_key(pk)] = {f.html_name: request.POST.get(f.html_name, "") for f in form}
         return redirect(reverse("dashboard:cluster", args=[pk]) + "#settings")
     form.save_by(request.user)
     messages.success(request, "Settings saved. They apply from the next round; the hold counter starts again.")

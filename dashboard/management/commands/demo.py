@@ -75,6 +75,6 @@ def demo_cluster(name: str, round_interval: int | None = None, source_config: di
     if created:
         policy = Policy.objects.get(cluster=cluster)
         policy.mode = "dynamic"  # measured usage, so the trend moves as the simulated load shifts
-        policy.round_interval = interval
+        policy.round_interval_s = interval
         policy.save()  # the beat schedule follows the saved settings
     return cluster
