@@ -36,7 +36,7 @@ run: $(STAMP)
 	$(PY) manage.py runembedded --port $(PORT)
 
 # The long probes (soak), the browser tests, the tests with servers of their own and the rest
-# as four pytest runs side by side, each on a database and Redis number of its own
+# as five pytest runs side by side (the browser tests in two), each on a database and Redis number of its own
 # (scripts/testsuite.py says why); the browser tests are their own run anyway (Playwright's
 # sync API and pytest-django's DB setup do not mix in one process). Any failed run fails it.
 test: $(STAMP)

@@ -1,19 +1,19 @@
-"""`make test`: the whole suite as four pytest runs side by side, each on services of its own.
+"""`make test`: the whole suite as five pytest runs side by side, each on services of its own.
 
 Run one after the other, the browser tests added 6-11 minutes after the rest, and on a slow
 machine the suite took 36 minutes. Side by side the runs share two CPUs, but the browser
 tests and the soak's ten minutes mostly wait, and so do the tests that start servers of
 their own (`servers`: stacks, outages, killed workers), which took 9-10 of the rest's 23
-minutes. So the long probes (`soak`), the browser tests (`e2e`), the server tests and the
-rest run at once, each with its own PostgreSQL database name and Redis database number
+minutes. So the long probes (`soak`), the browser tests (`e2e`, `e2e-b`), the server tests
+and the rest run at once, each with its own PostgreSQL database name and Redis database number
 (derived from CRS_TEST_DATABASE_URL and CRS_TEST_REDIS_URL when they are set) so that no run
-flushes or drops another's. The rest streams to the terminal; the other three are printed
+flushes or drops another's. The rest streams to the terminal; the others are printed
 when they end. The exit status is non-zero if any run failed.
 
 The rest runs on two pytest-xdist workers: its tests mostly wait (on PostgreSQL, on the
 in-process workers), and a subset of them took 136 s on two workers where it took 247 s on
-one. The browser tests do not: two of their servers starting at once on a busy machine
-missed their start timeouts.
+one. Each browser run is one process with one embedded server (started with a generous
+timeout: two servers starting at once on a busy machine once missed a short one).
 """
 
 import os
@@ -25,12 +25,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
-# name, marker expression, offset added to the Redis database number, pytest-xdist options.
+# name, marker expression, offset added to the Redis database number, further pytest options.
 # The soak run holds the 10-minute socket probe; the fault soak (tests/test_soak_faults.py,
 # marked `faultsoak`) holds a socket too and replaces it with the marker "faultsoak" here.
+# The browser tests are two runs, each with its embedded server: one run took 15-19 minutes
+# beside the others (8 alone) and was the suite's critical path, though its CPU was 5 minutes.
+# The second takes the modules with servers of their own and the two longest walks.
+E2E_B = [
+    f"tests/test_e2e_{name}.py"
+    for name in ("first_hour", "overview", "redis_outage", "rolling", "power", "maintenance")
+]
 RUNS = [
     ("soak", "soak and not faultsoak", 2, []),
-    ("e2e", "e2e", 1, []),
+    ("e2e", "e2e", 1, [f"--ignore={path}" for path in E2E_B]),
+    ("e2e-b", "e2e", 4, E2E_B),
     ("servers", "servers and not soak and not e2e", 3, []),
     ("main", "not e2e and not soak and not servers", 0, ["-n", "2"]),
 ]
@@ -70,7 +78,7 @@ def wait_all(started: dict[str, subprocess.Popen], started_at: float) -> tuple[d
 def main() -> int:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     started, started_at = {}, time.monotonic()
-    for name, marker, offset, workers in RUNS:
+    for name, marker, offset, options in RUNS:
         command = [
             sys.executable,
             "-m",
@@ -81,9 +89,9 @@ def main() -> int:
             "-p",
             "no:cacheprovider",
             "--durations=30",
-            *workers,
+            *options,
         ]
-        env = {**os.environ, **services(name, offset)}
+        env = {**os.environ, **services(name, offset), "CRS_TEST_RUN": name}
         if name == "main":
             started[name] = subprocess.Popen(command, cwd=ROOT, env=env)
         else:

@@ -291,7 +291,8 @@ def embedded_server():
     browser test; each module makes its own clusters on it (test_e2e_dashboard.own_cluster).
     The first hour's walk-through starts its own, on a fresh database. Its first collect
     compresses every static file: minutes on a busy machine, once."""
-    with embedded("e2e-server.log", E2E_PASSWORD, start_timeout=600) as served:
+    log = f"{os.environ.get('CRS_TEST_RUN', 'e2e')}-server.log"  # make test's two browser runs: one each
+    with embedded(log, E2E_PASSWORD, start_timeout=600) as served:
         yield served
 
 
