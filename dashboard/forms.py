@@ -39,6 +39,7 @@ POLICY_FIELDS = [
     "memory_reserve",
     "usage_period",
     "containers",
+    "forecast",
     "time_zone",
 ]
 DURATIONS = ("cooldown", "rejection_memory", "recommendation_expiry")
