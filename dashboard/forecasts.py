@@ -95,8 +95,10 @@ def _rows(cluster_id: int, start: int) -> list[tuple[str, int, int, float, float
         f"SELECT guest, {epoch}, span, cpu_peak, mem_peak_bytes FROM dashboard_guestsample"
         f" WHERE cluster_id = %s AND at >= %s AND at < %s AND ({epoch} - %s) %% {DAY_S} < %s"
     )
-    since = datetime.fromtimestamp(start - DAYS * DAY_S - HOUR, tz=UTC)
-    until = datetime.fromtimestamp(start + HOUR - DAY_S, tz=UTC)
+    since, until = (
+        connection.ops.adapt_datetimefield_value(datetime.fromtimestamp(t, tz=UTC))  # as stored (history.fold)
+        for t in (start - DAYS * DAY_S - HOUR, start + HOUR - DAY_S)
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql, [cluster_id, since, until, start - HOUR - DAYS * DAY_S, 2 * HOUR])
         return cursor.fetchall()

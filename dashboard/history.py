@@ -139,7 +139,9 @@ def fold(table: Table, span: int, before: datetime) -> int:
     vendor = connection.vendor
     db_table = table.model._meta.db_table
     epoch = int(before.timestamp()) // span * span
-    cutoff = datetime.fromtimestamp(epoch, tz=UTC)
+    # As the backend stores it: SQLite compares text, and a bare aware datetime there reads
+    # '… +00:00', after a row at the cutoff itself, which was folded a tier early.
+    cutoff = connection.ops.adapt_datetimefield_value(datetime.fromtimestamp(epoch, tz=UTC))
     keys = ", ".join(table.keys)
     means = ", ".join(f"SUM({m} * samples) / SUM(samples)" for m in table.means)
     extra_cols = "".join(f", {c}" for c, _ in table.extra)
