@@ -108,10 +108,10 @@ def load(cluster_id: int, hour: int) -> Loaded:
         offset = at - (hour - day * DAY_S)  # seconds from those hours' start: 0 ≤ offset < 2 h
         for k in range(WINDOW):
             covers = (offset <= k * FIVE_MINUTES) & (k * FIVE_MINUTES < offset + length) & (day >= 1) & (day <= DAYS)
-            at_k = (guest[covers], day[covers] - 1, k)
-            np.maximum.at(cpu, at_k, cpu_peak[covers])
-            np.maximum.at(memory, at_k, mem_peak[covers])
-            filled[at_k] = True
+            at_k = (guest[covers] * DAYS + day[covers] - 1) * WINDOW + k  # into the flat (contiguous) arrays
+            np.maximum.at(cpu.reshape(-1), at_k, cpu_peak[covers])
+            np.maximum.at(memory.reshape(-1), at_k, mem_peak[covers])
+            filled.reshape(-1)[at_k] = True
     return Loaded(hour, sids, cpu, memory, filled)
 
 
