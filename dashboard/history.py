@@ -2,7 +2,14 @@
 
 Three kinds of rows (models.Round, NodeSample, GuestSample) share one scheme: a row covers
 `span` seconds (0 = one round or one collect) and stands for `samples` of them; a guest row
-also keeps the highest value it covers (its peaks, folded by MAX), for the forecast. Raw rows
+also keeps the highest value it covers (its peaks, folded by MAX), for the forecast.
+
+What the forecast's 28 days of guest rows cost (PostgreSQL, measured with pg_total_relation_size
+over 1.5 M generated rows: 155 B a row with its two indexes, 104 B a tuple; the two peak
+columns are 16 B of it): a guest keeps 1 440 1-minute + 1 728 5-minute + 504 hourly rows,
+3 672 rows, about 0.55 MiB. 12 nodes × 240 guests: 0.88 M rows, 137 MB (the peaks 14 MB);
+50 nodes × 1 000 guests: 3.7 M rows, 570 MB (the peaks 59 MB). The default 90 days of hourly
+rows (CRS_HISTORY_HOURLY) add 1 488 rows a guest beyond the forecast's need. Raw rows
 are kept for settings.CRS_HISTORY_RAW (guests as 1-minute means), then folded into
 5-minute means until CRS_HISTORY_FIVE_MINUTE, then hourly means until CRS_HISTORY_HOURLY,
 then dropped. Folding is one INSERT … SELECT … GROUP BY and one DELETE per tier and table,
