@@ -72,8 +72,9 @@ def main() -> None:
             )
             cursor.execute(
                 "INSERT INTO dashboard_guestsample (cluster_id, at, guest, node, cpu_usage, mem_usage_bytes, span_s,"
-                f" samples) SELECT %s, t, 'vm:' || (100 + g), 'node' || (g %% {NODES} + 1), random() * 4,"
-                f" random() * 8e9, %s, %s FROM {series} t, generate_series(1, %s) g",
+                f" samples, cpu_peak, mem_peak_bytes) SELECT %s, t, 'vm:' || (100 + g), 'node' || (g %% {NODES} + 1),"
+                f" random() * 4, random() * 8e9, %s, %s, random() * 8, random() * 16e9"
+                f" FROM {series} t, generate_series(1, %s) g",
                 [cluster.pk, guest_step, max(1, guest_step // ROUND_S), since, until, guest_step, GUESTS],
             )
         cursor.execute("ANALYZE")

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from . import pressure
-from .model import Forecast, Guest, Pressure, Snapshot
+from .model import Forecast, Guest, Node, Pressure, Snapshot
 
 PERCENTILE = 90.0  # of the same hour's peaks over the past days
 DAYS_BACK = 28  # four weeks of history at most
@@ -147,15 +147,11 @@ def stalls(snapshot: Snapshot, limits: pressure.Limits) -> tuple[Stall, ...]:
     for node in (n for n in snapshot.nodes if n.usable and n.name in forecast_on):
         guests = forecast_on[node.name]
         times = sorted({g.forecast.at_s for g in guests if g.forecast is not None})
-        cpu_now, memory_now = pressure.node_cpu_used(snapshot, node), pressure.node_memory_used(snapshot, node)
         for at in times:
             rising = [g for g in guests if g.forecast is not None and g.forecast.at_s == at and _repeats(g.forecast)]
             if not rising:
                 continue
-            cpu = cpu_now + sum(max(0.0, g.forecast.cpu - g.cpu_usage) for g in rising if g.forecast)
-            memory = memory_now + sum(
-                max(0.0, g.forecast.memory_bytes - g.mem_usage_bytes) for g in rising if g.forecast
-            )
+            cpu, memory = demand(snapshot, node, rising)
             if pressure.cpu_stall(cpu, node) > limits.cpu:
                 resource, load = "cpu", cpu / node.cpus
             elif memory > pressure.memory_limit(node, limits):
@@ -170,6 +166,34 @@ def stalls(snapshot: Snapshot, limits: pressure.Limits) -> tuple[Stall, ...]:
             out.append(Stall(node.name, resource, at, load, top.forecast.seen, top.forecast.days, sids, lead))
             break
     return tuple(out)
+
+
+def demand(snapshot: Snapshot, node: Node, peaking: list[Guest]) -> tuple[float, float]:
+    """The node's predicted use, cores and bytes: its use now, with each of the `peaking`
+    guests raised to its forecast peak (a peak below the guest's use now lowers nothing)."""
+    cpu = pressure.node_cpu_used(snapshot, node) + sum(
+        max(0.0, g.forecast.cpu - g.cpu_usage) for g in peaking if g.forecast
+    )
+    memory = pressure.node_memory_used(snapshot, node) + sum(
+        max(0.0, g.forecast.memory_bytes - g.mem_usage_bytes) for g in peaking if g.forecast
+    )
+    return cpu, memory
+
+
+def node_peaks(snapshot: Snapshot) -> dict[str, tuple[float, float]]:
+    """Per usable node with a forecast guest, its CPU and memory use as fractions of its threads
+    and memory with every forecast guest of it at its next-hour peak: the most the hour may
+    bring whenever each peaks (the live page's marker on the node's bar), where `stalls` counts
+    only the guests peaking together and repeating."""
+    forecast_on: dict[str, list[Guest]] = {}
+    for g in snapshot.guests:
+        if g.forecast is not None:
+            forecast_on.setdefault(g.node, []).append(g)
+    out = {}
+    for node in (n for n in snapshot.nodes if n.usable and n.name in forecast_on):
+        cpu, memory = demand(snapshot, node, forecast_on[node.name])
+        out[node.name] = (cpu / node.cpus, memory / node.memory_bytes)
+    return out
 
 
 def _repeats(f: Forecast) -> bool:

@@ -42,6 +42,7 @@ SETTINGS = [
     "memory_reserve",
     "usage_period",
     "containers",
+    "forecast",
     "time_zone",
 ]
 POLICY_FIELDS = [Policy.field_of(key) for key in SETTINGS]  # the model fields the settings are stored in

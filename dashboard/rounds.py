@@ -13,6 +13,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+import crs.forecast
 import crs.happiness
 import crs.round
 import crs.usage
@@ -21,7 +22,7 @@ from crs.model import Snapshot
 from crs.owed import Maintenance as OpenMaintenance
 from crs.planned import PlannedMove
 
-from . import events, overview, plans, windows
+from . import events, forecasts, overview, plans, windows
 from .models import AuditEvent, Cluster, Maintenance, Migration, RollingNode, Round
 
 
@@ -37,6 +38,7 @@ class Recorded:
 def run(cluster: Cluster, snapshot: Snapshot, started: float | None = None) -> Recorded:
     """One round: load, decide, apply. `started`: time.monotonic() when the round began, for /metrics."""
     now = timezone.now()
+    snapshot = forecasts.applied(cluster.pk, snapshot, now)  # each guest's next-hour peak, when the setting is on
     outcome = crs.round.decide(inputs(cluster, snapshot, now))
     duration = time.monotonic() - started if started is not None else None
     return apply(cluster, snapshot, outcome, now, duration)
@@ -190,5 +192,12 @@ def _round(
 
 
 def node_usage(snapshot: Snapshot) -> dict:
-    """Per node: measured CPU and memory utilisation, the page's bars."""
-    return {s.name: {"cpu": s.cpu_load, "memory": s.mem_load} for s in crs.usage.node_stats(snapshot, "dynamic")}
+    """Per node: measured CPU and memory utilisation, the page's bars, and where the forecast
+    sees them peak within the next hour (the bars' markers; only nodes with a forecast guest)."""
+    peaks = crs.forecast.node_peaks(snapshot)
+    out: dict[str, dict] = {}
+    for s in crs.usage.node_stats(snapshot, "dynamic"):
+        out[s.name] = {"cpu": s.cpu_load, "memory": s.mem_load}
+        if s.name in peaks:
+            out[s.name]["forecast"] = {"cpu": peaks[s.name][0], "memory": peaks[s.name][1]}
+    return out

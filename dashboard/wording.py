@@ -57,6 +57,7 @@ CHOICES: dict[str, list[tuple[str, str]]] = {
     "method": [("bruteforce", "bruteforce: try every move"), ("topsis", "topsis: weigh several criteria")],
     "imbalance_scale": [("normalized", "normalized: 0–100 %"), ("raw", "raw: coefficient of variation")],
     "containers": [("never", "never: leave them where they are"), ("restart", "restart: move them, with downtime")],
+    "forecast": [("off", "off: the usage measured now"), ("on", "on: also the next hour's forecast peaks")],
 }
 
 # Help for the settings whose model gives none, or one in another unit than the form's.
@@ -71,6 +72,9 @@ HELP: dict[str, str] = {
     "imbalance_scale": "How the spread of the node loads becomes the imbalance: normalized runs from 0 % (even) to "
     "100 % (all load on one node); raw is the plain coefficient of variation (older Proxmox), which can exceed 100 %.",
     "memory_reserve": "Memory every node keeps free of the guests' configured memory.",
+    "forecast": "Each guest's peak in the next hour, forecast from the same hour of up to 28 past days of its "
+    "stored history (a guest with less than a day has none): plans move no guest onto a node predicted to stall "
+    "within the hour, and relieve a stall that repeats daily before it comes. The node bars mark the forecast peak.",
     "containers": "A container cannot live-migrate: moving it is a stop, a copy and a start on the target, with "
     "downtime (estimated on each recommendation). Never: automatic and recommended moves leave containers alone.",
 }

@@ -82,15 +82,21 @@ function showRound(r) {
   const body = el("nodes").tBodies[0];
   body.replaceChildren(...Object.entries(r.node_usage).map(([name, u]) => {
     const row = document.createElement("tr");
-    row.innerHTML = `<td></td><td>${bar(u.cpu)}</td><td>${bar(u.memory)}</td>`;
+    row.innerHTML = `<td></td><td>${bar(u.cpu, u.forecast?.cpu)}</td><td>${bar(u.memory, u.forecast?.memory)}</td>`;
     row.firstChild.textContent = name;
     return row;
   }));
 }
 
-function bar(fraction) {
-  const width = Math.min(100, Math.max(0, percent(fraction))).toFixed(1);
-  return `<div class="bar"><div class="track"><div style="width:${width}%"></div></div><span>${pct(fraction)}</span></div>`;
+// `peak`: the node's forecast peak within the next hour (dashboard/rounds.py node_usage), a
+// marker on the bar; absent when the forecast is off or no guest of the node has a day of history.
+function bar(fraction, peak) {
+  const width = (f) => Math.min(100, Math.max(0, percent(f))).toFixed(1);
+  const words = `forecast peak next hour: ${pct(peak, 0)}`;
+  const marker = peak == null ? "" :
+    `<i class="forecast" role="img" aria-label="${words}" title="${words}" style="left:${width(peak)}%"></i>`;
+  return `<div class="bar"><div class="track"><div style="width:${width(fraction)}%"></div>${marker}</div>` +
+    `<span>${pct(fraction)}</span></div>`;
 }
 
 function addRound(r) {

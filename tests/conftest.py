@@ -47,6 +47,7 @@ def policy_form(**changes) -> dict:
         "memory_reserve": 0,
         "usage_period": 300,
         "containers": "never",
+        "forecast": "on",
         "time_zone": "UTC",
     }
     return {**data, **changes}

@@ -44,9 +44,9 @@ def generate(cluster, days: int, round_s: int, node_s: int, guest_s: int) -> Non
             [cluster.pk, start, NOW, node_s, NODES],
         )
         cursor.execute(
-            "INSERT INTO dashboard_guestsample"
-            " (cluster_id, at, guest, node, cpu_usage, mem_usage_bytes, span_s, samples)"
-            " SELECT %s, t, 'vm:' || (100 + g), 'node' || (g %% 12 + 1), g / 100.0, g * 1048576.0, 0, 1"
+            "INSERT INTO dashboard_guestsample (cluster_id, at, guest, node, cpu_usage, mem_usage_bytes, span_s,"
+            " samples, cpu_peak, mem_peak_bytes) SELECT %s, t, 'vm:' || (100 + g), 'node' || (g %% 12 + 1), g / 100.0,"
+            " g * 1048576.0, 0, 1, g / 100.0, g * 1048576.0"
             " FROM generate_series(%s::timestamptz, %s::timestamptz, make_interval(secs => %s)) t,"
             " generate_series(1, %s) g",
             [cluster.pk, start, NOW, guest_s, GUESTS],

@@ -109,7 +109,10 @@ class LiveRoundSerializer(serializers.Serializer):
     hold_count = serializers.IntegerField()
     hold_duration = serializers.IntegerField(help_text="In rounds.")
     explanation = serializers.JSONField()
-    node_usage = serializers.JSONField(help_text="Per node, `cpu` and `memory` as fractions, 0–1.")
+    node_usage = serializers.JSONField(
+        help_text="Per node, `cpu` and `memory` as fractions, 0–1; `forecast`: the same at the next hour's "
+        "forecast peak, for nodes with a forecast guest."
+    )
     happiness = serializers.FloatField(allow_null=True, help_text="Share of happy guests, a fraction, 0–1.")
 
 
@@ -373,12 +376,30 @@ class MarkerSerializer(serializers.Serializer):
     imbalance_after = serializers.FloatField()
 
 
+class NodePeakSerializer(serializers.Serializer):
+    cpu = serializers.FloatField(help_text="A fraction of the node's CPU threads, 0–1 (above 1: overcommitted).")
+    memory = serializers.FloatField(help_text="A fraction of the node's memory, 0–1.")
+
+
+class NextHourSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(help_text="The round that forecast it.")
+    nodes = serializers.DictField(
+        child=NodePeakSerializer(),
+        help_text="Per node with a forecast guest: its use with every forecast guest of it at its next-hour peak.",
+    )
+
+
 class HistorySerializer(serializers.Serializer):
     range = serializers.CharField()
     since = serializers.DateTimeField()
     resolution = serializers.IntegerField(help_text="Seconds per point.")
     points = TrendPointSerializer(many=True)
     markers = MarkerSerializer(many=True)
+    forecast = NextHourSerializer(
+        allow_null=True,
+        help_text="The next hour's forecast peak per node, from the guests' own history of up to 28 days; "
+        "null when the cluster's forecast is off or no guest has a day of history.",
+    )
 
 
 class PickSerializer(serializers.Serializer):

@@ -44,6 +44,10 @@ class Policy(models.Model):
         ("never", "never move (no downtime)"),
         ("restart", "move with a restart (downtime)"),
     ]
+    FORECAST_CHOICES = [
+        ("off", "off: rounds react to the usage measured now"),
+        ("on", "on: rounds also read each guest's next-hour peak, forecast from its past days"),
+    ]
     PRESET_CHOICES = [
         ("proxmox", "proxmox: Proxmox's exact behaviour, one move per round"),
         ("product", "product: plans of several moves down to a target, no move that overfills a node"),
@@ -58,7 +62,7 @@ class Policy(models.Model):
     }
     KEY_OF_FIELD = {field: key for key, field in FIELD_OF_KEY.items()}
     # What a preset sets when an admin switches to it: the engine's values of that preset (by key).
-    PRESET_SETTINGS = ("moves_per_round", "target_imbalance", "load_floor", "usage_period", "containers")
+    PRESET_SETTINGS = ("moves_per_round", "target_imbalance", "load_floor", "usage_period", "containers", "forecast")
     FRACTIONS = ("threshold", "margin", "automatic_margin", "target_imbalance", "load_floor")
 
     cluster = models.OneToOneField("Cluster", on_delete=models.CASCADE, related_name="policy")
@@ -172,6 +176,13 @@ class Policy(models.Model):
         default=crs.model.PRODUCT.containers,
         help_text="A container cannot live-migrate: its move is a restart, with downtime.",
     )
+    forecast = models.CharField(
+        max_length=3,
+        choices=FORECAST_CHOICES,
+        default=crs.model.PRODUCT.forecast,
+        help_text="Plans avoid nodes whose guests' daily peaks are due within the hour and move ahead "
+        "of them; needs a day of guest history.",
+    )
     time_zone = models.CharField(
         max_length=64,
         validators=[known_time_zone],
@@ -229,6 +240,8 @@ class Policy(models.Model):
             memory_reserve_bytes=self.memory_reserve_bytes,
             usage_period=float(self.usage_period_s),
             containers=cast(crs.model.Containers, self.containers),
+            forecast=cast(crs.model.ForecastUse, self.forecast),
+            round_interval_s=float(self.round_interval_s),
         )
 
     def limits(self) -> crs.fits.Limits:

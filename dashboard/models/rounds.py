@@ -50,7 +50,10 @@ class NodeSample(models.Model):
 
 class GuestSample(models.Model):
     """One guest's measured use on its node, as 1-minute means (one row per collect until its
-    minute is folded), coarser as it ages: what a what-if replays (whatif.py)."""
+    minute is folded), coarser as it ages: what a what-if replays (whatif.py). Beside the means,
+    the highest value each row covers (`cpu_peak`, `mem_peak_bytes`; a collect's own row: its
+    value), folded by MAX: a mean flattens the peak a workload repeats daily, which is what the
+    next hour's forecast reads (forecasts.py)."""
 
     cluster = models.ForeignKey("Cluster", on_delete=models.CASCADE, related_name="guest_samples")
     at = models.DateTimeField()
@@ -60,6 +63,8 @@ class GuestSample(models.Model):
     node = models.CharField(max_length=100)
     cpu_usage = models.FloatField()  # cores in use
     mem_usage_bytes = models.FloatField()
+    cpu_peak = models.FloatField()  # cores: the highest value the row covers
+    mem_peak_bytes = models.FloatField()
 
     class Meta:
         indexes = [
