@@ -3,8 +3,8 @@
 `Refused` — the state does not allow it now (409): a maintenance on an archived cluster, a
 rolling maintenance already under way, a node not empty yet. `BadInput` — the request names
 a value the domain does not take (400). Either carries one reason, or field → messages, each
-naming the field. The API answers them in one place (api.base.exception_handler), the pages
-in one place (pages.errors.refusal).
+naming the field. The API answers them in one place (api.base.exception_handler); a page
+shows the form that asked again, each reason beside its field, with the refusal's status.
 """
 
 

@@ -49,24 +49,33 @@ from harness.wsclient import Client, login
 
 CLUSTERS = 20
 ROUND_INTERVAL = 2  # seconds
+# `make test` runs it beside the suite at a smaller scale: 20 clusters at 2-s rounds are 10
+# rounds a second, about the two cores' worth alone (0.2 s of CPU a round, bench/README.md).
+CI_SCALE = {"clusters": 5, "round_interval": 4}
 FAULT_EVERY = 60  # seconds; the first comes half a period after the start
 PASSWORD = "faultsoak-password"
 # Each cluster a demo simulator of its own (seed), its migrations 5-30 s whatever the guest's
 # memory, its trace moving a sample every 20 rounds so the load keeps shifting.
 SOURCE = {"migration_mib_s": 512, "migration_min_s": 5, "migration_max_s": 30, "seconds_per_sample": 40}
-SETUP = f"""
+
+
+def setup(clusters: int, round_interval: int) -> str:
+    """Python for `manage.py shell`: the clusters, automatic, and the admin."""
+    return f"""
 from django.contrib.auth import get_user_model
 from dashboard.models import Cluster, Policy
-for i in range(1, {CLUSTERS} + 1):
+for i in range(1, {clusters} + 1):
     cluster = Cluster.objects.create(
         name=f"soak{{i:02d}}", source_kind="simulator",
-        source_config={{**{SOURCE!r}, "round_interval_s": {ROUND_INTERVAL}, "seed": i}},
+        source_config={{**{SOURCE!r}, "round_interval_s": {round_interval}, "seed": i}},
     )
     policy = Policy.objects.get(cluster=cluster)
-    policy.mode, policy.automation, policy.round_interval_s = "dynamic", "automatic", {ROUND_INTERVAL}
+    policy.mode, policy.automation, policy.round_interval_s = "dynamic", "automatic", {round_interval}
     policy.save()
 get_user_model().objects.create_superuser("admin", "admin@example.com", {PASSWORD!r})
 """
+
+
 # What the issue bounds, in seconds.
 SEEN_WITHIN, CLEARED_WITHIN, ROUNDS_WITHIN, MOVES_ON_WITHIN = 10, 30, 10, 60
 MEMORY_AGE, MEMORY_GROWTH = 120, 0.10  # RSS compared at 2 minutes of age; at most 10 % more
@@ -99,9 +108,17 @@ class Observations:
 
 
 class Soak:
-    def __init__(self, database_url: str, minutes: float, logs: Path = ARTIFACTS):
+    def __init__(
+        self,
+        database_url: str,
+        minutes: float,
+        logs: Path = ARTIFACTS,
+        clusters: int = CLUSTERS,
+        round_interval: int = ROUND_INTERVAL,
+    ):
         self.direct = database_url
         self.minutes, self.logs = minutes, logs
+        self.clusters, self.round_interval = clusters, round_interval
         self.redis = RedisServer(logs / "faultsoak-redis.log")
         self.seen = Observations()
         self.faults: list[Fault] = []
@@ -119,8 +136,9 @@ class Soak:
         env = {"DATABASE_URL": via_proxy, "REDIS_URL": self.redis.url, "CRS_SECRET_KEY": "faultsoak"}
         processes: list[subprocess.Popen] = []
         try:
-            for setup in (["manage.py", "migrate", "--noinput"], ["manage.py", "shell", "-c", SETUP]):
-                assert start(setup, env, self.logs / "faultsoak-setup.log").wait(300) == 0, "setup failed"
+            clusters = ["manage.py", "shell", "-c", setup(self.clusters, self.round_interval)]
+            for step in (["manage.py", "migrate", "--noinput"], clusters):
+                assert start(step, env, self.logs / "faultsoak-setup.log").wait(300) == 0, "setup failed"
             worker = [str(VENV_BIN / WORKER[0]), *WORKER[1:]]  # `make worker`: the default pool
             port, processes = processes_of_a_stack(env, "faultsoak", worker, self.logs, workers=2)
             self.roles = dict(zip(("web", "worker-1", "worker-2", "beat"), processes))
@@ -326,6 +344,8 @@ class Soak:
         memory = self.seen.memory.items()  # every life's (age s, RSS MB) samples, for a closer look
         return {
             "minutes": self.minutes,
+            "clusters": self.clusters,
+            "round_interval": self.round_interval,
             "faults": [f.__dict__ for f in self.faults],
             "checks": checks,
             "healthz_not_ok": [p for p in polls if p[1]],
@@ -410,13 +430,14 @@ class Soak:
             "GROUP BY cluster_id, m ORDER BY count(*) DESC LIMIT 1"
         )
         most = busiest[0][2] if busiest else 0
-        limit = DOUBLED_ROUNDS * 60 / ROUND_INTERVAL
+        limit = DOUBLED_ROUNDS * 60 / self.round_interval
         waiting = sum("another beat is running" in line for line in self.log_lines("beat"))
         return [
             ("each transition audited once", f"twice: {[f'{m} {a} ×{n}' for m, a, n in twice] or 'none'}", not twice),
             (
                 "no round doubled (one beat)",
-                f"busiest cluster-minute {most} rounds (one a {ROUND_INTERVAL} s = 30; doubled > {limit:.0f}); "
+                f"busiest cluster-minute {most} rounds (one a {self.round_interval} s = {60 // self.round_interval}; "
+                f"doubled > {limit:.0f}); "
                 f"beats that waited for the lease: {waiting}",
                 most <= limit,
             ),
@@ -568,7 +589,8 @@ def secs(value: float | None) -> str:
 
 def table(report: dict) -> str:
     lines = [
-        f"Fault soak, {report['minutes']:g} min, {len(report['faults'])} faults",
+        f"Fault soak, {report['minutes']:g} min, {len(report['faults'])} faults, "
+        f"{report['clusters']} clusters at {report['round_interval']}-s rounds",
         "",
         "| check | measured | |",
         "| --- | --- | --- |",
@@ -577,9 +599,10 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
-def soak(database_url: str, minutes: float, logs: Path = ARTIFACTS) -> dict:
-    """Run the soak; its report (also written to <logs>/faultsoak-table.md and -report.json)."""
-    report = Soak(database_url, minutes, logs).run()
+def soak(database_url: str, minutes: float, logs: Path = ARTIFACTS, **scale: int) -> dict:
+    """Run the soak (`scale`: clusters, round_interval); its report (also written to
+    <logs>/faultsoak-table.md and -report.json)."""
+    report = Soak(database_url, minutes, logs, **scale).run()
     text = table(report)
     (logs / "faultsoak-table.md").write_text(text + "\n")
     (logs / "faultsoak-report.json").write_text(json.dumps(report, indent=1, default=str))
@@ -595,13 +618,15 @@ def database_url_of(server: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=10)
+    parser.add_argument("--clusters", type=int, default=CLUSTERS)
+    parser.add_argument("--round-interval", type=int, default=ROUND_INTERVAL, help="seconds")
     parser.add_argument(
         "--database-url",
         default=database_url_of(os.environ.get("CRS_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/crs")),
         help="a database the soak makes fresh and drops (default: crs_faultsoak on CRS_TEST_DATABASE_URL's server)",
     )
     args = parser.parse_args()
-    report = soak(args.database_url, args.minutes)
+    report = soak(args.database_url, args.minutes, clusters=args.clusters, round_interval=args.round_interval)
     return 0 if all(ok for _, _, ok in report["checks"]) else 1
 
 

@@ -54,18 +54,16 @@ def _typed(cluster: Cluster, post) -> dict:
 @permission_required("dashboard.view_cluster", raise_exception=True)
 def capacity_page(request, pk):
     cluster = get_object_or_404(Cluster.objects.select_related("policy"), pk=pk)
-    errors = None
     if request.method == "POST":
         if not request.user.has_perm("dashboard.change_policy"):
             raise PermissionDenied("your role lacks the permission dashboard.change_policy")
         try:
             capacity.save_settings(cluster.pk, _typed(cluster, request.POST), request.user)
         except Refused as exc:
-            errors = exc.errors
-        else:
-            messages.success(request, "Capacity settings saved.")
-            return redirect("dashboard:capacity", pk)
-    return _page(request, cluster, errors)
+            return _page(request, cluster, exc.errors, code=exc.status)
+        messages.success(request, "Capacity settings saved.")
+        return redirect("dashboard:capacity", pk)
+    return _page(request, cluster)
 
 
 POWER_ACTIONS = {"down": power.start, "standby": power.mark_standby}
@@ -147,4 +145,4 @@ def _page(request, cluster: Cluster, errors: dict | None = None, power_error: st
         "idle_watts_default": settings["idle_watts_default"],
         "today": timezone.now().date().isoformat(),
     }
-    return render(request, "dashboard/capacity.html", context, status=400 if errors else code)
+    return render(request, "dashboard/capacity.html", context, status=code)
