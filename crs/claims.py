@@ -12,13 +12,13 @@ its move ends, expires or is rejected: the move is no longer among those given.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 
 from .decision import Move
 from .model import Snapshot
 from .planned import PlannedMove
-from .planner import target_refusal
+from .planner import apply_move, target_refusal
 from .precedence import outranks
 
 HOLDING = ("approved", "running")  # the states of a move that holds a claim
@@ -67,3 +67,20 @@ def holder(snapshot: Snapshot, move: Move, claims: Sequence[tuple[str, Move]]) -
             what = "memory" if refused == "memory" else "CPU"
             return f"{move.target}'s {what} is claimed by {name}"
     return ""
+
+
+def ending(snapshot: Snapshot, move: Move, claims: Sequence[tuple[str, Move]]) -> Iterator[tuple[str, Snapshot]]:
+    """The room `move` waits for when its target is full now: for each of `claims` (name, move)
+    that leaves that target, in order, its name and `snapshot` once it and the earlier ones that
+    leave it have ended (their guests started on their targets). A step into the room a running
+    move frees (a swap) waits for that move instead of expiring; the caller judges each."""
+    for name, claim in claims:
+        if claim.source != move.target:
+            continue
+        gone = set(claim.guests)
+        snapshot = apply_move(snapshot, claim.guests, claim.source, claim.target)
+        snapshot = replace(
+            snapshot,
+            guests=tuple(replace(g, state="started", target=None) if g.sid in gone else g for g in snapshot.guests),
+        )
+        yield name, snapshot

@@ -44,8 +44,8 @@ def admit(migration_id: int) -> str:
     `max_migrations_per_node` into or out of one node. The fresh snapshot counts the claims
     it must leave room for (`claims_ahead`), so two moves never together overfill a node: a
     target that no longer fits gives way to the step's next alternative target; with none, a
-    step that only another move's claim keeps off its target waits, saying whose claim, and
-    any other step expires.
+    step that only another move's claim keeps off its target, or that goes into room a move
+    ahead of it frees, waits, saying whose move; any other step expires.
     """
     try:
         with Cluster.objects.opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (cluster, source):
@@ -68,9 +68,7 @@ def admit(migration_id: int) -> str:
                 if target := alternative(migration, snapshot):
                     Migration.objects.filter(pk=migration_id).update(target=target)
                     migration.target = target
-                elif not migration.stale_reason(fresh) and (
-                    whose := crs.claims.holder(fresh, migration.as_move(), ahead)
-                ):
+                elif whose := waits_for(migration, fresh, ahead):
                     plans.hold(cluster, migration, f"waits: {whose}")
                     return "approved"  # queued again when a migration finishes, and by every round
             if expiry.stale_at_start(migration, snapshot):
@@ -113,6 +111,18 @@ def slot_free(cluster: Cluster, migration: Migration) -> bool:
         sum(node in (m.source, m.target) for m in running) < policy.max_migrations_per_node
         for node in (migration.source, migration.target)
     )
+
+
+def waits_for(migration: Migration, fresh: crs.model.Snapshot, ahead: list[tuple[str, crs.decision.Move]]) -> str:
+    """Whose move `migration` waits for, in the admin's words; "" if none: a claim that keeps it
+    off a target it fits now, or a move ahead of it whose end frees the room it needs there."""
+    move = migration.as_move()
+    if not migration.stale_reason(fresh):
+        return crs.claims.holder(fresh, move, ahead)
+    for name, ended in crs.claims.ending(fresh, move, ahead):
+        if not migration.stale_reason(crs.claims.held(ended, [m for _, m in ahead])):
+            return f"{move.target}'s room is freed when {name} ends"
+    return ""
 
 
 def claims_ahead(cluster: Cluster, migration: Migration) -> list[tuple[str, crs.decision.Move]]:

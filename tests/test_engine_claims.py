@@ -2,7 +2,7 @@
 
 from engine_clusters import GIB, node, snapshot, vm
 
-from crs.claims import held, holder
+from crs.claims import ending, held, holder
 from crs.decision import Move
 from crs.usage import node_stats
 
@@ -50,3 +50,13 @@ def test_a_start_names_the_claim_that_fills_its_target():
 def test_a_target_full_without_any_claim_names_none():
     snap = cluster(vm("vm:101", "n1", memory_bytes=4 * GIB), vm("vm:103", "n2", memory_bytes=14 * GIB))
     assert holder(snap, move("vm:103", "n2", "n3"), [("migration 11", move("vm:101", "n1", "n3"))]) == ""
+
+
+def test_the_room_a_move_off_the_target_frees_is_offered_once_it_has_ended():
+    snap = cluster(vm("vm:101", "n3", memory_bytes=8 * GIB), vm("vm:103", "n2", memory_bytes=6 * GIB))
+    swap = move("vm:103", "n2", "n3")  # n3 takes 12 GiB: 8 carried leave 4, too little for 6
+    claims = [("migration 11", move("vm:101", "n3", "n1")), ("migration 12", move("vm:102", "n1", "n2"))]
+    [(name, ended)] = list(ending(snap, swap, claims))  # only the move leaving n3 frees room there
+    assert name == "migration 11"
+    assert carried_memory(ended) == {"n1": 8, "n2": 6, "n3": 0}
+    assert carried_memory(held(ended, [c for _, c in claims])) == {"n1": 8, "n2": 6, "n3": 0}  # its claim is spent

@@ -97,6 +97,32 @@ def test_an_approved_moves_claim_holds_its_target_from_approval_until_it_is_rele
     assert (second.state, second.target, second.reason) == ("running", "node06", "")
 
 
+@pytest.mark.django_db
+def test_a_step_into_room_a_running_move_frees_waits_for_it_instead_of_expiring(collected, monkeypatch):
+    """A swap: node06 takes g only once h, moving off it, has left. The step waits, naming the
+    move it waits for; with no move under way to free the room, the same step expires."""
+    monkeypatch.setattr(tasks.follow, "apply_async", lambda *a, **k: None)
+    monkeypatch.setattr(tasks.execute, "delay", lambda pk: None)
+    snapshot = collected.snapshot
+    g = next(g for g in snapshot["guests"] if g["node"] == "node01")
+    h = max((g for g in snapshot["guests"] if g["node"] == "node06"), key=lambda g: g["memory_bytes"])
+    node06 = next(n for n in snapshot["nodes"] if n["name"] == "node06")
+    carried = sum(g["memory_bytes"] for g in snapshot["guests"] if g["node"] == "node06")
+    # node06 lacks half of h's memory for g now, and has room for it once h has left.
+    reserve = int(node06["memory_bytes"] - carried - g["memory_bytes"] + h["memory_bytes"] / 2)
+    set_policy(collected, memory_reserve_bytes=reserve, max_concurrent_migrations=3, max_migrations_per_node=3)
+    leaving = make_migration(collected, "running", h["sid"], source="node06", target="node05")
+    step = make_migration(collected, "approved", g["sid"], target="node06")
+    tasks.execute.apply(args=[step.pk])
+    step.refresh_from_db()
+    assert (step.state, step.reason) == ("approved", f"waits: node06's room is freed when migration {leaving.pk} ends")
+
+    Migration.objects.transition(leaving.pk, "running", "failed", None, reason="the source said so")
+    tasks.execute.apply(args=[step.pk])  # h stays on node06: nothing frees the room now
+    step.refresh_from_db()
+    assert step.state == "expired"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_apply_all_runs_steps_in_order_within_the_concurrency_and_per_node_limits(admin_client, cluster, worker):  # noqa: F811
     service_or_skip("CRS_TEST_DATABASE_URL")  # workers beside the test need a database that takes concurrent writers

@@ -1,0 +1,121 @@
+"""What the live forecast costs a round (issue 26; the wave's bound: at most 10 % at 12 nodes).
+
+On PostgreSQL (a scratch database named by --database-url, dropped and created here): the
+simulator's default cluster (12 nodes, 416 guests) collected once, and 28 days of its guests'
+history with peaks as downsampling keeps it (1-minute rows for a day, 5-minute rows to day 7,
+hourly rows to day 28), made in bulk by generate_series. Timed, medians of --runs:
+
+* a round (`dashboard.rounds.run`, the web side's load → decide → apply) with the cluster's
+  `forecast` setting off, and on between the hourly loads (forecasts cached);
+* the hourly load of the past days' two hours (`dashboard.forecasts.load`), which one round
+  an hour pays;
+* the cost per round averaged over an hour of 10-s rounds: (on + load / 360) against off.
+
+    .venv/bin/python -m bench.forecast_cost [--database-url postgres://…/crs_bench_forecast] [--runs 15]
+"""
+
+import argparse
+import os
+import statistics
+import time
+from datetime import timedelta
+
+from bench.history import fresh
+from bench.results import record
+
+ROUND_S = 10  # the rounds an hour's load is spread over
+TIERS = (  # (days back from, days back to, seconds between a guest's rows)
+    (1, 0, 60),
+    (7, 1, 300),
+    (28, 7, 3600),
+)
+
+
+def median_ms(runs: int, function) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/crs_bench_forecast")
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    os.environ["DATABASE_URL"] = args.database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    fresh(args.database_url)
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from django.db import connection
+    from django.utils import timezone
+
+    import crs.snapshot
+    from dashboard import forecasts, rounds
+    from dashboard.models import Cluster, Policy
+
+    with Cluster.objects.opened_source(Cluster.objects.create(name="bench", source_kind="simulator").pk) as (
+        cluster,
+        source,
+    ):
+        snapshot = source.collect(time.time())  # as tasks.collect takes it, without queueing the round
+    cluster.snapshot, cluster.collected_at = crs.snapshot.to_dict(snapshot), timezone.now()
+    cluster.save()
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        for back_from, back_to, step in TIERS:
+            cursor.execute(
+                "INSERT INTO dashboard_guestsample (cluster_id, at, guest, node, cpu_usage, mem_usage_bytes, span_s,"
+                " samples, cpu_peak, mem_peak_bytes) SELECT %s, t, g.sid, g.node, random() * 2, 1e9, %s, 1,"
+                " random() * 4, 2e9 FROM generate_series(%s::timestamptz, %s::timestamptz, make_interval(secs => %s))"
+                " t, unnest(%s::text[], %s::text[]) AS g(sid, node)",
+                [
+                    cluster.pk,
+                    0 if step == 60 else step,
+                    now - timedelta(days=back_from),
+                    now - timedelta(days=back_to, seconds=step),
+                    step,
+                    [g.sid for g in snapshot.guests],
+                    [g.node for g in snapshot.guests],
+                ],
+            )
+        cursor.execute("ANALYZE dashboard_guestsample")
+        cursor.execute("SELECT count(*) FROM dashboard_guestsample")
+        (rows,) = cursor.fetchone()
+
+    def round_with(setting: str) -> float:
+        Policy.objects.filter(cluster=cluster).update(forecast=setting)
+        cluster.refresh_from_db()
+        rounds.run(cluster, cluster.latest_snapshot())  # warm: the forecast's hourly load, if on
+        return median_ms(args.runs, lambda: rounds.run(cluster, cluster.latest_snapshot()))
+
+    off, on = round_with("off"), round_with("on")
+    hour = int(time.time()) // 3600 * 3600
+    load = median_ms(max(3, args.runs // 3), lambda: forecasts.load(cluster.pk, hour))
+    per_hour = 3600 // ROUND_S
+    averaged = on + load / per_hour
+    ratio = averaged / off - 1
+    print(f"{len(snapshot.guests)} guests, {rows} history rows over 28 days")
+    print(f"round, forecast off: {off:.1f} ms; on, between loads: {on:.1f} ms ({on / off - 1:+.0%})")
+    print(
+        f"hourly load: {load:.0f} ms; averaged over {per_hour} rounds of {ROUND_S} s: {averaged:.1f} ms ({ratio:+.0%})"
+    )
+    record(
+        "forecast_cost",
+        f"a round at 12 nodes, {len(snapshot.guests)} guests, with the live forecast on",
+        f"{ratio:+.0%} over an hour of {ROUND_S}-s rounds ({off:.1f} → {on:.1f} ms a round, {load:.0f} ms an hour)",
+        "≤ +10 %",
+        {"off_ms": off, "on_ms": on, "load_ms": load, "rows": rows},
+    )
+
+
+if __name__ == "__main__":
+    main()
