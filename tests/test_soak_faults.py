@@ -1,9 +1,9 @@
 """The fault soak (harness/faultsoak.py) as a test: ten minutes of a fault a minute under the
 distributed stack, nothing lost, doubled or stuck; the table it prints names what failed.
-`make test` runs it beside the suite (in place of the idle socket probe: it holds a socket too)
-at CI_SCALE, the issue's 20 clusters at 2-s rounds being the two cores' worth alone; the
-environment's MINUTES, CLUSTERS and ROUND_INTERVAL set another length or scale (e.g. MINUTES=3
-while developing; `make soak-faults` runs the full scale)."""
+It runs at CI_SCALE (`make soak`; the issue's 20 clusters at 2-s rounds are the two cores'
+worth alone); not yet in `make test`, where it would replace the idle socket probe (see
+scripts/testsuite.py). The environment's MINUTES, CLUSTERS and ROUND_INTERVAL set another length
+or scale (e.g. MINUTES=3 while developing; `make soak-faults` runs the full scale)."""
 
 import os
 
