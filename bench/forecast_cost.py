@@ -16,12 +16,10 @@ peaks up to 20 % above (so the forecast changes few decisions: the cost is the r
 """
 
 import argparse
-import os
-import statistics
 import time
 from datetime import timedelta
 
-from bench.history import fresh
+from bench.history import migrated_scratch, timed
 from bench.results import record
 
 ROUND_S = 10  # the rounds an hour's load is spread over
@@ -32,30 +30,12 @@ TIERS = (  # (days back from, days back to, seconds between a guest's rows)
 )
 
 
-def median_ms(runs: int, function) -> float:
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/crs_bench_forecast")
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    os.environ["DATABASE_URL"] = args.database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    fresh(args.database_url)
-
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    migrated_scratch(args.database_url)
     from django.db import connection
     from django.utils import timezone
 
@@ -99,11 +79,11 @@ def main() -> None:
         Policy.objects.filter(cluster=cluster).update(forecast=setting)
         cluster.refresh_from_db()
         rounds.run(cluster, cluster.latest_snapshot())  # warm: the forecast's hourly load, if on
-        return median_ms(args.runs, lambda: rounds.run(cluster, cluster.latest_snapshot()))
+        return timed(lambda: rounds.run(cluster, cluster.latest_snapshot()), args.runs) * 1000
 
     off, on = round_with("off"), round_with("on")
     hour = int(time.time()) // 3600 * 3600
-    load = median_ms(max(3, args.runs // 3), lambda: forecasts.load(cluster.pk, hour))
+    load = timed(lambda: forecasts.load(cluster.pk, hour), max(3, args.runs // 3)) * 1000
     per_hour = 3600 // ROUND_S
     averaged = on + load / per_hour
     ratio = averaged / off - 1

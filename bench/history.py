@@ -27,16 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/crs_bench_history")
     args = parser.parse_args()
-    os.environ["DATABASE_URL"] = args.database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    fresh(args.database_url)
-
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    migrated_scratch(args.database_url)
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test import Client
@@ -138,6 +129,22 @@ def fresh(url: str) -> None:
     ) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def migrated_scratch(url: str, **environment: str) -> None:
+    """Django on a fresh, migrated scratch database at `url` (with the production settings and
+    `environment` besides), as the bench scripts that store rows start."""
+    os.environ["DATABASE_URL"] = url
+    os.environ.update(environment)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    fresh(url)
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
 
 
 if __name__ == "__main__":

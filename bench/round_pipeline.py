@@ -41,7 +41,7 @@ from pathlib import Path
 
 import orjson
 
-from bench.history import fresh
+from bench.history import migrated_scratch
 from bench.make_snapshot import synthetic
 
 GUESTS_PER_NODE = 20
@@ -59,19 +59,9 @@ def main() -> None:
     )
     parser.add_argument("--mode", choices=["dynamic", "static"], default="dynamic", help="the snapshot's mode")
     args = parser.parse_args()
-    os.environ["DATABASE_URL"] = args.database_url
-    os.environ["REDIS_URL"] = args.redis_url
-    os.environ.setdefault("CRS_SECRET_KEY", "bench-only-" + "x" * 50)  # required in the distributed mode
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    fresh(args.database_url)
-
-    import django
-
-    django.setup()
-    from django.core.management import call_command
+    secret = os.environ.get("CRS_SECRET_KEY", "bench-only-" + "x" * 50)  # required in the distributed mode
+    migrated_scratch(args.database_url, REDIS_URL=args.redis_url, CRS_SECRET_KEY=secret)
     from django.db import connection
-
-    call_command("migrate", verbosity=0)
     from django.utils import timezone
 
     from dashboard import tasks
