@@ -1,11 +1,15 @@
 """Settings validation, the engine bridge, migration transitions and the round lock."""
 
 import json
+import socket
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
 from conftest import policy_form
 from django.urls import reverse
+from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
 import crs.model
@@ -178,3 +182,34 @@ def test_two_rounds_of_one_cluster_never_overlap(cluster):
     assert not Cluster.objects.lease_round(cluster.pk)
     Cluster.objects.release_round(cluster.pk)
     assert Cluster.objects.lease_round(cluster.pk)
+
+
+def held_by(cluster, holder: str) -> None:
+    until = timezone.now() + Cluster.objects.ROUND_LEASE
+    Cluster.objects.filter(pk=cluster.pk).update(round_lease_until=until, round_lease_holder=holder)
+
+
+def test_a_round_lease_whose_holder_was_killed_is_taken_over_at_once(cluster):
+    """A worker process SIGKILLed mid-round never releases its lease: the next round on its
+    host runs at once, not a minute later."""
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    held_by(cluster, f"{socket.gethostname()}:{worker.pid}")
+    assert not Cluster.objects.lease_round(cluster.pk), "the holder is alive: its round is running"
+    worker.kill()
+    worker.wait()
+    assert Cluster.objects.lease_round(cluster.pk)
+    assert not Cluster.objects.lease_round(cluster.pk), "taken over: held again"
+
+
+def test_a_round_lease_held_on_another_host_waits_for_its_lapse(cluster):
+    held_by(cluster, "another-host:1")
+    assert not Cluster.objects.lease_round(cluster.pk)
+    Cluster.objects.filter(pk=cluster.pk).update(round_lease_until=timezone.now() - timedelta(seconds=1))
+    assert Cluster.objects.lease_round(cluster.pk)
+
+
+def test_a_round_never_releases_a_lease_it_no_longer_holds(cluster):
+    """A round that outlived its lease (a hung worker) must not free the round now running."""
+    held_by(cluster, "another-host:1")
+    Cluster.objects.release_round(cluster.pk)
+    assert not Cluster.objects.lease_round(cluster.pk)

@@ -1,5 +1,7 @@
 """A cluster: where its snapshot comes from (its source adapter), its round leases, and its guards."""
 
+import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -32,7 +34,8 @@ def with_cluster(queryset: models.QuerySet, *related: str) -> models.QuerySet:
 class ClusterManager(models.Manager):
     # Longer than the longest round seen (1000 nodes × 20 000 guests when rounds still computed
     # the minute's N+1 and the hour's capacity counts: about 15 s on a loaded machine); short
-    # enough that a worker killed mid-round stops its cluster's rounds for a minute at most.
+    # enough that a worker killed mid-round on another host stops its cluster's rounds for a
+    # minute at most. One killed on this host frees its leases at once (lease_round).
     ROUND_LEASE = timedelta(seconds=60)
 
     def get_queryset(self) -> models.QuerySet:
@@ -46,26 +49,39 @@ class ClusterManager(models.Manager):
     def lease_round(self, pk: int) -> bool:
         """True if this caller may run the cluster's round now; two rounds never overlap.
 
-        A lease rather than a lock held open: a worker that dies mid-round blocks the
-        cluster for at most ROUND_LEASE, and no transaction spans the engine call.
+        A lease rather than a lock held open: no transaction spans the engine call, and a
+        lease its holder never releases lapses after ROUND_LEASE. The lease names its holder
+        (host and process): a worker process killed mid-round (SIGKILL, the OOM killer; a
+        prefork child dies with its parent) is seen gone by any worker on its host, which
+        takes the lease over at once instead of leaving the cluster without rounds for a
+        minute. A stopped (hung) process still exists and keeps its lease until it lapses.
         """
-        return self.lease(pk, "round_lease_until", self.ROUND_LEASE)
+        holder = lease_holder()
+        if self.lease(pk, "round_lease_until", self.ROUND_LEASE, round_lease_holder=holder):
+            return True
+        held_by = self.filter(pk=pk).values_list("round_lease_holder", flat=True).first()
+        if not held_by or not holder_gone(held_by):
+            return False
+        until = timezone.now() + self.ROUND_LEASE
+        taken = self.filter(pk=pk, round_lease_holder=held_by)
+        return taken.update(round_lease_until=until, round_lease_holder=holder) == 1
 
     def release_round(self, pk: int) -> None:
-        self.release(pk, "round_lease_until")
+        self.filter(pk=pk, round_lease_holder=lease_holder()).update(round_lease_until=None, round_lease_holder="")
 
     def queue_round(self, pk: int, interval: timedelta) -> bool:
         """True if the caller may queue the cluster's round: none is queued. The mark lapses after
         one round interval, as the queued message does (it expires), so a lost one blocks nothing."""
         return self.lease(pk, "round_queued_until", interval)
 
-    def lease(self, pk: int, field: str, length: timedelta) -> bool:
-        """True if the caller took the cluster's `field` lease for `length`: it was free (never
-        taken, released, or lapsed). One conditional UPDATE, so of two callers one wins, and a
-        lease its holder never releases (a worker killed, a message lost) lapses by itself."""
+    def lease(self, pk: int, field: str, length: timedelta, **also) -> bool:
+        """True if the caller took the cluster's `field` lease for `length` (and set `also`): it
+        was free (never taken, released, or lapsed). One conditional UPDATE, so of two callers
+        one wins, and a lease its holder never releases (a worker killed, a message lost) lapses
+        by itself."""
         now = timezone.now()
         free = models.Q(**{f"{field}__isnull": True}) | models.Q(**{f"{field}__lt": now})
-        return self.filter(free, pk=pk).update(**{field: now + length}) == 1
+        return self.filter(free, pk=pk).update(**{field: now + length}, **also) == 1
 
     def release(self, pk: int, field: str) -> None:
         self.filter(pk=pk).update(**{field: None})
@@ -87,6 +103,27 @@ class ClusterManager(models.Manager):
             )
             yield cluster, source
             self.filter(pk=pk).update(source_state=source.state())
+
+
+def lease_holder() -> str:
+    """This process, as a lease names it: host and process id."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def holder_gone(holder: str) -> bool:
+    """True if `holder` (lease_holder's form) was a process on this host that exists no more.
+    A holder on another host cannot be checked from here: its lease lapses by itself. A
+    process id reused since only delays the takeover until the lapse."""
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # exists, another user's
+        return False
+    return False
 
 
 class Cluster(models.Model):
@@ -111,6 +148,7 @@ class Cluster(models.Model):
     stopped = models.BooleanField(default=False, editable=False)
     last_round_at = models.DateTimeField(null=True, blank=True, editable=False)
     round_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    round_lease_holder = models.CharField(max_length=300, blank=True, editable=False)  # lease_holder()
     # A round is queued and not yet started (ClusterManager.queue_round): never two in the queue.
     round_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
     # A capacity count or an N+1 refresh queued or running beside the rounds (tasks.queue_beside):
