@@ -83,7 +83,7 @@ worker: $(STAMP)
 	scripts/supervise $(VENV)/bin/celery -A project worker -l info
 
 beat: $(STAMP)
-	scripts/supervise $(VENV)/bin/celery -A project beat -l info --scheduler django_celery_beat.schedulers:DatabaseScheduler
+	scripts/supervise $(VENV)/bin/celery -A project beat -l info
 
 bench: $(STAMP)
 	$(PY) -m bench.engine_speed

@@ -30,9 +30,7 @@ BEAT = [
     "beat",
     "-l",
     "info",
-    "--scheduler",
-    "django_celery_beat.schedulers:DatabaseScheduler",
-]
+]  # the scheduler: settings.CELERY_BEAT_SCHEDULER
 # Web, worker and beat run restarted when they stop, as `make web`, `make worker`, `make beat`
 # and the compose restart policy do.
 SUPERVISE = [str(ROOT / "scripts" / "supervise")]

@@ -392,7 +392,7 @@ CELERY_TASK_QUEUES = [Queue("celery"), Queue("whatif")]
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_BEAT_SCHEDULER = "dashboard.beat:PhasedScheduler"  # each cluster at its own phase
 # Beat reads the per-cluster PeriodicTask rows; it must notice a changed round interval
 # within a few seconds, and short demo intervals need it to wake up often.
 CELERY_BEAT_MAX_LOOP_INTERVAL = 1
