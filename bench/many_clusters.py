@@ -22,6 +22,7 @@ server) is made fresh per run; Redis is a redis-server of its own. No pytest and
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -52,6 +53,9 @@ from harness.stack import (
 TICK = os.sysconf("SC_CLK_TCK")
 SAMPLE_EVERY = 2.0  # seconds between samples of the queue and the processes' CPU
 QUEUES = ("celery", "whatif")
+# Beat's scheduler: the product's (settings.CELERY_BEAT_SCHEDULER, each cluster at its phase) or,
+# as a baseline in the same run, django-celery-beat's own (interval schedules, in step).
+SCHEDULERS = {"phased": (), "interval": ("--scheduler", "django_celery_beat.schedulers:DatabaseScheduler")}
 ROLES = ("web", "worker", "beat", "postgres", "redis")
 # What a collect, a round, an N+1 refresh and a push cost in one process (on the run's database,
 # its first cluster), in CPU seconds of that process: the split of the worker's CPU per round.
@@ -99,9 +103,11 @@ def cpu_of(pid: int) -> float:
 class Run:
     """One run: N clusters, P worker processes, M minutes measured after a warm-up."""
 
-    def __init__(self, database_url: str, clusters: int, processes: int, minutes: float, interval: int):
+    def __init__(
+        self, database_url: str, clusters: int, processes: int, minutes: float, interval: int, scheduler: str = "phased"
+    ):
         self.url, self.clusters, self.processes = database_url, clusters, processes
-        self.minutes, self.interval = minutes, interval
+        self.minutes, self.interval, self.scheduler = minutes, interval, scheduler
         self.name = "many-clusters"  # one name for every run: the static files are collected (compressed) once
         self.redis = RedisServer(ARTIFACTS / f"{self.name}-redis.log")
         self.done = threading.Event()
@@ -127,7 +133,8 @@ class Run:
             for args, where in ((["manage.py", "migrate", "--noinput"], env), (setup, env), (COLLECTSTATIC, static)):
                 assert start(args, where, ARTIFACTS / f"{self.name}-setup.log").wait(900) == 0, "setup failed"
             worker = [str(VENV_BIN / WORKER[0]), *WORKER[1:], "--concurrency", str(self.processes)]
-            port, processes = processes_of_a_stack(env, self.name, worker, ARTIFACTS)
+            beat = SCHEDULERS[self.scheduler]
+            port, processes = processes_of_a_stack(env, self.name, worker, ARTIFACTS, beat_options=beat)
             self.roles = dict(zip(("web", "worker", "beat"), processes))
             wait_for_port(port, processes[0], timeout=600)
             warm = self.warm_up()
@@ -250,6 +257,7 @@ class Run:
         result = {
             "clusters": self.clusters,
             "worker_processes": self.processes,
+            "scheduler": self.scheduler,
             "interval_s": self.interval,
             "minutes": round(seconds / 60, 2),
             "guests_per_cluster": self.guests(),
@@ -291,13 +299,19 @@ class Run:
 
 
 def late_against_schedule(times: list[float], interval: float) -> list[float]:
-    """Each round's lateness against its cluster's schedule: a tick every `interval` seconds from
-    its first round; a round is late by its distance from the last tick at or before it (below
-    one interval: a round later than that missed a tick, which the gaps report)."""
+    """Each round's lateness against its cluster's schedule: a tick every `interval` seconds at
+    the phase the cluster's rounds keep (their circular mean over the window), its earliest
+    round taken as on time. Ticks anchored on one round (the first, as before) made a round a
+    few milliseconds earlier than that one count as nearly a whole interval late. A round later
+    than one interval missed a tick, which the gaps report. A schedule that drifts (an interval
+    schedule, due one interval after its last run) spreads its phases, and that counts as late."""
     if not times:
         return []
-    first = times[0]
-    return [(t - first) % interval for t in times]
+    phases = [t % interval for t in times]
+    turn = 2 * math.pi / interval
+    mean = math.atan2(sum(math.sin(p * turn) for p in phases), sum(math.cos(p * turn) for p in phases)) / turn
+    off = [(p - mean + interval / 2) % interval - interval / 2 for p in phases]
+    return [o - min(off) for o in off]
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -324,16 +338,17 @@ def met(r: dict) -> bool:
 
 def table(results: list[dict]) -> str:
     head = (
-        "| clusters | worker processes | rounds/s (scheduled) | rounds per cluster min / median / expected "
+        "| clusters | worker processes | beat | rounds/s (scheduled) | rounds per cluster min / median / expected "
         "| collects | p99 lateness | longest gap | queue max (first → last third) "
         "| CPU s per round: web, worker, beat, PostgreSQL, Redis | writes per round (ins/upd/del) "
         "| load 1-min before → after | met |"
     )
-    lines = [head, "|" + " --- |" * 12]
+    lines = [head, "|" + " --- |" * 13]
     for r in results:
         c, q, w, pc = r["cpu_s_per_round"], r["queue"], r["db_writes_per_round"], r["rounds_per_cluster"]
         lines.append(
-            f"| {r['clusters']} | {r['worker_processes']} | {r['rounds_per_s']} ({r['rounds_per_s_scheduled']}) "
+            f"| {r['clusters']} | {r['worker_processes']} | {r.get('scheduler', 'interval')} "
+            f"| {r['rounds_per_s']} ({r['rounds_per_s_scheduled']}) "
             f"| {pc['min']} / {pc['median']} / {pc['expected']} | {r['collects']} "
             f"| {r['lateness_s']['p99']} s | {r['longest_gap_s']} s "
             f"| {q['max']} ({q['first_third_mean']} → {q['last_third_mean']}) "
@@ -342,7 +357,8 @@ def table(results: list[dict]) -> str:
         )
     for r in results:
         split = ", ".join(f"{k} {v}" for k, v in r["worker_cpu_split_s"].items())
-        lines.append(f"\n{r['clusters']} × {r['worker_processes']}: worker CPU s per round = {split}")
+        run = f"{r['clusters']} × {r['worker_processes']}, {r.get('scheduler', 'interval')}"
+        lines.append(f"\n{run}: worker CPU s per round = {split}")
     return "\n".join(lines)
 
 
@@ -361,15 +377,19 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--interval", type=int, default=5, help="seconds between a cluster's rounds")
     parser.add_argument(
+        "--schedulers", type=lambda s: s.split(","), default=["phased"], help="phased,interval: one run each"
+    )
+    parser.add_argument(
         "--database-url",
         default=database_url_of(os.environ.get("CRS_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/crs")),
     )
     args = parser.parse_args()
     results: list[dict] = []
     for clusters in args.clusters:
-        for processes in args.processes:
-            print(f"{time.strftime('%H:%M:%S')} {clusters} clusters, {processes} worker processes…", flush=True)
-            results.append(Run(args.database_url, clusters, processes, args.minutes, args.interval).measure())
+        for processes, scheduler in ((p, s) for p in args.processes for s in args.schedulers):
+            print(f"{time.strftime('%H:%M:%S')} {clusters} clusters, {processes} processes, {scheduler}…", flush=True)
+            run = Run(args.database_url, clusters, processes, args.minutes, args.interval, scheduler)
+            results.append(run.measure())
             print(table(results[-1:]), flush=True)
             keep(results, args.interval)  # after every run: a long knee search stopped midway keeps its runs
     print(table(results))

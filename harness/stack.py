@@ -123,18 +123,23 @@ def shell(env: dict, code: str) -> str:
 
 
 def processes_of_a_stack(
-    env: dict, name: str, worker: list[str] = SINGLE_WORKER, logs: Path = ARTIFACTS, workers: int = 1
+    env: dict,
+    name: str,
+    worker: list[str] = SINGLE_WORKER,
+    logs: Path = ARTIFACTS,
+    workers: int = 1,
+    beat_options: tuple[str, ...] = (),
 ) -> tuple[int, list[subprocess.Popen]]:
     """The static files, then the supervised web (daphne), `workers` supervised `worker`s and
-    supervised beat, as `make web`, `make worker` and `make beat` start them, on `env`'s
-    database and Redis (an outage test's own); (the web's port, the processes: web, the
-    workers, beat). Logs go to <logs>/<name>-*.log."""
+    supervised beat (with `beat_options`: a benchmark's baseline scheduler), as `make web`,
+    `make worker` and `make beat` start them, on `env`'s database and Redis (an outage test's
+    own); (the web's port, the processes: web, the workers, beat). Logs go to <logs>/<name>-*.log."""
     env = {**env, **own_static(logs / f"{name}-static")}
     assert start(COLLECTSTATIC, env, logs / f"{name}-setup.log").wait(120) == 0
     keep_static_seed(env)
     port = free_port()
     web = [str(VENV_BIN / WEB[0]), "-b", "127.0.0.1", "-p", str(port), *WEB[5:]]
-    beat = [str(VENV_BIN / BEAT[0]), *BEAT[1:]]
+    beat = [str(VENV_BIN / BEAT[0]), *BEAT[1:], *beat_options]
     worker_logs = [f"{name}-worker.log"] if workers == 1 else [f"{name}-worker{i}.log" for i in range(1, workers + 1)]
     return port, [
         start([*SUPERVISE, *web], env, logs / f"{name}-web.log", new_session=True),
