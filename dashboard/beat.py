@@ -57,8 +57,8 @@ class PhasedEntry(ModelEntry):
 
     def __init__(self, model, app=None):
         super().__init__(model, app=app)
-        schedule = getattr(self, "schedule", None)
-        if type(schedule) is schedules.schedule:  # intervals only; crontab and the rest as they are
+        schedule = getattr(self, "schedule", None)  # unset for a row whose schedule was removed
+        if isinstance(schedule, schedules.schedule):  # intervals; crontab, solar and clocked stay as they are
             first = self.args[0] if getattr(self, "args", None) else None
             key = first if isinstance(first, int) else zlib.crc32(self.name.encode())
             self.schedule = phased(schedule.run_every, phase_of(key, schedule.seconds), app=self.app)

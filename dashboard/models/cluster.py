@@ -1,5 +1,6 @@
 """A cluster: where its snapshot comes from (its source adapter), its round leases, and its guards."""
 
+import logging
 import os
 import socket
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import crs.sources
 from .. import crypt
 from .validators import SOURCE_CHOICES, printable_name
 
+log = logging.getLogger(__name__)
 WHATIF_QUEUE = "whatif"  # read-only what-if clusters' collects and rounds (settings.CELERY_TASK_QUEUES)
 
 
@@ -64,7 +66,10 @@ class ClusterManager(models.Manager):
             return False
         until = timezone.now() + self.ROUND_LEASE
         taken = self.filter(pk=pk, round_lease_holder=held_by)
-        return taken.update(round_lease_until=until, round_lease_holder=holder) == 1
+        if not taken.update(round_lease_until=until, round_lease_holder=holder):
+            return False
+        log.warning("cluster %s: round lease taken over from %s, gone mid-round (killed?)", pk, held_by)
+        return True
 
     def release_round(self, pk: int) -> None:
         self.filter(pk=pk, round_lease_holder=lease_holder()).update(round_lease_until=None, round_lease_holder="")
