@@ -64,9 +64,12 @@ def keep_static_seed(env: dict[str, str]) -> None:
 
 
 @contextmanager
-def distributed_stack(database_url: str, redis_url: str, password: str, name: str, logs: Path = ARTIFACTS):
+def distributed_stack(
+    database_url: str, redis_url: str, password: str, name: str, logs: Path = ARTIFACTS, round_interval: int = 1
+):
     """web, worker and beat, started exactly as `make web`, `make worker` and `make beat` do, on a
-    migrated database with the demo cluster (one-second rounds) and `admin` / `password`.
+    migrated database with the demo cluster (rounds every `round_interval` seconds) and
+    `admin` / `password`.
     Yields the web's URL and the processes (web, worker, beat); logs go to <logs>/<name>-*.log."""
     env = {
         "DATABASE_URL": database_url,
@@ -74,7 +77,8 @@ def distributed_stack(database_url: str, redis_url: str, password: str, name: st
         "CRS_ADMIN_PASSWORD": password,
         "CRS_SECRET_KEY": f"{name}-test",
     }
-    for setup in (["manage.py", "migrate", "--noinput"], ["manage.py", "demo", "--round-interval", "1"]):
+    demo = ["manage.py", "demo", "--round-interval", str(round_interval)]
+    for setup in (["manage.py", "migrate", "--noinput"], demo):
         assert start(setup, env, logs / f"{name}-setup.log").wait(120) == 0
     port, processes = processes_of_a_stack(env, name, [str(VENV_BIN / WORKER[0]), *WORKER[1:]], logs)
     try:

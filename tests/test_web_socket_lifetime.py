@@ -34,11 +34,15 @@ async def hold(base: str, cookie: str, seconds: float) -> tuple[int, float]:
     return rounds, max(longest, time.monotonic() - last)
 
 
-ROUND_INTERVAL = 1  # seconds (the stack's demo cluster)
+# The demo's own interval (`make run`), as users first see it. The probe first ran one-second
+# rounds: 600 rounds cost 2.9 of the suite's 31 CPU minutes on a slow machine, where the whole
+# suite ran 21 minutes on two cores. The defect it guards (every socket closed after 10-19 s)
+# does not wait on how often rounds come.
+ROUND_INTERVAL = 5  # seconds (the stack's demo cluster)
 # What a user notices is a closed socket or a page that stops moving. A busy shared machine
 # (the soak runs beside the whole suite in `make test`) may delay single rounds by seconds;
-# 30 round intervals of silence is a page that stopped, not a slow round.
-LONGEST_SILENCE = 30 * ROUND_INTERVAL
+# 60 s of silence is a page that stopped, not a slow round.
+LONGEST_SILENCE = 60
 
 
 # Ten minutes, beside the rest of `make test` (scripts/testsuite.py); a one-minute copy in the
@@ -49,11 +53,11 @@ def test_a_socket_stays_open_and_keeps_receiving_rounds(redis_server, seconds):
     name = f"socket{seconds}"
     with (
         own_database(name) as database_url,
-        distributed_stack(database_url, redis_server.url, PASSWORD, name) as (base, _),
+        distributed_stack(database_url, redis_server.url, PASSWORD, name, round_interval=ROUND_INTERVAL) as (base, _),
     ):
         cookie = login(base, "admin", PASSWORD)
         rounds, longest = asyncio.run(hold(base, cookie, seconds))  # a close by the server fails here
     assert longest < LONGEST_SILENCE
-    assert rounds >= seconds / (10 * ROUND_INTERVAL)  # rounds kept arriving, if slower than one a second
+    assert rounds >= seconds / (2 * ROUND_INTERVAL)  # rounds kept arriving, if slower than one an interval
     with (ARTIFACTS / "socket-figures.txt").open("a") as figures:
         figures.write(f"socket held {seconds} s: open throughout, {rounds} rounds, longest silence {longest:.1f} s\n")
