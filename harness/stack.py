@@ -5,6 +5,7 @@ stack the tests check; and the embedded mode (`make run`) the browser tests run.
 no Django here."""
 
 import atexit
+import fcntl
 import os
 import shutil
 import signal
@@ -39,28 +40,33 @@ SUPERVISE = [str(ROOT / "scripts" / "supervise")]
 SINGLE_WORKER = [str(VENV_BIN / WORKER[0]), *WORKER[1:], "--concurrency", "1", "--without-mingle", "--without-gossip"]
 # `make web` collects the static files (hashed, compressed) before daphne starts.
 COLLECTSTATIC = ["manage.py", "collectstatic", "--noinput", "-v", "0"]
-# This test process's first server's static files (a stack's or runembedded's), copied into
-# the next servers' before they collect: the compressed copies are kept (dashboard/staticfiles.py),
-# so a collect takes 4 s instead of 30 s of Brotli on a slow machine, and the suite starts some
-# twenty servers.
-STATIC_SEED = Path(tempfile.gettempdir()) / f"crs-static-seed-{os.getpid()}"
-atexit.register(shutil.rmtree, STATIC_SEED, ignore_errors=True)
+# The static files every server copies before its own collect: the compressed copies are kept
+# (dashboard/staticfiles.py), so a seeded collect takes 4 s instead of 30 s of Brotli on a slow
+# machine, and the suite starts some twenty servers. Made once, by the first server that needs
+# it, under a lock: `make test` gives its runs one seed (CRS_TEST_STATIC_SEED); each run made
+# its own before, four full collects in the suite's first minutes, two CPU minutes of 24.
+STATIC_SEED = Path(os.environ.get("CRS_TEST_STATIC_SEED") or Path(tempfile.gettempdir()) / f"crs-static-{os.getpid()}")
+if "CRS_TEST_STATIC_SEED" not in os.environ:
+    atexit.register(shutil.rmtree, STATIC_SEED, ignore_errors=True)
 
 
 def own_static(static: Path) -> dict[str, str]:
-    """The environment that gives a server `static` as its STATIC_ROOT, seeded with this test
-    process's first collect. Every server of the suite needs its own: collectstatic deletes a
-    hashed file before it writes it again, and a server (or the in-process tests' WhiteNoise)
-    scanning a shared directory meanwhile fails on the missing file (seen in CI, var/static)."""
-    if STATIC_SEED.exists():
-        shutil.copytree(STATIC_SEED, static, dirs_exist_ok=True)
+    """The environment that gives a server `static` as its STATIC_ROOT, seeded (STATIC_SEED).
+    Every server of the suite needs its own: collectstatic deletes a hashed file before it
+    writes it again, and a server (or the in-process tests' WhiteNoise) scanning a shared
+    directory meanwhile fails on the missing file (seen in CI, var/static)."""
+    STATIC_SEED.parent.mkdir(parents=True, exist_ok=True)
+    with open(STATIC_SEED.with_name(STATIC_SEED.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the others wait for the first collect
+        if not STATIC_SEED.exists():
+            making = STATIC_SEED.with_name(STATIC_SEED.name + ".making")
+            shutil.rmtree(making, ignore_errors=True)
+            env = {"CRS_STATIC_ROOT": str(making), "CRS_SECRET_KEY": "static-seed"}
+            log = ARTIFACTS / f"static-seed-{os.getpid()}.log"
+            assert start(COLLECTSTATIC, env, log).wait(600) == 0, log.read_text()
+            making.rename(STATIC_SEED)
+    shutil.copytree(STATIC_SEED, static, dirs_exist_ok=True)
     return {"CRS_STATIC_ROOT": str(static)}
-
-
-def keep_static_seed(env: dict[str, str]) -> None:
-    """After a server's collect: its static files seed the next servers' (see STATIC_SEED)."""
-    if not STATIC_SEED.exists():
-        shutil.copytree(env["CRS_STATIC_ROOT"], STATIC_SEED)
 
 
 @contextmanager
@@ -108,7 +114,6 @@ def embedded(log: str, password: str, *options: str, start_timeout: float = 60.0
         process = start(args, env, ARTIFACTS / log)
         try:
             wait_for_port(port, process, start_timeout)
-            keep_static_seed(env)
             yield f"http://127.0.0.1:{port}", env
         finally:
             stop(process)
@@ -140,7 +145,6 @@ def processes_of_a_stack(
     own); (the web's port, the processes: web, the workers, beat). Logs go to <logs>/<name>-*.log."""
     env = {**env, **own_static(logs / f"{name}-static")}
     assert start(COLLECTSTATIC, env, logs / f"{name}-setup.log").wait(120) == 0
-    keep_static_seed(env)
     port = free_port()
     web = [str(VENV_BIN / WEB[0]), "-b", "127.0.0.1", "-p", str(port), *WEB[5:]]
     beat = [str(VENV_BIN / BEAT[0]), *BEAT[1:], *beat_options]

@@ -19,6 +19,7 @@ timeout: two servers starting at once on a busy machine once missed a short one)
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 from pathlib import Path
@@ -84,6 +85,9 @@ def wait_all(started: dict[str, subprocess.Popen], started_at: float) -> tuple[d
 
 def main() -> int:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    # One static seed for every run's servers (harness/stack.py): made by the first that needs it.
+    seeds = tempfile.TemporaryDirectory(prefix="crs-static-")
+    os.environ["CRS_TEST_STATIC_SEED"] = str(Path(seeds.name) / "seed")
     started, started_at = {}, time.monotonic()
     for name, marker, offset, options in RUNS:
         command = [
@@ -107,6 +111,7 @@ def main() -> int:
             print(f"{name} tests running beside the rest (pid {started[name].pid}, {log.relative_to(ROOT)})")
         sys.stdout.flush()
     codes, took = wait_all(started, started_at)
+    seeds.cleanup()
     for name in reversed([name for name, *_ in RUNS if name != "main"]):  # the longest last
         print(f"--- {name} tests (exit {codes[name]}) ---")
         print((ARTIFACTS / f"{name}.log").read_text(), flush=True)
