@@ -90,6 +90,9 @@ def test_proxmox_node_is_emptied_shut_down_through_the_api_and_standby_in_the_ne
     assert answer.status_code == 409 and answer.json()["detail"] == "node2 is standby already"
 
 
+# A drain of several moves through a worker, a minute of rounds: in the `servers` run, beside the
+# main run (scripts/testsuite.py), whose critical path it was.
+@pytest.mark.servers
 @pytest.mark.django_db(transaction=True)
 def test_a_simulated_node_is_emptied_then_waits_to_be_powered_off_by_hand(admin_client, worker):  # noqa: F811
     cluster = Cluster.objects.create(name="quiet", source_kind="simulator", source_config=UNDERUSED)
