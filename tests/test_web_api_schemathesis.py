@@ -31,7 +31,7 @@ CHECKS = [
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())  # needs no database
 schema.config.generation.update(
-    modes=[schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE], max_examples=15
+    modes=[schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE], max_examples=10
 )
 
 

@@ -16,10 +16,15 @@ MANIFEST = {"staticfiles": {"BACKEND": "dashboard.staticfiles.StaticStorage"}}
 
 @pytest.fixture(scope="module")
 def collected_once(tmp_path_factory):
-    """One collect for the module (it compresses every file: half a minute on a busy machine)."""
+    """One collect for the module, on the suite's static seed (harness/stack.py): a full
+    compress of every file took 65 s of the main run's critical path on a busy two-core machine,
+    and the seed's servers make the same files with the same storage."""
     from django.conf import settings
 
+    from harness.stack import own_static
+
     root = tmp_path_factory.mktemp("static")
+    own_static(root)
     with override_settings(STATIC_ROOT=root, STORAGES={**settings.STORAGES, **MANIFEST}):
         call_command("collectstatic", interactive=False, verbosity=0)
     return root
