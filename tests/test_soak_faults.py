@@ -1,8 +1,7 @@
 """The fault soak (harness/faultsoak.py) as a test: ten minutes of a fault a minute under the
 distributed stack, nothing lost, doubled or stuck; the table it prints names what failed.
-It runs at CI_SCALE in `make soak` (the issue's 20 clusters at 2-s rounds are more rounds a
-second than two cores carry, bench/README.md); not yet in `make test` (scripts/testsuite.py says
-why). The environment's MINUTES, CLUSTERS and
+It is `make test`'s soak run, at CI_SCALE (the issue's 20 clusters at 2-s rounds are more rounds
+a second than two cores carry beside the suite, bench/README.md). The environment's MINUTES, CLUSTERS and
 ROUND_INTERVAL set another length or scale (e.g. MINUTES=3 while developing; `make soak-faults` runs the full scale)."""
 
 import os
