@@ -511,17 +511,7 @@ class Soak:
                 self.seen.metrics_scrapes > 0 and not self.seen.metrics_missing,
             )
         )
-        away = [t for t in self.seen.drops if not during(t, self.faults)]
-        gap = quiet_gap(self.seen.rounds, self.faults)
-        table.append(
-            (
-                "the socket between faults stays open and gets rounds (the 10-minute probe's guard)",
-                f"{len(self.seen.rounds)} rounds, {len(self.seen.drops)} drops, {len(away)} away from faults"
-                f"{' at ' + ', '.join(f'{datetime.fromtimestamp(t):%H:%M:%S}' for t in away) if away else ''}; "
-                f"longest silence away from faults {gap:.1f} s (at most {QUIET_WITHIN} s)",
-                not away and gap <= QUIET_WITHIN,
-            )
-        )
+        table.append(socket_row(self.seen.rounds, self.seen.drops, self.faults))
         return table
 
     def check_memory(self) -> list[tuple[str, str, bool]]:
@@ -547,6 +537,20 @@ class Soak:
                 )
             )
         return rows
+
+
+def socket_row(rounds: list[float], drops: list[float], faults: list[Fault]) -> tuple[str, str, bool]:
+    """The held socket away from faults: no drop, and a round at least every QUIET_WITHIN s.
+    It is what the idle 10-minute probe guarded (every socket closed after 10-19 s)."""
+    away = [t for t in drops if not during(t, faults)]
+    gap = quiet_gap(rounds, faults)
+    return (
+        "the socket between faults stays open and gets rounds (the 10-minute probe's guard)",
+        f"{len(rounds)} rounds, {len(drops)} drops, {len(away)} away from faults"
+        f"{' at ' + ', '.join(f'{datetime.fromtimestamp(t):%H:%M:%S}' for t in away) if away else ''}; "
+        f"longest silence away from faults {gap:.1f} s (at most {QUIET_WITHIN} s)",
+        not away and gap <= QUIET_WITHIN,
+    )
 
 
 def during(t: float, faults: list[Fault]) -> bool:
