@@ -27,20 +27,22 @@ def reconcile_on_start(sender, **kwargs) -> None:
 
 class Heartbeat(bootsteps.StartStopStep):
     """The worker's heartbeat for /healthz and /metrics (dashboard/health.py), from its event
-    loop's timer: a hung or stopped worker stops beating."""
+    loop's timer: a hung or stopped worker stops beating. A consumer step, started again each
+    time the consumer reconnects to the broker: the reconnection clears the timer, and a worker
+    step's heartbeat stopped for good after a Redis restart (with tasks running on)."""
 
-    requires = {"celery.worker.components:Timer"}
+    requires = {"celery.worker.consumer.connection:Connection"}
 
-    def start(self, worker) -> None:
+    def start(self, consumer) -> None:
         from dashboard.health import heartbeat
 
-        self.tref = worker.timer.call_repeatedly(2.0, heartbeat, ("worker",))
+        self.tref = consumer.timer.call_repeatedly(2.0, heartbeat, ("worker",))
 
-    def stop(self, worker) -> None:
-        worker.timer.cancel(self.tref)
+    def stop(self, consumer) -> None:
+        consumer.timer.cancel(self.tref)
 
 
-app.steps["worker"].add(Heartbeat)
+app.steps["consumer"].add(Heartbeat)
 
 
 @beat_init.connect
