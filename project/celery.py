@@ -28,8 +28,10 @@ def reconcile_on_start(sender, **kwargs) -> None:
 class Heartbeat(bootsteps.StartStopStep):
     """The worker's heartbeat for /healthz and /metrics (dashboard/health.py), from its event
     loop's timer: a hung or stopped worker stops beating. A consumer step, started again each
-    time the consumer reconnects to the broker: the reconnection clears the timer, and a worker
-    step's heartbeat stopped for good after a Redis restart (with tasks running on)."""
+    time the consumer reconnects to the broker: a reconnect clears the event loop's timer
+    (celery.worker.loops.asynloop), and a worker step's heartbeat never came back after a Redis
+    restart while the worker went on running tasks.
+    """
 
     requires = {"celery.worker.consumer.connection:Connection"}
 

@@ -361,6 +361,7 @@ if REDIS_URL:
         }
     }
     CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT = "project.broker:Transport"  # kombu's, reconnecting in place (its docstring)
     # Shared by every process: the overview's push window (tasks.overview_changed) is one for
     # all workers. Short timeouts: with Redis away a round waits a second at most for it.
     CACHES = {
