@@ -15,7 +15,7 @@ from kombu.transport import redis
 class QoS(redis.QoS):
     def restore_unacked(self, client=None):
         if self.channel.connection.client is None:  # the connection was collected
-            raise ConnectionError("the broker connection is gone: unacknowledged messages are left to the visibility timeout")
+            raise ConnectionError("broker connection gone: unacknowledged messages wait for the visibility timeout")
         return super().restore_unacked(client)
 
 
