@@ -14,7 +14,9 @@ The rest runs on two pytest-xdist workers: its tests mostly wait (on PostgreSQL,
 in-process workers), and a subset of them took 136 s on two workers where it took 247 s on
 one. A third took its wall alone from 6.5 to 5.7 minutes but its CPU from 6.4 to 8.6, which
 the runs beside it pay; work stealing keeps one worker from idling behind the other's last
-long test. Each browser run is one process with one embedded server (started with a generous
+long test. The server tests run on two workers too, a module to each (its stack is shared by
+its tests): one after the other they were the suite's last run to end (16 minutes of CI's 17,
+4 of them CPU). Each browser run is one process with one embedded server (started with a generous
 timeout: two servers starting at once on a busy machine once missed a short one).
 """
 
@@ -49,7 +51,7 @@ RUNS = [
     ("soak", "faultsoak", 2, ["tests/test_soak_faults.py"]),
     ("e2e", "e2e", 1, E2E_A),
     ("e2e-b", "e2e", 4, E2E_B),
-    ("servers", "servers and not soak and not e2e", 3, []),
+    ("servers", "servers and not soak and not e2e", 3, ["-n", "2", "--dist", "loadfile"]),
     ("main", "not e2e and not soak and not servers", 0, ["-n", "2", "--dist", "worksteal"]),
 ]
 

@@ -87,12 +87,12 @@ def flushed_redis():
 
 def own_redis_database(url: str) -> str:
     """`url` as this pytest-xdist worker uses it: worker N moves the Redis database number by
-    4 N (scripts/testsuite.py's runs take 0-3), so that no worker flushes another's."""
+    5 N (scripts/testsuite.py's five runs take 0-4), so that no worker flushes another's."""
     worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:])
     if not worker:
         return url
     parts = urllib.parse.urlsplit(url)
-    return parts._replace(path=f"/{int(parts.path.lstrip('/') or 0) + 4 * worker}").geturl()
+    return parts._replace(path=f"/{int(parts.path.lstrip('/') or 0) + 5 * worker}").geturl()
 
 
 def user_with_role(django_user_model, role: str | None, **fields):
