@@ -79,6 +79,8 @@ get_user_model().objects.create_superuser("admin", "admin@example.com", {PASSWOR
 # What the issue bounds, in seconds.
 SEEN_WITHIN, CLEARED_WITHIN, ROUNDS_WITHIN, MOVES_ON_WITHIN = 10, 30, 10, 60
 QUIET_WITHIN = 30  # seconds without a round, away from faults (the socket probe's bound)
+# The kinds of fault, in the order they take turns (a minute each), as --faults names them.
+FAULTS = ("worker-kill", "redis-restart", "postgres-away", "web-kill", "beat-kill", "worker-stop")
 MEMORY_AGE, MEMORY_GROWTH = 120, 0.10  # RSS compared at 2 minutes of age; at most 10 % more
 DOUBLED_ROUNDS = 1.5  # rounds per interval in any minute above which beat counts as doubled
 PARTS = ("database", "channel_layer", "worker", "beat")  # what /healthz and /metrics report
@@ -116,10 +118,12 @@ class Soak:
         logs: Path = ARTIFACTS,
         clusters: int = CLUSTERS,
         round_interval: int = ROUND_INTERVAL,
+        faults: tuple[str, ...] = FAULTS,
     ):
         self.direct = database_url
         self.minutes, self.logs = minutes, logs
         self.clusters, self.round_interval = clusters, round_interval
+        self.rotation = faults  # the kinds of fault, in turn (FAULTS)
         self.redis = RedisServer(logs / "faultsoak-redis.log")
         self.seen = Observations()
         self.faults: list[Fault] = []
@@ -216,7 +220,7 @@ class Soak:
         time.sleep(max(0.0, total - (time.monotonic() - began)))
 
     def fault(self, k: int) -> None:
-        kind = k % 6
+        kind = FAULTS.index(self.rotation[k % len(self.rotation)])
         killed, stopped = f"worker-{1 + (k // 6) % 2}", f"worker-{2 - (k // 6) % 2}"
         names = [
             f"SIGKILL {killed}",
@@ -557,15 +561,20 @@ def socket_row(rounds: list[float], drops: list[float], faults: list[Fault]) -> 
     )
 
 
+def explained(faults: list[Fault]) -> list[tuple[float, float]]:
+    """The spans a fault explains on the socket: the fault and the ROUNDS_WITHIN after it."""
+    return [(f.began, f.ended + ROUNDS_WITHIN) for f in faults]
+
+
 def during(t: float, faults: list[Fault]) -> bool:
-    """Whether `t` falls in a fault or the ROUNDS_WITHIN after it, when the socket may drop."""
-    return any(f.began <= t <= f.ended + ROUNDS_WITHIN for f in faults)
+    """Whether `t` falls in a span a fault explains, when the socket may drop."""
+    return any(start <= t <= end for start, end in explained(faults))
 
 
 def quiet_gap(rounds: list[float], faults: list[Fault]) -> float:
     """The longest wait between two rounds on the socket that no fault overlaps: a socket
     closed every 10-19 s, or rounds that stop coming, show here when no fault explains it."""
-    busy = [(f.began, f.ended + ROUNDS_WITHIN) for f in faults]
+    busy = explained(faults)
     gaps = [b - a for a, b in zip(rounds, rounds[1:]) if not any(a < end and b > start for start, end in busy)]
     return max(gaps, default=0.0)
 
@@ -635,8 +644,8 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
-def soak(database_url: str, minutes: float, logs: Path = ARTIFACTS, **scale: int) -> dict:
-    """Run the soak (`scale`: clusters, round_interval); its report (also written to
+def soak(database_url: str, minutes: float, logs: Path = ARTIFACTS, **scale) -> dict:
+    """Run the soak (`scale`: clusters, round_interval, faults); its report (also written to
     <logs>/faultsoak-table.md and -report.json)."""
     report = Soak(database_url, minutes, logs, **scale).run()
     text = table(report)
@@ -651,6 +660,13 @@ def database_url_of(server: str) -> str:
     return urllib.parse.urlsplit(server)._replace(path="/crs_faultsoak").geturl()
 
 
+def faults_of(text: str, parser: argparse.ArgumentParser) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    if unknown := sorted(set(kinds) - set(FAULTS)) or ([] if kinds else [text]):
+        parser.error(f"--faults: {', '.join(map(repr, unknown))} is not a kind of fault; they are {', '.join(FAULTS)}")
+    return kinds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=10)
@@ -661,8 +677,19 @@ def main() -> int:
         default=database_url_of(os.environ.get("CRS_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/crs")),
         help="a database the soak makes fresh and drops (default: crs_faultsoak on CRS_TEST_DATABASE_URL's server)",
     )
+    parser.add_argument(
+        "--faults",
+        default=",".join(FAULTS),
+        help=f"the kinds of fault, in turn (default all: {','.join(FAULTS)}); without web-kill the web lives long",
+    )
     args = parser.parse_args()
-    report = soak(args.database_url, args.minutes, clusters=args.clusters, round_interval=args.round_interval)
+    report = soak(
+        args.database_url,
+        args.minutes,
+        clusters=args.clusters,
+        round_interval=args.round_interval,
+        faults=faults_of(args.faults, parser),
+    )
     return 0 if all(ok for _, _, ok in report["checks"]) else 1
 
 
