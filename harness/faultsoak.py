@@ -221,7 +221,8 @@ class Soak:
 
     def fault(self, k: int) -> None:
         kind = FAULTS.index(self.rotation[k % len(self.rotation)])
-        killed, stopped = f"worker-{1 + (k // 6) % 2}", f"worker-{2 - (k // 6) % 2}"
+        turn = k // len(self.rotation)  # the workers take the worker faults in turns of the rotation
+        killed, stopped = f"worker-{1 + turn % 2}", f"worker-{2 - turn % 2}"
         names = [
             f"SIGKILL {killed}",
             "Redis restarted (down 5 s)",
@@ -662,8 +663,10 @@ def database_url_of(server: str) -> str:
 
 def faults_of(text: str, parser: argparse.ArgumentParser) -> tuple[str, ...]:
     kinds = tuple(k.strip() for k in text.split(",") if k.strip())
-    if unknown := sorted(set(kinds) - set(FAULTS)) or ([] if kinds else [text]):
-        parser.error(f"--faults: {', '.join(map(repr, unknown))} is not a kind of fault; they are {', '.join(FAULTS)}")
+    unknown = sorted(set(kinds) - set(FAULTS))
+    if unknown or not kinds:
+        named = ", ".join(map(repr, unknown or [text]))
+        parser.error(f"--faults: {named} is not a kind of fault; they are {', '.join(FAULTS)}")
     return kinds
 
 
