@@ -4,13 +4,13 @@ import ipaddress
 from datetime import timedelta
 
 import pytest
-from conftest import migration_fields
+from conftest import FAST_SIMULATOR, migration_fields
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from dashboard import health
 from dashboard.models import Migration
-from dashboard.tasks import balancing_round
+from dashboard.tasks import balancing_round, collect
 
 pytestmark = pytest.mark.django_db
 COMPONENTS = ("database", "channel_layer", "worker", "beat")
@@ -50,6 +50,50 @@ def test_a_scrape_reports_each_clusters_figures(client, suggested):
     assert value(families, "crs_migration_duration_seconds_bucket", cluster="test", le="15") == 0
     assert value(families, "crs_migration_duration_seconds_bucket", cluster="test", le="30") == 1
     assert value(families, "crs_migration_duration_seconds_sum", cluster="test") == pytest.approx(20)
+
+
+def test_a_scrape_costs_the_same_queries_for_one_cluster_or_many(client, suggested):
+    """Prometheus scrapes every 15 s: a query per cluster (its last round, its finished
+    migrations) made each scrape slower as clusters were added. Durations are bucketed at
+    their edges: 15 s counts in le="15", 15.5 s only from le="30"."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from dashboard.models import Cluster
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            scrape(client)
+        return len(captured)
+
+    started = timezone.now()
+    for seconds in (15, 15.5):
+        Migration.objects.create(
+            **{**migration_fields(suggested), "state": "done"},
+            started_at=started,
+            finished_at=started + timedelta(seconds=seconds),
+        )
+    balancing_round.apply(args=[suggested.cluster_id])
+    one = queries()
+    for n in range(4):
+        other = Cluster.objects.create(name=f"other-{n}", source_kind="simulator", source_config=FAST_SIMULATOR)
+        Migration.objects.create(
+            **{**migration_fields(suggested), "cluster": other, "state": "failed"},
+            started_at=started,
+            finished_at=started + timedelta(seconds=n),
+        )
+        collect.apply(args=[other.pk])
+        balancing_round.apply(args=[other.pk])
+    assert queries() == one
+
+    families = scrape(client)
+    assert value(families, "crs_migration_duration_seconds_bucket", cluster="test", le="15") == 1
+    assert value(families, "crs_migration_duration_seconds_bucket", cluster="test", le="30") == 2
+    assert value(families, "crs_migration_duration_seconds_sum", cluster="test") == pytest.approx(30.5)
+    assert value(families, "crs_migration_duration_seconds_bucket", cluster="other-3", le="5") == 1
+    assert value(families, "crs_imbalance", cluster="other-3") == pytest.approx(
+        Cluster.objects.get(name="other-3").rounds.get().imbalance
+    )
 
 
 def test_a_failing_source_shows(client, cluster):
