@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 from conftest import guest_on, make_migration, run_rounds, set_policy
+from django.db import OperationalError, connection
 from django.urls import reverse
 from django.utils import timezone
 
@@ -187,6 +188,27 @@ def test_a_round_already_running_is_not_doubled(collected):
     Cluster.objects.lease_round(collected.pk)
     balancing_round.apply(args=[collected.pk])
     assert not Round.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit, as a worker runs: the lease's UPDATE commits on its own
+def test_a_lease_taken_as_the_database_went_away_is_released_for_the_next_round(collected):
+    """The database took the lease's UPDATE, then the connection broke before its answer came
+    back (CI's outage test cut the proxy just then): the lease was this worker's without it
+    knowing, so the cluster had no round for 51 s after the database returned."""
+    cut = [True]
+
+    def answer_lost(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if cut and sql.startswith("UPDATE") and "round_lease_holder" in sql:
+            cut.pop()
+            raise OperationalError("server closed the connection unexpectedly")
+        return result
+
+    with connection.execute_wrapper(answer_lost):
+        balancing_round.apply(args=[collected.pk])
+    assert not cut and not Round.objects.exists()  # the cut round ran nothing
+    balancing_round.apply(args=[collected.pk])  # the next one, as soon as the database answers
+    assert Round.objects.filter(cluster=collected).count() == 1
 
 
 def test_rejecting_a_step_expires_the_steps_behind_it_and_keeps_the_ones_before(
