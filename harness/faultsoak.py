@@ -81,6 +81,7 @@ SEEN_WITHIN, CLEARED_WITHIN, ROUNDS_WITHIN, MOVES_ON_WITHIN = 10, 30, 10, 60
 QUIET_WITHIN = 30  # seconds without a round, away from faults (the socket probe's bound)
 # The kinds of fault, in the order they take turns (a minute each), as --faults names them.
 FAULTS = ("worker-kill", "redis-restart", "postgres-away", "web-kill", "beat-kill", "worker-stop")
+SEEN_BY_HEALTHZ = {"redis-restart", "postgres-away", "web-kill"}  # else a worker answers, or beat is back
 MEMORY_AGE, MEMORY_GROWTH = 120, 0.10  # RSS compared at 2 minutes of age; at most 10 % more
 DOUBLED_ROUNDS = 1.5  # rounds per interval in any minute above which beat counts as doubled
 PARTS = ("database", "channel_layer", "worker", "beat")  # what /healthz and /metrics report
@@ -220,46 +221,51 @@ class Soak:
         time.sleep(max(0.0, total - (time.monotonic() - began)))
 
     def fault(self, k: int) -> None:
-        kind = FAULTS.index(self.rotation[k % len(self.rotation)])
+        kind = self.rotation[k % len(self.rotation)]
         turn = k // len(self.rotation)  # the workers take the worker faults in turns of the rotation
         killed, stopped = f"worker-{1 + turn % 2}", f"worker-{2 - turn % 2}"
-        names = [
-            f"SIGKILL {killed}",
-            "Redis restarted (down 5 s)",
-            "PostgreSQL away 20 s",
-            "SIGKILL web",
-            "SIGKILL beat",
-            f"SIGSTOP {stopped} 30 s",
-        ]
-        fault = Fault(names[kind], began=time.time(), visible=kind in (1, 2, 3))
+        name, act = {
+            "worker-kill": (f"SIGKILL {killed}", lambda: self.kill(killed)),
+            "redis-restart": ("Redis restarted (down 5 s)", self.restart_redis),
+            "postgres-away": ("PostgreSQL away 20 s", self.take_postgres_away),
+            "web-kill": ("SIGKILL web", lambda: self.kill("web")),
+            "beat-kill": ("SIGKILL beat", lambda: self.kill("beat")),
+            "worker-stop": (f"SIGSTOP {stopped} 30 s", lambda: self.hang(stopped)),
+        }[kind]
+        fault = Fault(name, began=time.time(), visible=kind in SEEN_BY_HEALTHZ)
         self.faults.append(fault)
         print(f"{datetime.now():%H:%M:%S} fault {k + 1}: {fault.name}", flush=True)
-        if kind in (0, 3, 4):
-            role = {0: killed, 3: "web", 4: "beat"}[kind]
-            pid = self.child(role)
-            assert pid is not None, f"{role} is not running before its kill"
-            os.kill(pid, signal.SIGKILL)
-            self.restarted(role, pid)
-            if role == "web":
-                wait_for_port(int(urllib.parse.urlsplit(self.base).port or 0), self.roles["web"], timeout=300)
-        elif kind == 1:
-            self.redis.stop()
-            time.sleep(5)
-            self.redis.start()
-        elif kind == 2:
-            self.proxy.close()
-            time.sleep(20)
-            self.proxy.open()
-        else:
-            pid = self.child(stopped)
-            assert pid is not None, f"{stopped} is not running before its stop"
-            group = [pid, *descendants(pid)]
-            for p in group:
-                os.kill(p, signal.SIGSTOP)
-            time.sleep(30)
-            for p in group:
-                os.kill(p, signal.SIGCONT)
+        act()
         fault.ended = time.time()
+
+    def kill(self, role: str) -> None:
+        pid = self.child(role)
+        assert pid is not None, f"{role} is not running before its kill"
+        os.kill(pid, signal.SIGKILL)
+        self.restarted(role, pid)
+        if role == "web":
+            wait_for_port(int(urllib.parse.urlsplit(self.base).port or 0), self.roles["web"], timeout=300)
+
+    def restart_redis(self) -> None:
+        self.redis.stop()
+        time.sleep(5)
+        self.redis.start()
+
+    def take_postgres_away(self) -> None:
+        self.proxy.close()
+        time.sleep(20)
+        self.proxy.open()
+
+    def hang(self, role: str) -> None:
+        """SIGSTOP a worker and its pool for 30 s: a hung worker, then SIGCONT."""
+        pid = self.child(role)
+        assert pid is not None, f"{role} is not running before its stop"
+        group = [pid, *descendants(pid)]
+        for p in group:
+            os.kill(p, signal.SIGSTOP)
+        time.sleep(30)
+        for p in group:
+            os.kill(p, signal.SIGCONT)
 
     def settle(self) -> None:
         """After the last period: until every migration approved before it has ended (5 min at most)."""
