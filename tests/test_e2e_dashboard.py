@@ -195,11 +195,12 @@ def test_bad_setting_shows_the_field_error(page):
 
 def decide(page, button: str, reason: str = "") -> str:
     """Click a pending recommendation's button; retry with the next one if a round expired it first
-    (a plan is kept while it holds, but a guest's own motion can still break it)."""
+    (a plan is kept while it holds, but a guest's own motion can still break it). A card whose
+    click came too late stays on top, saying so (`.lost`): the next try takes the next pending one."""
     from playwright.sync_api import Error
 
     for _ in range(10):
-        item = page.wait_for_selector("#recommendations li")
+        item = page.wait_for_selector("#recommendations li:not(.lost)")
         migration_id = item.get_attribute("data-id")
         try:
             if reason:
