@@ -69,9 +69,11 @@ def resolve(name: str | Path) -> Path:
     return PACKAGED.get(str(name), Path(name))
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=len(PACKAGED) + 2)
 def load(directory: str | Path = DEFAULT_TRACE) -> Trace:
-    """Read the trace in `directory` (or a packaged one by name); cached, since workers collect every few seconds."""
+    """Read the trace in `directory` (or a packaged one by name); cached, since workers collect every few seconds.
+    Room for every packaged trace (63 MB of arrays for all six): `--list-traces` reads them all, and
+    with four places each of its six reads pushed out the one it needed next."""
     path = resolve(directory)
     if files := sorted(path.glob("usage-*.csv.gz")):
         return _to_trace(np.concatenate([_read(f) for f in files]), path)
