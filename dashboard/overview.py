@@ -9,12 +9,12 @@ every cluster would read 3.5 million rows at 200 clusters and 5-s rounds.
 
 from datetime import datetime, timedelta
 
-from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models import Count, Q
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.urls import reverse
 from django.utils import timezone
 
-from .models import Cluster, Migration, Round
+from .models import Cluster, Migration, last_round
 
 DAY = 24 * 3600
 BUCKET = 1800  # seconds of one sparkline point: the day as 48 half-hour highs
@@ -53,7 +53,6 @@ def sparkline(trend: list, threshold: float, now: datetime) -> dict:
 def rows() -> list[dict]:
     """Every cluster not archived, by name: what the overview shows of it, as the page renders
     it and the live push sends it. Three queries whatever the number of clusters."""
-    last_round = Round.objects.filter(cluster=OuterRef("pk")).order_by("-at").values("imbalance")[:1]
     clusters = (
         Cluster.objects.filter(archived=False)
         .select_related("policy")
@@ -70,7 +69,7 @@ def rows() -> list[dict]:
         )
         # Of the stored N+1 verdict only its outcome: the whole grows with the nodes.
         .annotate(
-            imbalance=Subquery(last_round),
+            imbalance=last_round("imbalance"),
             n1_survives=KeyTransform("survives", "n1"),
             n1_verdict=KeyTextTransform("verdict", "n1"),
         )

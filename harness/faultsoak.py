@@ -36,7 +36,6 @@ from harness.stack import (
     WORKER,
     RedisServer,
     descendants,
-    free_port,
     fresh_database,
     memory_mb,
     processes_of_a_stack,
@@ -44,7 +43,7 @@ from harness.stack import (
     stop,
     wait_for_port,
 )
-from harness.tcpproxy import TcpProxy
+from harness.tcpproxy import in_front_of_database
 from harness.wsclient import Client, login
 
 CLUSTERS = 20
@@ -135,10 +134,7 @@ class Soak:
         self.logs.mkdir(exist_ok=True)
         fresh_database(self.direct)
         self.redis.start()
-        parts = urllib.parse.urlsplit(self.direct)
-        self.proxy = TcpProxy(parts.hostname, parts.port or 5432, free_port())
-        self.proxy.open()
-        via_proxy = parts._replace(netloc=f"{parts.username}@127.0.0.1:{self.proxy.port}").geturl()
+        self.proxy, via_proxy = in_front_of_database(self.direct)
         env = {"DATABASE_URL": via_proxy, "REDIS_URL": self.redis.url, "CRS_SECRET_KEY": "faultsoak"}
         processes: list[subprocess.Popen] = []
         try:

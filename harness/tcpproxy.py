@@ -9,6 +9,9 @@ in a thread, so the test's code stays synchronous.
 
 import asyncio
 import threading
+import urllib.parse
+
+from harness.stack import free_port
 
 
 class TcpProxy:
@@ -68,3 +71,11 @@ async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> No
             await writer.drain()
     finally:
         writer.close()
+
+
+def in_front_of_database(url: str) -> tuple[TcpProxy, str]:
+    """An open proxy to the PostgreSQL server of `url`, and the URL that reaches it through the proxy."""
+    parts = urllib.parse.urlsplit(url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432, free_port())
+    proxy.open()
+    return proxy, parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxy.port}").geturl()

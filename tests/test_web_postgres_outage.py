@@ -22,8 +22,8 @@ from django.utils import timezone
 
 from dashboard import tasks
 from dashboard.models import Cluster, Migration, Policy, Round
-from harness.stack import ARTIFACTS, free_port, processes_of_a_stack, stop, wait_for_port
-from harness.tcpproxy import TcpProxy
+from harness.stack import ARTIFACTS, processes_of_a_stack, stop, wait_for_port
+from harness.tcpproxy import TcpProxy, in_front_of_database
 
 OUTAGE = 10  # seconds (the fault soak keeps the long outages)
 SETTLE = 60  # seconds after the database returns: issue 12's target
@@ -55,11 +55,9 @@ def state(pk: int) -> str:
 def stack_behind_a_proxy(redis_server, name: str) -> tuple[TcpProxy, int, list]:
     """The distributed stack on the test's database, reached through a TCP proxy the test can
     close: (the proxy, the web's port, the processes)."""
-    direct = urllib.parse.urlsplit(shared_database_url())
-    proxy = TcpProxy(direct.hostname, direct.port or 5432, free_port())
-    proxy.open()
+    proxy, via_proxy = in_front_of_database(shared_database_url())
     env = {
-        "DATABASE_URL": direct._replace(netloc=f"{direct.username}@127.0.0.1:{proxy.port}").geturl(),
+        "DATABASE_URL": via_proxy,
         "REDIS_URL": redis_server.url,
         "CRS_SECRET_KEY": settings.SECRET_KEY,
     }

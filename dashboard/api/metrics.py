@@ -14,7 +14,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.db import DatabaseError
-from django.db.models import Count, DurationField, ExpressionWrapper, F, OuterRef, Q, Subquery, Sum
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
 from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CollectorRegistry, generate_latest
@@ -22,7 +22,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from .. import health
-from ..models import Cluster, Migration, Round
+from ..models import Cluster, Migration, Round, last_round
 
 # Migrations take seconds (a container) to many minutes (a VM with much memory).
 DURATION_BUCKETS = [5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600]
@@ -42,7 +42,7 @@ class ClusterCollector:
         pending = gauge("crs_pending_recommendations", "Recommendations waiting for a person.")
         states = gauge("crs_migrations", "Migrations by state.", ("cluster", "state"))
         round_seconds = gauge("crs_round_duration_seconds", "How long the last round took (engine and recording).")
-        last_round = gauge("crs_last_round_timestamp_seconds", "When the last round ran (Unix time).")
+        last_round_at = gauge("crs_last_round_timestamp_seconds", "When the last round ran (Unix time).")
         source_up = gauge(
             "crs_source_up", "1 if the last collection worked, 0 if the source refused or was unreachable."
         )
@@ -68,7 +68,7 @@ class ClusterCollector:
             if last is not None:
                 imbalance.add_metric(name, last.imbalance)
                 threshold.add_metric(name, last.threshold)
-                last_round.add_metric(name, last.at.timestamp())
+                last_round_at.add_metric(name, last.at.timestamp())
                 if last.duration_s is not None:
                     round_seconds.add_metric(name, last.duration_s)
             hold.add_metric(name, cluster.hold_count)
@@ -81,7 +81,7 @@ class ClusterCollector:
             if cluster.source_error_at:
                 source_error_at.add_metric(name, cluster.source_error_at.timestamp())
             durations.add_metric(name, *finished.get(cluster.pk, EMPTY_HISTOGRAM))
-        yield from (imbalance, threshold, hold, hold_needed, pending, states, round_seconds, last_round)
+        yield from (imbalance, threshold, hold, hold_needed, pending, states, round_seconds, last_round_at)
         yield from (source_up, source_error_at, durations)
 
 
@@ -89,12 +89,11 @@ def scraped_clusters():
     """The live clusters with only what a scrape reports, and the pk of each one's last round.
     Not the whole row: every scrape decoded each cluster's snapshot (megabytes of JSON at 20
     clusters) only to drop it: most of a scrape's time, and the web's memory growth (bench/README.md)."""
-    last_round = Round.objects.filter(cluster=OuterRef("pk")).order_by("-at").values("pk")[:1]
     return (
         Cluster.objects.filter(archived=False)
         .select_related("policy")
         .only("name", "hold_count", "source_error", "source_error_at", "policy__hold_duration")
-        .annotate(last_round_pk=Subquery(last_round))
+        .annotate(last_round_pk=last_round("pk"))
     )
 
 

@@ -23,7 +23,7 @@ from .maintenance import Maintenance, RollingMaintenance, RollingNode
 from .migration import Migration, MigrationManager, priority
 from .notifications import EVENTS, NotificationDestination, apprise_url, known_events
 from .policy import Policy
-from .rounds import GuestSample, NodeSample, Round
+from .rounds import GuestSample, NodeSample, Round, last_round
 from .validators import (
     MAX_MEMORY_RESERVE,
     METHOD_CHOICES,
@@ -57,6 +57,7 @@ __all__ = [
     "Cluster",
     "Policy",
     "Round",
+    "last_round",
     "NodeSample",
     "GuestSample",
     "MigrationManager",

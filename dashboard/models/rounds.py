@@ -3,6 +3,11 @@
 from django.db import models
 
 
+def last_round(field: str) -> models.Subquery:
+    """Each cluster's last round's `field`, to annotate clusters with: one query for them all."""
+    return models.Subquery(Round.objects.filter(cluster=models.OuterRef("pk")).order_by("-at").values(field)[:1])
+
+
 class Round(models.Model):
     """One balancing round's outcome: a point of the imbalance trend and the round status."""
 
