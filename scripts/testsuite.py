@@ -116,13 +116,10 @@ def main() -> int:
         ]
         env = {**os.environ, **services(name, offset), "CRS_TEST_RUN": name}
         behind_the_soak = None if name == "soak" else lambda: os.nice(OTHERS_NICE)
-        if name == "main":
-            started[name] = subprocess.Popen(command, cwd=ROOT, env=env, preexec_fn=behind_the_soak)
-        else:
-            log = ARTIFACTS / f"{name}.log"
-            started[name] = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, preexec_fn=behind_the_soak
-            )
+        log = None if name == "main" else ARTIFACTS / f"{name}.log"  # main streams to the terminal
+        output = {} if log is None else {"stdout": log.open("w"), "stderr": subprocess.STDOUT}
+        started[name] = subprocess.Popen(command, cwd=ROOT, env=env, preexec_fn=behind_the_soak, **output)
+        if log is not None:
             print(f"{name} tests running beside the rest (pid {started[name].pid}, {log.relative_to(ROOT)})")
         sys.stdout.flush()
     codes, took = wait_all(started, started_at)
