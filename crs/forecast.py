@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from . import pressure
-from .model import Forecast, Guest, Node, Pressure, Snapshot
+from .model import Forecast, Guest, Pressure, Snapshot
 
 PERCENTILE = 90.0  # of the same hour's peaks over the past days
 DAYS_BACK = 28  # four weeks of history at most
@@ -143,6 +143,7 @@ def stalls(snapshot: Snapshot, limits: pressure.Limits) -> tuple[Stall, ...]:
     for g in snapshot.guests:
         if g.forecast is not None:
             forecast_on.setdefault(g.node, []).append(g)
+    use = pressure.node_use(snapshot)
     out = []
     for node in (n for n in snapshot.nodes if n.usable and n.name in forecast_on):
         guests = forecast_on[node.name]
@@ -151,7 +152,7 @@ def stalls(snapshot: Snapshot, limits: pressure.Limits) -> tuple[Stall, ...]:
             rising = [g for g in guests if g.forecast is not None and g.forecast.at_s == at and _repeats(g.forecast)]
             if not rising:
                 continue
-            cpu, memory = demand(snapshot, node, rising)
+            cpu, memory = demand(use[node.name], rising)
             if pressure.cpu_stall(cpu, node) > limits.cpu:
                 resource, load = "cpu", cpu / node.cpus
             elif memory > pressure.memory_limit(node, limits):
@@ -168,15 +169,11 @@ def stalls(snapshot: Snapshot, limits: pressure.Limits) -> tuple[Stall, ...]:
     return tuple(out)
 
 
-def demand(snapshot: Snapshot, node: Node, peaking: list[Guest]) -> tuple[float, float]:
-    """The node's predicted use, cores and bytes: its use now, with each of the `peaking`
+def demand(now: pressure.Use, peaking: list[Guest]) -> tuple[float, float]:
+    """A node's predicted use, cores and bytes: its use `now`, with each of the `peaking`
     guests raised to its forecast peak (a peak below the guest's use now lowers nothing)."""
-    cpu = pressure.node_cpu_used(snapshot, node) + sum(
-        max(0.0, g.forecast.cpu - g.cpu_usage) for g in peaking if g.forecast
-    )
-    memory = pressure.node_memory_used(snapshot, node) + sum(
-        max(0.0, g.forecast.memory_bytes - g.mem_usage_bytes) for g in peaking if g.forecast
-    )
+    cpu = now.cpu + sum(max(0.0, g.forecast.cpu - g.cpu_usage) for g in peaking if g.forecast)
+    memory = now.memory + sum(max(0.0, g.forecast.memory_bytes - g.mem_usage_bytes) for g in peaking if g.forecast)
     return cpu, memory
 
 
@@ -189,9 +186,10 @@ def node_peaks(snapshot: Snapshot) -> dict[str, tuple[float, float]]:
     for g in snapshot.guests:
         if g.forecast is not None:
             forecast_on.setdefault(g.node, []).append(g)
+    use = pressure.node_use(snapshot)
     out = {}
     for node in (n for n in snapshot.nodes if n.usable and n.name in forecast_on):
-        cpu, memory = demand(snapshot, node, forecast_on[node.name])
+        cpu, memory = demand(use[node.name], forecast_on[node.name])
         out[node.name] = (cpu / node.cpus, memory / node.memory_bytes)
     return out
 
@@ -232,7 +230,8 @@ def foreseen(snapshot: Snapshot, due: tuple[Stall, ...]) -> Snapshot:
             )
         nodes.append(n)
     after = replace(snapshot, nodes=tuple(nodes), guests=tuple(guests))
-    stall = {n.name: pressure.cpu_stall(pressure.node_cpu_used(after, n), n) for n in nodes if n.name in cpu_rise}
+    use = pressure.node_use(after)
+    stall = {n.name: pressure.cpu_stall(use[n.name].cpu, n) for n in nodes if n.name in cpu_rise}
 
     def stalled(p: Pressure | None, node: str) -> Pressure | None:
         if node not in stall:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -90,16 +91,29 @@ def memory_limit(node: Node, limits: Limits) -> float:
     return node.memory_bytes * share
 
 
-def node_memory_used(snapshot: Snapshot, node: Node) -> float:
-    if node.mem_usage_bytes is not None:
-        return node.mem_usage_bytes
-    return sum(g.mem_usage_bytes for g in snapshot.guests if g.node == node.name)
+class Use(NamedTuple):
+    cpu: float  # cores
+    memory: float  # bytes
 
 
-def node_cpu_used(snapshot: Snapshot, node: Node) -> float:
-    if node.cpu_usage is not None:
-        return node.cpu_usage
-    return sum(g.cpu_usage for g in snapshot.guests if g.node == node.name)
+def node_use(snapshot: Snapshot) -> dict[str, Use]:
+    """Each node's CPU and memory in use: its own measurement, else the sum of its guests'.
+    One pass over the guests for every node: a pass per node made a 1000-node × 20 000-guest
+    plan spend 0.4 s of its 1 s here (issue 35). The sums add in guest order, as before."""
+    cpu = {n.name: 0.0 for n in snapshot.nodes}
+    memory = dict(cpu)
+    if any(n.cpu_usage is None or n.mem_usage_bytes is None for n in snapshot.nodes):
+        for g in snapshot.guests:
+            if g.node in cpu:
+                cpu[g.node] += g.cpu_usage
+                memory[g.node] += g.mem_usage_bytes
+    return {
+        n.name: Use(
+            cpu[n.name] if n.cpu_usage is None else n.cpu_usage,
+            memory[n.name] if n.mem_usage_bytes is None else n.mem_usage_bytes,
+        )
+        for n in snapshot.nodes
+    }
 
 
 def cpu_stall(used: float, node: Node) -> float:
@@ -160,7 +174,8 @@ def shortfall(snapshot: Snapshot, limits: Limits) -> tuple[Shortfall, ...]:
     threads = float(sum(n.cpus for n in usable))
     if _contention(demand, threads) > limits.cpu:
         out.append(_short_of("cpu", demand, threads, [(float(n.cpus), float(n.cpus)) for n in usable]))
-    used = sum(node_memory_used(snapshot, n) for n in usable)
+    use = node_use(snapshot)
+    used = sum(use[n.name].memory for n in usable)
     room = sum(memory_limit(n, limits) for n in usable)
     if used > room:
         out.append(_short_of("memory", used, room, [(n.memory_bytes, memory_limit(n, limits)) for n in usable]))
@@ -217,8 +232,9 @@ def hurting(
     rule; they only rank higher here (the breach itself is fixed by a rule-fix move)."""
     online = {n.name for n in snapshot.nodes if n.usable}
     nodes = {n.name: n for n in snapshot.nodes}
-    used = {n.name: node_memory_used(snapshot, n) for n in snapshot.nodes}
-    excess = {n.name: node_cpu_used(snapshot, n) - n.cpus for n in snapshot.nodes}
+    use = node_use(snapshot)
+    used = {n.name: use[n.name].memory for n in snapshot.nodes}
+    excess = {n.name: use[n.name].cpu - n.cpus for n in snapshot.nodes}
     out = []
     for guest in snapshot.guests:
         if skip_reason(guest, online, limits, last_moved) is not None:
@@ -292,8 +308,7 @@ class Relief:
 
 def contended(snapshot: Snapshot, node: str) -> bool:
     """True when core counts explain a stall on `node`: its guests want more CPU than its threads."""
-    n = snapshot.node(node)
-    return cpu_stall(node_cpu_used(snapshot, n), n) > 0.0
+    return cpu_stall(node_use(snapshot)[node].cpu, snapshot.node(node)) > 0.0
 
 
 def cpu_basis(snapshot: Snapshot, node: str) -> str:
@@ -302,8 +317,8 @@ def cpu_basis(snapshot: Snapshot, node: str) -> str:
     move leaves; where they do not (a node with idle threads that still reports a stall), the
     measured stall decides, as in the seed: the guest moves to a node that stays under its limits."""
     n = snapshot.node(node)
-    used = node_cpu_used(snapshot, n)
-    if contended(snapshot, node):
+    used = node_use(snapshot)[node].cpu
+    if cpu_stall(used, n) > 0.0:
         return f"core contention: {node} has {used:.1f} cores wanted on {n.cpus:g} threads"
     return f"measured stall: {node} has {used:.1f} of {n.cpus:g} threads in use, so core counts do not explain it"
 
@@ -314,15 +329,16 @@ def target(snapshot: Snapshot, guest: Hurting, limits: Limits, barred: frozenset
     or would stall once its CPU demand arrives (the seed's "same as for service recovery",
     without moving the pain elsewhere)."""
     excluded = {guest.node} | set(barred)
+    use = node_use(snapshot)
     while True:
         nodes = tuple(replace(n, online=False) if n.name in excluded else n for n in snapshot.nodes)
         pick = select_node(replace(snapshot, nodes=nodes), guest.sid, "best-score")
         if pick is None or pick in excluded:
             return None
         node = snapshot.node(pick)
-        after = node_memory_used(snapshot, node) + guest.memory_bytes
+        after = use[pick].memory + guest.memory_bytes
         stalled = node.pressure is not None and node.pressure.cpu_some > limits.cpu
-        short = cpu_stall(node_cpu_used(snapshot, node) + guest.total_cpu, node) > 0.0
+        short = cpu_stall(use[pick].cpu + guest.total_cpu, node) > 0.0
         if after <= memory_limit(node, limits) and not stalled and not short:
             return pick
         excluded.add(pick)
@@ -385,7 +401,8 @@ def settled(snapshot: Snapshot, move: Relief) -> Snapshot:
     plans its next pressure move on this, not on stale figures."""
     g = move.guest
     nodes = {n.name: n for n in snapshot.nodes}
-    before = {name: cpu_stall(node_cpu_used(snapshot, nodes[name]), nodes[name]) for name in (g.node, move.target)}
+    use = node_use(snapshot)
+    before = {name: cpu_stall(use[name].cpu, nodes[name]) for name in (g.node, move.target)}
     moved = tuple(replace(x, node=move.target) if x.sid == g.sid else x for x in snapshot.guests)
     shifted = tuple(
         replace(
@@ -402,7 +419,8 @@ def settled(snapshot: Snapshot, move: Relief) -> Snapshot:
         for n in snapshot.nodes
     )
     after_snapshot = replace(snapshot, guests=moved, nodes=shifted)
-    after = {n.name: cpu_stall(node_cpu_used(after_snapshot, n), n) for n in shifted if n.name in before}
+    use_after = node_use(after_snapshot)
+    after = {n.name: cpu_stall(use_after[n.name].cpu, n) for n in shifted if n.name in before}
 
     def eased(p: Pressure | None, node: str) -> Pressure | None:
         if p is None:
