@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import forecast, gating, pressure
+from . import forecast, gating, payoff, pressure
 from .bundles import movable_bundles
 from .decision import Decision, Explanation, Move, RoundResult, RoundState, Step, total_gain
 from .fits import committed, guest_cores, room
@@ -51,9 +51,10 @@ def run_round(
         lasting = frozenset(state.stalled_nodes)
         state = replace(state, stalled_nodes=pressure.stalled_nodes(snapshot, _limits(settings)))
         relieving = None if wait or short or snapshot.in_motion else _relief(snapshot, guards, current, lasting)
-        if relieving is None and not (wait or short or snapshot.in_motion):
-            relieving = _ahead(snapshot, guards, current, foreseen)
-        if not snapshot.in_motion and (relieving is not None or settings.objective == "pressure"):
+        if not (relieving and relieving[2]) and not (wait or short or snapshot.in_motion):
+            relieving = _ahead(snapshot, guards, current, foreseen) or relieving
+        # A pressure move that does not pay leaves objective `both` to its evenness plan.
+        if not snapshot.in_motion and ((relieving and relieving[2]) or settings.objective == "pressure"):
             decision, reason, steps = relieving or _no_relief(snapshot, wait or short, guards)
             return _result(settings, loads, current, decision, reason, state, state.hold_count, len(steps), steps)
     note = (
@@ -115,22 +116,36 @@ def _relief(
     now, before = snapshot, current
     net = [0]  # the guests the plan's first k steps bring under the limits (pressure.net_relief)
     hurt = len(pressure.hurting(snapshot, limits))
-    while len(steps) < settings.moves_per_round:
+    unpaid: list[payoff.Payoff] = []  # guests whose move would not pay: skipped, at most a budget of them
+    while len(steps) < settings.moves_per_round and len(unpaid) < settings.moves_per_round:
         found = pressure.relief(now, limits, in_cooldown=guards.in_cooldown | moved, barred=guards.barred)
         if found is None:
             break
         g = found.guest
+        moved.add(g.sid)
+        settled = pressure.settled(now, found)
+        paid = _relief_payoff(now, settled, found) if payoff.gated(settings) else None
+        if paid is not None and not paid.pays(settings.margin):
+            unpaid.append(paid)
+            continue
         after_snapshot = _apply(now, (g.sid,), g.node, found.target)
         after = cluster_imbalance(after_snapshot)
         gain = relative_gain(before, after)
         pressure_before = max(g.cpu_pressure, g.memory_pressure)
-        move = Move(g.sid, (g.sid,), g.node, found.target, after, gain, "pressure", pressure_before, found.relief)
+        move = Move(g.sid, (g.sid,), g.node, found.target, after, gain, "pressure", pressure_before, found.relief, paid)
         steps.append(Step(move, before, after, gain, (), len(steps) - 1 if steps else None))
-        reasons.append(found.reason)
-        moved.add(g.sid)
-        now, before = pressure.settled(now, found), after
+        reasons.append(f"{found.reason[:-1]}: it would {paid.text()}." if paid else found.reason)
+        now, before = settled, after
         net.append(pressure.net_relief(hurt, now, [s.move.source for s in steps], limits, lasting))
     kept = max(range(len(net)), key=lambda k: (net[k], -k))  # the fewest steps with the most relief
+    if not kept and unpaid and not steps:
+        best = max(unpaid, key=lambda p: p.benefit - p.cost)
+        count = f"{hurt} guest hurts" if hurt == 1 else f"{hurt} guests hurt"
+        return (
+            "no-pressure",
+            f"{count}; no move that would relieve one pays for itself: the best would {best.text()}.",
+            (),
+        )
     if not kept:
         return None
     steps, reasons = steps[:kept], reasons[:kept]
@@ -140,6 +155,30 @@ def _relief(
         f" (AHP weights: {weights}; consistency ratio {pressure.WEIGHTS.consistency_ratio:.1%}{_period(settings)})"
     )
     return "migrate", reason, tuple(steps)
+
+
+def _relief_payoff(before: Snapshot, after: Snapshot, found: pressure.Relief) -> payoff.Payoff:
+    """A pressure move's benefit against its cost (crs.payoff): the stall it ends for the guest
+    and its source's guests, net of what its target's guests gain (`pressure.settled`'s
+    contention model), over the guest's horizon; against the stall the copy's own core adds on
+    both nodes while it runs, and the switchover."""
+    g, ends = found.guest, (found.guest.node, found.target)
+
+    def stalls(snapshot: Snapshot) -> float:
+        return sum(x.pressure.cpu_some for x in snapshot.guests if x.node in ends and x.sid != g.sid and x.pressure)
+
+    moved = after.guest(g.sid)
+    left = moved.pressure.cpu_some if moved.pressure else 0.0
+    relieved = found.relief - left + stalls(before) - stalls(after)
+    use = pressure.node_use(before)
+    extra = 0.0
+    for name in ends:
+        node = before.node(name)
+        now = use[name].cpu
+        added = pressure.cpu_stall(now + payoff.MIGRATION_CORES, node) - pressure.cpu_stall(now, node)
+        extra += added * sum(1 for x in before.guests if x.node == name and x.state == "started")
+    settings = before.settings
+    return payoff.pressure(relieved, extra, moved.memory_bytes, payoff.horizon(moved, settings), settings)
 
 
 def _ahead(
@@ -244,21 +283,29 @@ def _verdict(settings: Settings, current: float, steps: tuple[Step, ...]) -> tup
             f"The best move, {first.leader} {first.source} → {first.target}, would change the imbalance "
             f"{_fmt(current)} by float noise only: nothing to gain."
         )
+    paid = [s.move.payoff for s in steps if s.move.payoff is not None]
+    cost = f"; it would {payoff.summed(paid).text()}" if paid else ""
     if len(steps) == 1:
         what = (
             f"{first.leader} {first.source} → {first.target} would take the imbalance "
             f"from {_fmt(current)} to {_fmt(first.imbalance_after)}, a gain of {gain:.1%}"
         )
         if gain < settings.margin:
-            return "below-margin", f"The best move, {what}, is less than the margin {settings.margin:.0%}."
-        return "migrate", f"Moving {what} (margin {settings.margin:.0%})."
+            return "below-margin", f"The best move, {what}, is less than the margin {settings.margin:.0%}{cost}."
+        if first.payoff is not None and not first.payoff.pays(settings.margin):
+            return "below-margin", (
+                f"The best move, {what}, does not pay for itself{cost}: "
+                f"its benefit is under (1 + margin {settings.margin:.0%}) × its cost."
+            )
+        return "migrate", f"Moving {what} (margin {settings.margin:.0%}){cost}."
     what = (
         f"{len(steps)} moves, starting with {first.leader} {first.source} → {first.target}, would take the "
         f"imbalance from {_fmt(current)} to {_fmt(steps[-1].imbalance_after)}, a total gain of {gain:.1%}"
     )
     if gain < settings.margin:
-        return "below-margin", f"The best plan, {what}, is less than the margin {settings.margin:.0%}."
-    return "migrate", f"A plan of {what} (margin {settings.margin:.0%}, target {_fmt(evenness_target(settings))})."
+        return "below-margin", f"The best plan, {what}, is less than the margin {settings.margin:.0%}{cost}."
+    target = _fmt(evenness_target(settings))
+    return "migrate", f"A plan of {what} (margin {settings.margin:.0%}, target {target}){cost}."
 
 
 def _result(

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .payoff import Payoff
+
 Decision = Literal[
     "migrate",  # the plan's total gain clears the margin: suggest its moves
     "below-threshold",  # imbalance <= threshold: the hold counter resets
@@ -54,6 +56,7 @@ class Move:
     objective: str = "even"  # "pressure": it relieves a guest that stalls, whatever the imbalance
     pressure_before: float | None = None  # the guest's stall share (CPU, or memory pseudo-pressure)
     relief: float | None = None  # the stall share expected to end
+    payoff: Payoff | None = None  # its benefit against its cost (crs.payoff); None under `proxmox`
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -66,6 +69,8 @@ class Move:
         }
         if self.objective == "pressure":
             out |= {"objective": "pressure", "pressure_before": self.pressure_before, "relief": self.relief}
+        if self.payoff is not None:
+            out |= self.payoff.to_dict() | {"payoff": self.payoff.text()}
         return out
 
 

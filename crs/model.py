@@ -71,6 +71,9 @@ class Settings:
     # one round plus the migration's expected duration (memory / this bandwidth) ahead of it.
     round_interval_s: float = 10.0
     migration_mib_s: float = 1024.0
+    # Seconds a move's gain is expected to last where the guest's history does not say
+    # (crs.payoff): a move is made only when its gain over this time outweighs its cost.
+    benefit_horizon: float = 3600.0
 
     @property
     def target(self) -> float:

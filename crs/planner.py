@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from . import payoff
 from .bundles import Bundle, movable_bundles
 from .decision import Move, Step
 from .fits import Limits, committed, refusal, room
@@ -89,11 +90,14 @@ def plan_moves(
         gain = relative_gain(before, after)
         if steps and gain <= NOISE:
             break
-        move = Move(moving.leader, moving.guests, moving.node, chosen.target, after, gain)
+        paid = _payoff(current, stats, moving, chosen.target, before, after) if payoff.gated(settings) else None
+        if steps and paid is not None and not paid.pays(settings.margin):
+            break  # a later step that does not pay ends the plan; the first is judged by the caller
+        move = Move(moving.leader, moving.guests, moving.node, chosen.target, after, gain, payoff=paid)
         alternatives = _alternatives(cluster, chosen, before)
         steps.append(Step(move, before, after, gain, alternatives, len(steps) - 1 if steps else None))
-        if gain <= NOISE:
-            break  # the best move is worthless: no plan beyond it
+        if gain <= NOISE or (paid is not None and not paid.pays(settings.margin)):
+            break  # the best move is worthless or does not pay: no plan beyond it
         moved.update(moving.guests)
         if any(rules.negative.get(sid) for sid in moving.guests):  # partners' allowed nodes changed
             bundles = movable_bundles(following, rules, mode, guards)
@@ -102,6 +106,19 @@ def plan_moves(
             capacity.moved(following, (moving.node, chosen.target))
         current, stats, before = following, stats_after, after
     return tuple(steps), candidates
+
+
+def _payoff(
+    snapshot: Snapshot, stats: list[NodeStats], bundle: Bundle, target: str, before: float, after: float
+) -> payoff.Payoff:
+    """The step's benefit against its cost (crs.payoff): while its memory is copied the bundle
+    counts on its source and on its target, as claims count it; its gain lasts its leader's horizon."""
+    both = [replace(s, cpu=s.cpu + bundle.cpu, mem=s.mem + bundle.mem) if s.name == target else s for s in stats]
+    during = truncated(cluster_imbalance(snapshot, both))
+    guests = {g.sid: g for g in snapshot.guests if g.node == bundle.node}
+    memory = sum(guests[sid].memory_bytes for sid in bundle.guests)
+    horizon = payoff.horizon(guests[bundle.leader], snapshot.settings)
+    return payoff.balancing(before, after, during, memory, horizon, snapshot.settings)
 
 
 def _pick(cluster: Cluster, method: str, budget: int) -> Scored | None:
