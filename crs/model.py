@@ -74,6 +74,9 @@ class Settings:
     # Seconds a move's gain is expected to last where the guest's history does not say
     # (crs.payoff): a move is made only when its gain over this time outweighs its cost.
     benefit_horizon: float = 3600.0
+    # Seconds a waiting recommendation stands before a better plan may replace it (crs.verdict),
+    # so an admin has time to read it; 0 = replaced as soon as a plan beats it by the margin.
+    minimum_dwell: float = 0.0
 
     @property
     def target(self) -> float:
@@ -99,6 +102,7 @@ PRODUCT = Settings(
     usage_period=300.0,
     containers="never",
     forecast="on",
+    minimum_dwell=600.0,
 )
 
 

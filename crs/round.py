@@ -144,7 +144,8 @@ def _judge(inputs: RoundInputs, result: RoundResult, ledger: Ledger) -> tuple[Ve
         return Verdict(), []
     holding = ledger.alive(claims.HOLDING)
     running = any(m.plan == pending[0].plan for m in holding)
-    review = verdict(claims.held(inputs.snapshot, claims.against(holding)), pending, result, inputs.guards, running)
+    snapshot = claims.held(inputs.snapshot, claims.against(holding))
+    review = verdict(snapshot, pending, result, inputs.guards, running, inputs.now)
     if review.replace:
         ledger.expire(pending, review.replace)
         return review, []

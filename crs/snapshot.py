@@ -146,6 +146,7 @@ def parse_settings(raw: Any, path: str = "settings") -> Settings:
         round_interval_s=_f.number(raw, "round_interval_s", path, d.round_interval_s, low=0.0, exclusive_low=True),
         migration_mib_s=_f.number(raw, "migration_mib_s", path, d.migration_mib_s, low=0.0, exclusive_low=True),
         benefit_horizon=_f.number(raw, "benefit_horizon", path, d.benefit_horizon, low=0.0, exclusive_low=True),
+        minimum_dwell=_f.number(raw, "minimum_dwell", path, d.minimum_dwell, low=0.0),
     )
 
 

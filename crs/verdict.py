@@ -1,17 +1,20 @@
 """The round's judgement of the pending plan on fresh data: kept, with its words, or replaced.
 
 A plan is kept round after round, re-checked on fresh data, so admins have time to read and
-approve it. It goes when a step became illegal (the stale check, with the earlier steps
-applied) or pointless, its total gain fell below the margin, or the round's new plan is
-better by at least the margin. Both plans are judged on the same fresh snapshot, with as
-many moves each, and in the margin's own sense: a share of the imbalance they start from.
-The steps before a rejected step were computed without it and stay; the ones behind it
-went when it was rejected.
+approve it. It goes at once when a step became illegal (the stale check, with the earlier
+steps applied) or pointless, or no move is warranted any more. It goes when its total gain
+fell below the margin, or the round's new plan is better by at least the margin, only once
+it has stood the minimum dwell: a plan replaced every minute by a slightly better one
+expires before anybody can decide on it. Both plans are judged on the same fresh snapshot,
+with as many moves each, and in the margin's own sense: a share of the imbalance they start
+from. The steps before a rejected step were computed without it and stay; the ones behind
+it went when it was rejected.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from .balancer import apply_move, stale_reason
 from .decision import Move, RoundResult, total_gain
@@ -32,7 +35,12 @@ class Verdict:
 
 
 def verdict(
-    snapshot: Snapshot, pending: list[PlannedMove], result: RoundResult, guards: Guards, running: bool
+    snapshot: Snapshot,
+    pending: list[PlannedMove],
+    result: RoundResult,
+    guards: Guards,
+    running: bool,
+    now: datetime,
 ) -> Verdict:
     """Whether the pending plan (its steps still suggested, in order) holds on fresh data.
     `running`: part of the plan is approved or running, so its remaining steps stay as they are."""
@@ -51,14 +59,17 @@ def verdict(
         current = after
     gain = relative_gain(before, current)
     margin = snapshot.settings.margin
-    if gain < margin:
-        return Verdict(f"its total gain fell to {gain:.1%}, below the margin {margin:.0%}")
+    stays = _dwelling(pending, snapshot.settings.minimum_dwell, now)
     n = len(pending)
     kept = (
         f"Plan {pending[0].plan} is kept: on fresh data its {n} move{'s' if n > 1 else ''}, starting with "
         f"{_first(pending[0].move)}, take{'' if n > 1 else 's'} the imbalance from {before:.1%} to {current:.1%}, "
         f"a total gain of {gain:.1%}"
     )
+    if gain < margin:
+        if stays:
+            return Verdict("", f"{kept}, below the margin {margin:.0%}; {stays}.")
+        return Verdict(f"its total gain fell to {gain:.1%}, below the margin {margin:.0%}")
     if result.decision != "migrate" or not result.plan:
         # Still above the threshold but the round makes no plan of its own (its hold counter
         # restarted after the plan was made): the status describes the plan the list shows.
@@ -68,16 +79,26 @@ def verdict(
         return Verdict("", f"{kept}; this round's plan is the same.")
     new_gain = total_gain(rival)
     moves = _moves(len(rival), len(result.plan))
-    if new_gain - gain >= margin:
-        return Verdict(
-            f"a new plan gains {new_gain:.1%} {moves} on fresh data where this one still gains {gain:.1%}: "
-            f"better by at least the margin {margin:.0%}"
-        )
+    offer = f"this round's plan, starting with {_first(rival[0].move)}, would gain {new_gain:.1%} {moves}"
+    if new_gain - gain < margin:
+        return Verdict("", f"{kept}; {offer}, not better by the margin {margin:.0%}.")
+    if stays:
+        return Verdict("", f"{kept}; {offer}, better by the margin {margin:.0%}, but {stays}.")
     return Verdict(
-        "",
-        f"{kept}; this round's plan, starting with {_first(rival[0].move)}, would gain {new_gain:.1%} "
-        f"{moves}, not better by the margin {margin:.0%}.",
+        f"a new plan gains {new_gain:.1%} {moves} on fresh data where this one still gains {gain:.1%}: "
+        f"better by at least the margin {margin:.0%}"
     )
+
+
+def _dwelling(pending: list[PlannedMove], dwell_s: float, now: datetime) -> str:
+    """Why the plan stays although a better one, or its own small gain, would replace it: it has
+    not stood the minimum dwell yet. "" = it has (a step with no `suggested_at` counts as having)."""
+    if any(m.suggested_at is None for m in pending):
+        return ""
+    stood = (now - min(m.suggested_at for m in pending if m.suggested_at is not None)).total_seconds()
+    if stood >= dwell_s:
+        return ""
+    return f"it stays until it has stood the minimum dwell of {dwell_s / 60:g} minutes ({stood / 60:.0f} min so far)"
 
 
 def _moves(compared: int, planned: int) -> str:

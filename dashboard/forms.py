@@ -36,6 +36,7 @@ SETTINGS = [
     "cooldown",
     "rejection_memory",
     "recommendation_expiry",
+    "minimum_dwell",
     "max_concurrent_migrations",
     "max_migrations_per_node",
     "cpu_overcommit",
@@ -46,7 +47,7 @@ SETTINGS = [
     "time_zone",
 ]
 POLICY_FIELDS = [Policy.field_of(key) for key in SETTINGS]  # the model fields the settings are stored in
-DURATIONS = ("cooldown", "rejection_memory", "recommendation_expiry")
+DURATIONS = ("cooldown", "rejection_memory", "recommendation_expiry", "minimum_dwell")
 BYTES = ("memory_reserve_bytes",)
 
 
@@ -195,6 +196,7 @@ class PolicyForm(forms.ModelForm):
             "cooldown": "Cooldown (minutes)",
             "rejection_memory": "Rejection memory (minutes)",
             "recommendation_expiry": "Recommendation expiry (minutes)",
+            "minimum_dwell": "Minimum dwell (minutes)",
             "max_concurrent_migrations": "Concurrent migrations (at most)",
             "max_migrations_per_node": "Migrations per node (at most)",
             "moves_per_round": "Moves per round (at most)",

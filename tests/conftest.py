@@ -37,6 +37,7 @@ def policy_form(**changes) -> dict:
         "cooldown": 30,
         "rejection_memory": 60,
         "recommendation_expiry": 15,
+        "minimum_dwell": 10,
         "max_concurrent_migrations": 1,
         "objective": "even",
         "target_imbalance": 20,

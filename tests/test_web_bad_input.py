@@ -2,6 +2,7 @@
 a message naming the field, and nothing stored changes."""
 
 import json
+import re
 
 import pytest
 from conftest import policy_form
@@ -138,6 +139,43 @@ def test_bad_input_is_refused_naming_the_field_and_nothing_changes(admin_client,
     else:
         assert response.status_code == 400
     assert message in response.content.decode().replace("&#x27;", "'")
+    assert stored() == before
+
+
+# Threshold 10 % under a 20 % target, margin 30 % over a 5 % automatic margin, a 20-minute dwell
+# over a 15-minute expiry: three rules between settings broken at once, each named beside both its fields.
+TARGET_RULE = "target imbalance must be at most the threshold"
+MARGIN_RULE = "automatic margin must be at least the margin"
+DWELL_RULE = "minimum dwell must be at most the recommendation expiry"
+EVERY_RULE = {
+    "threshold": [TARGET_RULE],
+    "target_imbalance": [TARGET_RULE],
+    "margin": [MARGIN_RULE],
+    "automatic_margin": [MARGIN_RULE],
+    "minimum_dwell": [DWELL_RULE],
+    "recommendation_expiry": [DWELL_RULE],
+}
+
+
+def test_the_api_names_every_broken_rule_at_once_beside_each_field(admin_client, suggested):
+    before = stored()
+    change = {"threshold": 0.1, "target_imbalance": 0.2, "margin": 0.3, "automatic_margin": 0.05}
+    response = send(
+        admin_client, API, {**change, "minimum_dwell": 1200, "recommendation_expiry": 900}, suggested.cluster, suggested
+    )
+    assert response.status_code == 400
+    assert response.json() == EVERY_RULE
+    assert stored() == before
+
+
+def test_the_settings_form_names_every_broken_rule_at_once_beside_each_field(admin_client, suggested):
+    before = stored()
+    change = {"threshold": 10, "target_imbalance": 20, "margin": 30, "automatic_margin": 5, "minimum_dwell": 20}
+    response = send(admin_client, FORM, change, suggested.cluster, suggested)
+    page = admin_client.get(response["Location"]).content.decode().replace("&#x27;", "'")
+    shown = {key: re.findall(rf'data-field="{key}">([^<]*)<', page) for key in EVERY_RULE}
+    assert shown == EVERY_RULE
+    assert "Not saved: 6 settings need a change" in page
     assert stored() == before
 
 

@@ -91,7 +91,9 @@ def test_settings_change_resets_hold_counter_and_audits_it(cluster, admin):
 
 
 def test_the_form_takes_percent_minutes_and_gib_and_stores_fractions_durations_and_bytes(cluster, admin):
-    changes = dict(threshold=20, target_imbalance=12.5, cooldown=45, recommendation_expiry=1.5, memory_reserve=2)
+    changes = dict(
+        threshold=20, target_imbalance=12.5, cooldown=45, recommendation_expiry=1.5, minimum_dwell=1, memory_reserve=2
+    )
     form = PolicyForm(policy_form(**changes), instance=cluster.policy)
     assert form.is_valid(), form.errors
     form.save_by(admin)

@@ -89,7 +89,13 @@ def test_api_settings_accepts_a_partial_change(admin_client, cluster):
 
 def test_api_speaks_fractions_and_seconds_like_the_rounds(admin_client, collected, django_capture_on_commit_callbacks):
     url = reverse("api:cluster-policy", args=[collected.pk])
-    change = {"threshold": 0.25, "cooldown": 600, "recommendation_expiry": 90, "memory_reserve": 2**30}
+    change = {
+        "threshold": 0.25,
+        "cooldown": 600,
+        "recommendation_expiry": 90,
+        "minimum_dwell": 60,
+        "memory_reserve": 2**30,
+    }
     response = admin_client.post(url, json.dumps(change), content_type="application/json")
     assert response.status_code == 200, response.json()
     assert {name: response.json()[name] for name in change} == change

@@ -62,7 +62,15 @@ class Policy(models.Model):
     }
     KEY_OF_FIELD = {field: key for key, field in FIELD_OF_KEY.items()}
     # What a preset sets when an admin switches to it: the engine's values of that preset (by key).
-    PRESET_SETTINGS = ("moves_per_round", "target_imbalance", "load_floor", "usage_period", "containers", "forecast")
+    PRESET_SETTINGS = (
+        "moves_per_round",
+        "target_imbalance",
+        "load_floor",
+        "usage_period",
+        "containers",
+        "forecast",
+        "minimum_dwell",
+    )
     FRACTIONS = ("threshold", "margin", "automatic_margin", "target_imbalance", "load_floor")
 
     cluster = models.OneToOneField("Cluster", on_delete=models.CASCADE, related_name="policy")
@@ -121,6 +129,12 @@ class Policy(models.Model):
         default=timedelta(minutes=15),
         validators=duration_validators("recommendation expiry", timedelta(minutes=1), timedelta(days=7)),
         help_text="How long a recommendation waits for a decision before it expires.",
+    )
+    minimum_dwell = models.DurationField(
+        default=timedelta(seconds=crs.model.PRODUCT.minimum_dwell),
+        validators=duration_validators("minimum dwell", timedelta(0), timedelta(days=7)),
+        help_text="How long a waiting recommendation stands before a better plan may replace it; "
+        "at most the recommendation expiry.",
     )
     max_concurrent_migrations = models.IntegerField(
         default=1,
@@ -198,10 +212,14 @@ class Policy(models.Model):
         return f"settings of {self.cluster}"
 
     def clean(self) -> None:
-        if self.automatic_margin is not None and self.margin is not None and self.automatic_margin < self.margin:
-            raise ValidationError({"automatic_margin": "automatic margin must be at least the margin"})
-        if self.target_imbalance is not None and self.threshold is not None and self.target_imbalance > self.threshold:
-            raise ValidationError({"target_imbalance": "target imbalance must be at most the threshold"})
+        """The rules between settings, every broken one at once, beside each field it involves
+        (by field; the form and the API name them by key): an admin fixes them in one go."""
+        errors: dict[str, list[str]] = {}
+        for fields, message in broken_rules(self):
+            for name in fields:
+                errors.setdefault(name, []).append(message)
+        if errors:
+            raise ValidationError(errors)
 
     @classmethod
     def field_of(cls, key: str) -> str:
@@ -242,6 +260,7 @@ class Policy(models.Model):
             containers=cast(crs.model.Containers, self.containers),
             forecast=cast(crs.model.ForecastUse, self.forecast),
             round_interval_s=float(self.round_interval_s),
+            minimum_dwell=self.minimum_dwell.total_seconds(),
         )
 
     def limits(self) -> crs.fits.Limits:
@@ -253,16 +272,44 @@ class Policy(models.Model):
         """One click: the preset and the settings it shapes take the engine's values of that preset; audited."""
         values = crs.model.PRODUCT if preset == "product" else crs.model.PROXMOX
         keys = ("preset", *self.PRESET_SETTINGS)  # the engine's names, the audit's keys
-        before = {key: getattr(self, self.field_of(key)) for key in keys}
+        before = {key: self._recorded(key) for key in keys}
         self.preset = preset
         for key in self.PRESET_SETTINGS:
-            value = getattr(values, key)
-            setattr(self, self.field_of(key), int(value) if key == "usage_period" else value)
+            value = getattr(values, key)  # seconds for the durations, as the engine counts them
+            stored = (
+                timedelta(seconds=value) if key == "minimum_dwell" else int(value) if key == "usage_period" else value
+            )
+            setattr(self, self.field_of(key), stored)
         with transaction.atomic():
             self.save()
             AuditEvent.objects.create(
                 actor=actor,
                 action="preset-switched",
                 cluster_id=self.cluster_id,
-                details={"before": before, "after": {key: getattr(self, self.field_of(key)) for key in keys}},
+                details={"before": before, "after": {key: self._recorded(key) for key in keys}},
             )
+
+    def _recorded(self, key: str):
+        """A setting as the audit trail records it: in the API's units (a duration in seconds)."""
+        value = getattr(self, self.field_of(key))
+        return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+def broken_rules(policy: Policy) -> list[tuple[tuple[str, str], str]]:
+    """The rules between settings `policy` breaks: each with the fields it involves and its words
+    (a field left empty is not judged: its own error says so)."""
+    p = policy
+    rules: list[tuple[tuple[str, str], str]] = []
+    if p.automatic_margin is not None and p.margin is not None and p.automatic_margin < p.margin:
+        rules.append((("automatic_margin", "margin"), "automatic margin must be at least the margin"))
+    if p.target_imbalance is not None and p.threshold is not None and p.target_imbalance > p.threshold:
+        rules.append((("target_imbalance", "threshold"), "target imbalance must be at most the threshold"))
+    if (
+        p.minimum_dwell is not None
+        and p.recommendation_expiry is not None
+        and p.minimum_dwell > p.recommendation_expiry
+    ):
+        rules.append(
+            (("minimum_dwell", "recommendation_expiry"), "minimum dwell must be at most the recommendation expiry")
+        )
+    return rules
