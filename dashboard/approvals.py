@@ -12,13 +12,16 @@ the engine (crs.round) and records through the same state machine (rounds.apply)
 The emergency stop halts a cluster's balancing, and a second click lifts it: stopping pauses
 automation (rounds still measure and recommend, nothing approves itself), expires every
 approved migration not yet started, and asks the source to abort the running ones where it
-can (the simulator stops them, Proxmox stops the task). Audited both ways.
+can (the simulator stops them, Proxmox stops the task). A cluster's own stop and "Stop all"'s
+are kept apart, so lifting all leaves a stop set on one cluster. Audited both ways, with the
+scope ("here" or "all").
 """
 
 import logging
 import time
 
 from django.db import transaction
+from django.utils import timezone
 
 from crs.errors import CrsError
 from crs.sources.base import SourceError
@@ -95,16 +98,19 @@ def fail_migration(pk: int, user) -> tuple[Migration, str]:
     return migration, "" if marked else f"migration {pk} is {migration.state}, not running"
 
 
-def toggle_stop(cluster: Cluster, user, stop: bool) -> dict:
+def toggle_stop(cluster: Cluster, user, stop: bool, scope: str = "here") -> dict:
     """The emergency stop of one cluster set (automation paused, approved moves expire, running
-    ones aborted) or lifted; what it did."""
+    ones aborted) or lifted, in `scope`: "here" (the cluster's own) or "all" (Stop all's); what
+    it did and the stops that hold after it."""
+    done: dict = {}
     if not stop:
-        lift_emergency_stop(cluster, user)
-        return {"stopped": False}
-    with transaction.atomic():
-        stopped = emergency_stop(cluster, user)
-        decided([], stopped["expired"])
-    return {"stopped": True, **stopped}
+        lift_emergency_stop(cluster, user, scope)
+    else:
+        with transaction.atomic():
+            done = emergency_stop(cluster, user, scope)
+            decided([], done["expired"])
+    cluster.refresh_from_db(fields=STOP_FIELDS)
+    return {"stopped": cluster.stopped, "stop": cluster.stop(), **done}
 
 
 def decided(approved: list[int], changed: list[int]) -> None:
@@ -154,25 +160,41 @@ def reject_step(migration: Migration, actor, reason: str) -> list[int]:
 # -- the emergency stop ---------------------------------------------------------------------------
 
 
-def emergency_stop(cluster: Cluster, actor) -> dict:
-    """Stop the cluster; what it did: the approved migrations expired (toggle_stop announces them),
-    the running ones asked to abort."""
+STOP_FIELDS = ["stop_here_at", "stop_here_by", "stop_all_at", "stop_all_by"]
+
+
+def emergency_stop(cluster: Cluster, actor, scope: str = "here") -> dict:
+    """Set the stop of `scope` ("here" or "all"); what it did: the approved migrations expired
+    (toggle_stop announces them), the running ones asked to abort. Setting a stop that already
+    holds does nothing; setting one while the other holds is audited all the same (each is
+    lifted on its own)."""
     with transaction.atomic():
-        if Cluster.objects.filter(pk=cluster.pk, stopped=False).update(stopped=True) == 0:
+        if not _stop_set(cluster, actor, scope):
             return {"expired": [], "aborted": [], "abort_errors": []}
         expired = expiry.stopped(cluster, actor)
     aborted, errors = abort_running(cluster)
     details = {"expired": expired, "aborted": aborted, "abort_errors": errors}
-    AuditEvent.objects.create(actor=actor, action="emergency-stop", cluster=cluster, details=details)
+    AuditEvent.objects.create(
+        actor=actor, action="emergency-stop", cluster=cluster, details={"scope": scope, **details}
+    )
     return details
 
 
-def lift_emergency_stop(cluster: Cluster, actor) -> bool:
-    """Undo the stop: automation resumes from the next round."""
+def _stop_set(cluster: Cluster, actor, scope: str) -> bool:
+    unset = {f"stop_{scope}_at": None}
+    setting = {f"stop_{scope}_at": timezone.now(), f"stop_{scope}_by": actor.get_username() if actor else ""}
+    return Cluster.objects.filter(pk=cluster.pk, **unset).update(**setting) == 1
+
+
+def lift_emergency_stop(cluster: Cluster, actor, scope: str = "here") -> bool:
+    """Undo the stop of `scope`: automation resumes from the next round unless the other holds."""
     with transaction.atomic():
-        done = Cluster.objects.filter(pk=cluster.pk, stopped=True).update(stopped=False) == 1
+        held = Cluster.objects.filter(pk=cluster.pk, **{f"stop_{scope}_at__isnull": False})
+        done = held.update(**{f"stop_{scope}_at": None, f"stop_{scope}_by": ""}) == 1
         if done:
-            AuditEvent.objects.create(actor=actor, action="emergency-stop-lifted", cluster=cluster)
+            AuditEvent.objects.create(
+                actor=actor, action="emergency-stop-lifted", cluster=cluster, details={"scope": scope}
+            )
     return done
 
 

@@ -9,6 +9,7 @@ const migrations = new Map();  // id -> latest migration payload
 // range name -> {points, markers}. `range` is the one shown; trend.js draws it.
 const ranges = new Map();
 let range = "3h";
+let stop = {};  // the emergency stops as the API says them: {here, all, by, at}
 
 // Fractions (0–1) arrive from the server: percent() and pct() are units.js's.
 const el = (id) => document.getElementById(id);
@@ -241,7 +242,8 @@ async function showOutcomes() {
     o.observed_change_5m != null ? `${signed(o.observed_change_5m)} (5 min after)` : "not yet measured";
   el("outcomes-summary").textContent = o.moves
     ? `Last ${o.days} days: ${o.moves} move${o.moves === 1 ? "" : "s"}, predicted ${signed(o.predicted_change)},` +
-      ` observed ${observed} in imbalance.`
+      ` observed ${observed} in imbalance` +
+      (o.judged ? `; ${o.paid} of ${o.judged} judged moves paid (${pct(o.paid_share)}).` : ".")
     : `No move done in the last ${o.days} days.`;
 }
 
@@ -306,6 +308,7 @@ function showSource(source) {
 
 function load(state) {
   showSource(state.source);
+  showStop(state.stop);  // set or lifted elsewhere while this page was away
   if (state.rounds.length) showRound(state.rounds[state.rounds.length - 1]);
   ranges.clear();  // what was missed while the socket was away: fetched again
   showRange(range);
@@ -365,22 +368,39 @@ function connect(delay) {
 
 async function toggleStop(all) {
   // One click stops (automation paused, approved moves expire, running ones aborted); a second lifts it.
-  // Every cluster at once is asked first: it sits one click from this cluster's stop.
-  const stopped = all ? config.all_stopped : config.stopped;
+  // Every cluster at once is asked first: it sits one click from this cluster's stop. The two
+  // stops are kept apart: lifting all leaves this cluster's own.
+  const stopped = all ? config.all_stopped : stop.here;
   if (all && !stopped && !confirm("Stop every cluster? Automation pauses and running moves are aborted on all of them.")) return;
   const response = await fetch(all ? config.emergency_stop_all : config.emergency_stop, {
     method: "POST", headers: {"X-CSRFToken": csrfToken(), "Content-Type": "application/json"},
     credentials: "same-origin", body: JSON.stringify({stop: !stopped})});
   if (!response.ok) return;
-  config.stopped = !stopped;
+  const answers = (await response.json()).clusters;
   if (all) config.all_stopped = !stopped;
-  el("emergency-stop").textContent = config.stopped ? "Lift the emergency stop" : "Emergency stop";
+  showStop(answers.find((c) => c.id === config.cluster).stop);
+}
+
+// While a stop holds, the status box says so first, with which stop, who set it and when; the
+// decision and hold lines (a round's words, green when balanced) are hidden until it is lifted.
+function showStop(state) {
+  stop = state;
+  const held = stop.here || stop.all;
+  const which = stop.here && stop.all ? "this cluster's own and Stop all's" : stop.here ? "this cluster's own" :
+    "set by Stop all, on every cluster";
+  el("stop-state").textContent = held ?
+    `Emergency stop (${which}): automation paused, nothing starts. Set by ${stop.by || "the system"} at ${clock(stop.at)}.` : "";
+  el("stop-state").hidden = !held;
+  el("decision").hidden = held;
+  el("hold").hidden = held;
+  if (!el("emergency-stop")) return;
+  el("emergency-stop").textContent = stop.here ? "Lift the emergency stop" : "Emergency stop";
   el("emergency-stop-all").textContent = config.all_stopped ? "Lift the stop on all clusters" : "Stop all clusters";
-  el("stop-state").textContent = config.stopped ? "Stopped: automation paused, nothing starts." : "";
 }
 
 el("apply-all").onclick = applyAll;
 document.querySelectorAll("#ranges button").forEach((b) => { b.onclick = () => showRange(b.dataset.range); });
+showStop(JSON.parse(el("stop-data").textContent));
 if (el("emergency-stop")) {
   el("emergency-stop").onclick = () => toggleStop(false);
   el("emergency-stop-all").onclick = () => toggleStop(true);

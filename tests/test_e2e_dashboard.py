@@ -252,9 +252,18 @@ def test_apply_all_approves_every_recommendation_of_the_list(page):
 def test_emergency_stop_is_one_click_and_a_second_lifts_it(page):
     page.click("#emergency-stop")
     wait_until(page, "document.getElementById('emergency-stop').textContent === 'Lift the emergency stop'")
-    assert "automation paused" in page.inner_text("#stop-state")
+    # Said first in the status box, with who and when; no round's words (nor their green) beside it.
+    first = page.evaluate("document.querySelector('#status h1').nextElementSibling.id")
+    assert first == "stop-state" and page.is_visible("#stop-state") and not page.is_visible("#decision")
+    said = page.inner_text("#stop-state")
+    assert re.fullmatch(
+        r"Emergency stop \(this cluster's own\): automation paused, nothing starts\."
+        r" Set by admin at \d\d:\d\d:\d\d UTC\S*\.",
+        said,
+    ), said
     page.reload()
     page.wait_for_selector("text=Lift the emergency stop")  # stored, not just shown
+    assert page.inner_text("#stop-state") == said
     page.click("#emergency-stop")
     wait_until(page, "document.getElementById('emergency-stop').textContent === 'Emergency stop'")
 

@@ -10,9 +10,10 @@ import pytest
 from conftest import make_migration
 from django.contrib.staticfiles import finders
 from django.templatetags.static import static
+from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.models import AuditEvent, Migration
+from dashboard.models import AuditEvent, Cluster, Migration
 from dashboard.tokens import ApiToken
 
 pytestmark = pytest.mark.django_db
@@ -169,13 +170,40 @@ def test_settings_speak_seconds_in_and_out_and_every_bad_field_is_named_at_once(
     assert cooldown["type"] == "number" and "seconds" in cooldown["description"]
 
 
+def test_lift_all_leaves_a_clusters_own_stop_and_each_audit_row_says_which(client, operator, cluster):
+    """Issue 38 item 1: stop one cluster, Stop all, Lift all: the one cluster's own stop holds."""
+    other = Cluster.objects.create(name="other", source_kind="simulator")
+    auth, here, everywhere = (
+        bearer(operator),
+        f"/api/v1/clusters/{cluster.pk}/emergency-stop/",
+        "/api/v1/clusters/emergency-stop/",
+    )
+    own = client.post(here, {"stop": True}, content_type="application/json", **auth).json()["clusters"][0]
+    assert own["stopped"] and own["stop"]["here"] and not own["stop"]["all"] and own["stop"]["by"] == "operator"
+    client.post(everywhere, {"stop": True}, content_type="application/json", **auth)
+    both = client.get(reverse("api:cluster-state", args=[cluster.pk]), **auth).json()
+    assert both["stop"] | {"at": None} == {"here": True, "all": True, "by": "operator", "at": None}
+    assert both["stop"]["at"] == own["stop"]["at"]  # the stop that paused it first
+    lifted = client.post(everywhere, {"stop": False}, content_type="application/json", **auth).json()["clusters"]
+    assert {c["name"]: (c["stopped"], c["stop"]["here"], c["stop"]["all"]) for c in lifted} == {
+        "test": (True, True, False),
+        "other": (False, False, False),
+    }
+    assert Cluster.objects.get(pk=cluster.pk).stopped and not Cluster.objects.get(pk=other.pk).stopped
+    rows = AuditEvent.objects.filter(cluster=cluster).order_by("pk").values_list("action", "details__scope")
+    # Stop all on the already stopped cluster is audited too, and every row names its stop.
+    assert list(rows) == [("emergency-stop", "here"), ("emergency-stop", "all"), ("emergency-stop-lifted", "all")]
+    client.force_login(operator)
+    page = client.get(reverse("dashboard:audit")).content.decode()
+    assert page.count("Stop all: every cluster's shared stop") == 4 and "this cluster's own stop" in page
+
+
 def test_every_action_of_the_page_works_with_a_token(client, operator, suggested):
     auth, cluster = bearer(operator), suggested.cluster
     url = f"/api/v1/clusters/{cluster.pk}/emergency-stop/"
     stopped = client.post(url, {}, content_type="application/json", **auth).json()["clusters"]
     assert [(c["id"], c["name"], c["stopped"]) for c in stopped] == [(cluster.pk, cluster.name, True)]
-    everywhere = "/api/v1/clusters/emergency-stop/"
-    lifted = client.post(everywhere, {"stop": False}, content_type="application/json", **auth).json()["clusters"]
+    lifted = client.post(url, {"stop": False}, content_type="application/json", **auth).json()["clusters"]
     assert [c["stopped"] for c in lifted] == [False]
     actions = AuditEvent.objects.order_by("pk").values_list("action", flat=True)
     assert list(actions) == ["emergency-stop", "emergency-stop-lifted"]

@@ -11,6 +11,7 @@ from channels.layers import get_channel_layer
 from conftest import FAST_SIMULATOR, make_migration
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from dashboard import overview, tasks
 from dashboard.live import sender as live
@@ -53,7 +54,7 @@ def test_a_row_shows_what_needs_attention(admin_client, collected, django_captur
     make_migration(collected, "suggested", "vm:100")
     make_migration(collected, "suggested", "vm:101")
     make_migration(collected, "running", "vm:102")
-    Cluster.objects.filter(pk=second.pk).update(source_error="connection refused", stopped=True)
+    Cluster.objects.filter(pk=second.pk).update(source_error="connection refused", stop_here_at=timezone.now())
     Cluster.objects.filter(pk=collected.pk).update(n1={"survives": False, "verdict": "losing node01 overloads node02"})
     by_name = {row["name"]: row for row in overview.rows()}
     row, idle = by_name["test"], by_name["second"]

@@ -178,7 +178,8 @@ def test_emergency_stop_expires_approved_aborts_running_and_a_second_click_lifts
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
     assert not Migration.objects.filter(state="approved").exists()  # automation paused
     lifted = client.post(url, {"stop": False}, content_type="application/json").json()["clusters"]
-    assert lifted == [{"id": cluster.pk, "name": "test", "stopped": False}]
+    nothing = {"here": False, "all": False, "by": None, "at": None}
+    assert lifted == [{"id": cluster.pk, "name": "test", "stopped": False, "stop": nothing}]
     assert client.get(reverse("api:cluster-state", args=[cluster.pk])).json()["stopped"] is False
     actions = list(AuditEvent.objects.filter(action__startswith="emergency").values_list("action", "actor"))
     assert sorted(actions) == [("emergency-stop", operator.pk), ("emergency-stop-lifted", operator.pk)]

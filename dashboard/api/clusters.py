@@ -176,7 +176,8 @@ class ClusterViewSet(ApiViewSet):
         cluster = self.get_object()
         shown = filtered(RoundsShownForm, request)["rounds"]
         settings = {"preset": cluster.policy.preset, **PolicyApiForm.values(cluster.policy)}
-        state = {"id": cluster.pk, "name": cluster.name, "stopped": cluster.stopped, "settings": settings}
+        state = {"id": cluster.pk, "name": cluster.name, "stopped": cluster.stopped, "stop": cluster.stop()}
+        state["settings"] = settings
         return Response(state | live.history(cluster, shown))
 
     @extend_schema(methods=["GET"], responses=PolicySerializer)
@@ -241,7 +242,7 @@ class ClusterViewSet(ApiViewSet):
     def emergency_stop(self, request, pk=None):
         """Emergency stop (`stop`: true, the default) or lift it (false): automation paused, approved
         moves expire, running ones are aborted; nothing starts until it is lifted. Audited."""
-        return self._stop(request, [self.get_object()])
+        return self._stop(request, [self.get_object()], "here")
 
     @extend_schema(
         operation_id="clusters_emergency_stop_all", request=EmergencyStopSerializer, responses=StoppedSerializer
@@ -254,14 +255,15 @@ class ClusterViewSet(ApiViewSet):
         write_permission="dashboard.approve_migration",
     )
     def emergency_stop_all(self, request):
-        """The emergency stop of every cluster that is not archived, or lifted on all (`stop`: false)."""
-        return self._stop(request, list(Cluster.objects.filter(archived=False)))
+        """The emergency stop of every cluster that is not archived, or lifted on all (`stop`: false).
+        This stop is kept apart from each cluster's own: lifting it leaves those. Audited per cluster."""
+        return self._stop(request, list(Cluster.objects.filter(archived=False)), "all")
 
-    def _stop(self, request, clusters):
+    def _stop(self, request, clusters, scope):
         serializer = EmergencyStopSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         stop = serializer.validated_data["stop"]
-        answers = [{"id": c.pk, "name": c.name, **toggle_stop(c, request.user, stop)} for c in clusters]
+        answers = [{"id": c.pk, "name": c.name, **toggle_stop(c, request.user, stop, scope)} for c in clusters]
         return Response({"clusters": answers})
 
     @extend_schema(responses=NodeMaintenanceSerializer(many=True))

@@ -55,8 +55,12 @@ class ConnectionSerializer(serializers.Serializer):
     )
     token_id = TextMatching(
         proxmox.TOKEN_ID,
-        help_text="USER@REALM!TOKENID, as Proxmox shows the token, e.g. crs@pve!crs.",
-        error_messages={"invalid": "token_id must be USER@REALM!TOKENID, e.g. crs@pve!crs"},
+        help_text="USER@REALM!TOKENID, as Proxmox shows the token, e.g. crs@pve!crs; or the whole token, "
+        "USER@REALM!TOKENID=SECRET, split into token_id and token_secret.",
+        error_messages={
+            "invalid": "token_id must be the user, realm and token name, user@realm!name (e.g. crs@pve!crs), "
+            "or the whole token, user@realm!name=secret"
+        },
     )
     token_secret = Text(
         write_only=True,
@@ -76,6 +80,20 @@ class ConnectionSerializer(serializers.Serializer):
     fingerprint = Text(
         required=False, allow_blank=True, default="", help_text="SHA-256 of the certificate, colons optional."
     )
+
+    def to_internal_value(self, data):
+        """The whole token, as the README and `pveum` write it (user@realm!name=secret), may come
+        in token_id: split into the ID and the secret, so a pasted token is not refused."""
+        token = data.get("token_id") if isinstance(data, dict) else None
+        if isinstance(token, str) and "=" in token:
+            token_id, _, secret = token.strip().partition("=")
+            given = data.get("token_secret")
+            if isinstance(given, str) and given.strip() and given.strip() != secret:
+                raise serializers.ValidationError(
+                    {"token_secret": "differs from the secret in the whole token given in token_id: give one"}
+                )
+            data = {**data, "token_id": token_id, "token_secret": secret}
+        return super().to_internal_value(data)
 
     def validate_fingerprint(self, value: str) -> str:
         try:

@@ -116,12 +116,22 @@ class LiveRoundSerializer(serializers.Serializer):
     happiness = serializers.FloatField(allow_null=True, help_text="Share of happy guests, a fraction, 0–1.")
 
 
+class StopSerializer(serializers.Serializer):
+    """The two emergency stops, kept apart: "Lift all" lifts only `all`."""
+
+    here = serializers.BooleanField(help_text="This cluster's own stop holds.")
+    all = serializers.BooleanField(help_text='The stop "Stop all" set holds.')
+    by = serializers.CharField(allow_null=True, help_text="Who set the first stop that still holds; null: none holds.")
+    at = serializers.DateTimeField(allow_null=True, help_text="When that stop was set; null: none holds.")
+
+
 class StateSerializer(serializers.Serializer):
     """What the live page loads before the pushes keep it current (dashboard/live/sender.py's payloads)."""
 
     id = serializers.IntegerField()
     name = serializers.CharField()
-    stopped = serializers.BooleanField(help_text="The emergency stop holds.")
+    stopped = serializers.BooleanField(help_text="An emergency stop holds (either of `stop`).")
+    stop = StopSerializer()
     settings = serializers.JSONField(help_text="The preset and the settings, in the units of /settings/.")
     rounds = LiveRoundSerializer(many=True, help_text="Oldest first.")
     migrations = serializers.ListField(child=serializers.JSONField(), help_text="The 30 newest, as pushed.")
@@ -193,7 +203,8 @@ class EmergencyStopSerializer(serializers.Serializer):
 class ClusterStoppedSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
-    stopped = serializers.BooleanField()
+    stopped = serializers.BooleanField(help_text="An emergency stop holds (either of `stop`), after this call.")
+    stop = StopSerializer()
     expired = serializers.ListField(child=serializers.IntegerField(), required=False, help_text="Approved, expired.")
     aborted = serializers.ListField(child=serializers.IntegerField(), required=False, help_text="Running, aborted.")
     abort_errors = serializers.ListField(child=serializers.CharField(), required=False)

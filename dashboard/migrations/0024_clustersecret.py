@@ -7,7 +7,8 @@ from dashboard import crypt
 
 def seal(apps, schema_editor):
     Cluster = apps.get_model("dashboard", "Cluster")
-    for cluster in Cluster.objects.filter(source_kind="proxmox"):
+    # Only the columns it changes: a later migration may drop others (tests call this on today's schema).
+    for cluster in Cluster.objects.filter(source_kind="proxmox").only("source_config", "token_secret"):
         config, secret = crypt.split_secret(cluster.source_config)
         if secret is not None:
             cluster.source_config, cluster.token_secret = config, crypt.encrypt(secret)
@@ -16,7 +17,9 @@ def seal(apps, schema_editor):
 
 def unseal(apps, schema_editor):
     Cluster = apps.get_model("dashboard", "Cluster")
-    for cluster in Cluster.objects.filter(source_kind="proxmox").exclude(token_secret=""):
+    for cluster in (
+        Cluster.objects.filter(source_kind="proxmox").exclude(token_secret="").only("source_config", "token_secret")
+    ):
         cluster.source_config = {**cluster.source_config, "token_value": crypt.decrypt(cluster.token_secret)}
         cluster.save(update_fields=["source_config"])
 

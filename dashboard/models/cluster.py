@@ -149,8 +149,14 @@ class Cluster(models.Model):
     archived = models.BooleanField(default=False, help_text="No rounds, hidden from the page; history is kept.")
     hold_count = models.PositiveIntegerField(default=0, editable=False)
     pressure_gate = models.JSONField(default=dict, editable=False)  # crs.gating's round state
-    # Emergency stop: automation paused, nothing approved starts; undone by a second click.
-    stopped = models.BooleanField(default=False, editable=False)
+    # The emergency stops, stored apart: this cluster's own ("here") and the one "Stop all" set on
+    # every cluster ("all"). Either pauses automation and nothing approved starts; "Lift all" lifts
+    # only the latter, so a stop set on one cluster outlives it. When each was set, and by whom
+    # (the username, kept if the user is deleted); None: that stop does not hold.
+    stop_here_at = models.DateTimeField(null=True, blank=True, editable=False)
+    stop_here_by = models.CharField(max_length=150, blank=True, editable=False)
+    stop_all_at = models.DateTimeField(null=True, blank=True, editable=False)
+    stop_all_by = models.CharField(max_length=150, blank=True, editable=False)
     last_round_at = models.DateTimeField(null=True, blank=True, editable=False)
     round_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     round_lease_holder = models.CharField(max_length=300, blank=True, editable=False)  # lease_holder()
@@ -255,6 +261,20 @@ class Cluster(models.Model):
     def read_only(self) -> bool:
         """An imported snapshot: rounds and plans run on it, but nothing can be migrated."""
         return self.source_kind == "snapshot"
+
+    @property
+    def stopped(self) -> bool:
+        """An emergency stop holds, this cluster's own or "Stop all"'s."""
+        return self.stop_here_at is not None or self.stop_all_at is not None
+
+    def stop(self) -> dict:
+        """The stops as the API and the page show them: which hold, and who set the first that
+        still holds and when (the moment automation paused), or null by and at."""
+        held = sorted(
+            (at, by) for at, by in ((self.stop_here_at, self.stop_here_by), (self.stop_all_at, self.stop_all_by)) if at
+        )
+        at, by = held[0] if held else (None, None)
+        return {"here": self.stop_here_at is not None, "all": self.stop_all_at is not None, "by": by, "at": at}
 
     @property
     def task_queue(self) -> str:

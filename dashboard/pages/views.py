@@ -48,7 +48,7 @@ def _page(request, cluster):
         "form": PolicyForm(typed, instance=cluster.policy) if typed else PolicyForm(instance=cluster.policy),
         "live_paused": health.check(health.probe_channel_layer) != "ok",
         "can_decide": request.user.has_perm("dashboard.approve_migration") and not cluster.read_only,
-        "all_stopped": not Cluster.objects.filter(archived=False, stopped=False).exists(),
+        "all_stopped": not Cluster.objects.filter(archived=False, stop_all_at=None).exists(),
         "can_configure": request.user.has_perm("dashboard.change_policy"),
         "automation": windows.page_context(cluster),
         "ranges": [(name, f"{name[:-1]} {name[-1]}") for name in history.RANGES],  # "24h" → "24 h"
