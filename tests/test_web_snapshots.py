@@ -4,6 +4,7 @@ import io
 import json
 import subprocess
 import sys
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
@@ -60,11 +61,14 @@ def test_import_creates_a_read_only_what_if_cluster_with_the_snapshot_settings(
 ):
     data = json.loads(admin_client.get(reverse("dashboard:export", args=[collected.pk])).content)
     # proxmox: no "fits" refusal, so the move below is refused for the read-only source alone
-    data["settings"].update(preset="proxmox", threshold=0.05, target_imbalance=None, hold_duration=0, method="topsis")
+    data["settings"].update(
+        preset="proxmox", threshold=0.05, target_imbalance=None, hold_duration=0, method="topsis", minimum_dwell=0
+    )
     response = admin_client.post(reverse("dashboard:import"), {"name": "what-if", "snapshot": upload(data)})
     assert response.status_code == 302, response.content.decode()[-3000:]
     what_if = Cluster.objects.get(name="what-if")
     assert what_if.read_only and what_if.policy.threshold == pytest.approx(0.05) and what_if.policy.method == "topsis"
+    assert what_if.policy.minimum_dwell == timedelta(0)  # a snapshot's seconds, stored as a duration
     assert AuditEvent.objects.filter(cluster=what_if, action="snapshot-imported").exists()
     page = admin_client.get(reverse("dashboard:cluster", args=[what_if.pk])).content.decode()
     assert "What-if cluster" in page and '"read_only": true' in page

@@ -6,6 +6,8 @@ downloads here is exactly what `python -m crs plan` reads, and a snapshot attach
 bug report can be replayed on the page with the same policy.
 """
 
+from datetime import timedelta
+
 from django import forms
 from django.contrib.auth.decorators import permission_required
 from django.core.exceptions import ValidationError
@@ -45,7 +47,7 @@ def export(request, pk):
 
 
 def policy_values(engine_settings: crs.model.Settings) -> dict:
-    """The Policy fields a snapshot's settings carry (same names and units as the engine's)."""
+    """The Policy fields a snapshot's settings carry (the engine's names and units; the dwell a duration)."""
     names = (
         "mode",
         "threshold",
@@ -63,6 +65,7 @@ def policy_values(engine_settings: crs.model.Settings) -> dict:
     return {
         **{name: getattr(engine_settings, name) for name in names},
         "memory_reserve_bytes": int(engine_settings.memory_reserve_bytes),
+        "minimum_dwell": timedelta(seconds=engine_settings.minimum_dwell),
     }
 
 
