@@ -24,13 +24,26 @@ def digest(secret: str) -> str:
 
 
 class ApiTokenManager(models.Manager["ApiToken"]):
-    def issue(self, user, name: str, expires_at) -> tuple["ApiToken", str]:
-        """A new token and its secret; the secret exists only in this return value."""
+    def issue(self, user, name: str, expires_at, actor=None) -> tuple["ApiToken", str]:
+        """A new token and its secret; the secret exists only in this return value. Issued for a
+        person (`actor`: the page, the API), it is audited as the security event it is: who made
+        whose token, its name and prefix, never the secret."""
         secret = MARK + secrets.token_urlsafe(32)
         token = self.create(
             user=user, name=name, prefix=secret[:PREFIX_LENGTH], digest=digest(secret), expires_at=expires_at
         )
+        if actor is not None:
+            expires = expires_at.isoformat() if expires_at else None
+            _audit(actor, "token-created", token, expires_at=expires)
         return token, secret
+
+    def revoke(self, actor, **which) -> bool:
+        """Revoke the live token matching `which` (refused from now on); audited with `actor`."""
+        token = self.filter(revoked_at__isnull=True, **which).first()
+        if token is None or not self.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now()):
+            return False
+        _audit(actor, "token-revoked", token)
+        return True
 
     def holding(self, secret: str) -> "ApiToken | None":
         """The live token with this secret (not revoked, not expired, its user active), or None."""
@@ -44,6 +57,13 @@ class ApiTokenManager(models.Manager["ApiToken"]):
         if token is not None and (token.last_used_at is None or token.last_used_at < now - LAST_USED_RESOLUTION):
             self.filter(pk=token.pk).update(last_used_at=now)
         return token
+
+
+def _audit(actor, action: str, token: "ApiToken", **details) -> None:
+    from .models.audit import AuditEvent  # dashboard.models imports this module
+
+    who = {"user": token.user.get_username(), "token": token.name, "prefix": token.prefix}
+    AuditEvent.objects.create(actor=actor, action=action, details=who | details)
 
 
 class ApiToken(models.Model):

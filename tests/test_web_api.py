@@ -69,6 +69,27 @@ def test_a_token_is_shown_once_and_stored_hashed(client, operator):
     assert token.last_used_at is not None
 
 
+def test_creating_and_revoking_a_token_is_audited_with_the_actor_never_the_secret(client, admin, operator):
+    """Issue 38 item 12: both are security events; the page's and the API's alike."""
+    client.force_login(admin)
+    secret = client.post("/api/v1/tokens/", {"name": "for ops", "user": "operator"}, content_type="application/json")
+    token = ApiToken.objects.get(name="for ops")
+    client.delete(f"/api/v1/tokens/{token.pk}/")
+    client.delete(f"/api/v1/tokens/{token.pk}/")  # already revoked: nothing more to audit
+    client.post(reverse("dashboard:tokens"), {"name": "own", "days": 30})
+    own = ApiToken.objects.get(name="own")
+    client.post(reverse("dashboard:revoke-token", args=[own.pk]))
+    events = AuditEvent.objects.order_by("pk").values_list("action", "actor_name", "details__user", "details__token")
+    assert list(events) == [
+        ("token-created", "admin", "operator", "for ops"),
+        ("token-revoked", "admin", "operator", "for ops"),
+        ("token-created", "admin", "admin", "own"),
+        ("token-revoked", "admin", "admin", "own"),
+    ]
+    trail = json.dumps(list(AuditEvent.objects.values("details")))
+    assert secret.json()["token"] not in trail and token.prefix in trail
+
+
 def test_revoked_and_expired_tokens_are_refused(client, viewer, cluster):
     revoked = bearer(viewer, "old")
     assert client.get("/api/v1/clusters/", **revoked).status_code == 200

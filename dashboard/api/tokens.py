@@ -88,12 +88,12 @@ class TokenViewSet(ApiViewSet):
         if user != request.user and not request.user.has_perm("dashboard.manage_all_tokens"):
             raise PermissionDenied("only admins create tokens for other users (permission dashboard.manage_all_tokens)")
         expires_at = data["expires_at"] if "expires_at" in data else timezone.now() + DEFAULT_LIFETIME
-        token, secret = ApiToken.objects.issue(user, data["name"], expires_at)
+        token, secret = ApiToken.objects.issue(user, data["name"], expires_at, actor=request.user)
         token.token = secret  # type: ignore[attr-defined]  # shown once, by IssuedTokenSerializer
         return Response(IssuedTokenSerializer(token).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={204: None})
     def destroy(self, request, pk=None):
-        """Revoke: the token is refused from now on."""
-        ApiToken.objects.filter(pk=self.get_object().pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        """Revoke: the token is refused from now on. Audited, as its creation is."""
+        ApiToken.objects.revoke(request.user, pk=self.get_object().pk)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -44,6 +44,8 @@ class AuditEvent(models.Model):
         "cluster-changed",
         "cluster-deleted",
         "login-locked-out",
+        "token-created",
+        "token-revoked",
         "maintenance-entered",
         "maintenance-left",
         "rule-created",

@@ -42,7 +42,7 @@ def tokens_page(request):
     if request.method == "POST" and form.is_valid():
         days = form.cleaned_data["days"]
         expires_at = timezone.now() + timedelta(days=days) if days else None
-        _, secret = ApiToken.objects.issue(request.user, form.cleaned_data["name"], expires_at)
+        _, secret = ApiToken.objects.issue(request.user, form.cleaned_data["name"], expires_at, actor=request.user)
         form = TokenForm()
     status = 400 if request.method == "POST" and secret is None else 200
     context = {"form": form, "secret": secret, "tokens": request.user.api_tokens.all(), "now": timezone.now()}
@@ -51,9 +51,6 @@ def tokens_page(request):
 
 @require_POST
 def revoke_page(request, pk):
-    revoked = ApiToken.objects.filter(pk=pk, user=request.user, revoked_at__isnull=True).update(
-        revoked_at=timezone.now()
-    )
-    if revoked:
+    if ApiToken.objects.revoke(request.user, pk=pk, user=request.user):
         messages.success(request, "Token revoked: it is refused from now on.")
     return redirect("dashboard:tokens")
