@@ -10,6 +10,7 @@ cost, and how many of them undid an earlier one (ping-pong).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -17,7 +18,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from . import forecast, happiness, pressure
+from . import forecast, happiness, paid, pressure
 from .balancer import run_round
 from .decision import Move, RoundResult, RoundState
 from .guards import PastMove, guards_from
@@ -27,6 +28,7 @@ from .replay_power import Power, Switchable
 from .sources.base import TaskStatus
 from .sources.simulator import Simulator, parse_config
 from .sources.trace import SAMPLE_SECONDS, SAMPLES_PER_DAY, Trace
+from .usage import node_stats
 
 START = 1372809600.0  # 2013-07-03 00:00 UTC, the trace's own day, so snapshot times read naturally
 PING_PONG_WINDOW_S = 3600.0  # an A→B→A within an hour of trace time counts as ping-pong
@@ -47,6 +49,9 @@ class Migration:
     ended_s: float = 0.0  # trace seconds, once it ended
     memory_bytes: float = 0.0  # configured memory: what the migration copies
     cause: str = "balance"  # or "power": emptying a node to power it down (crs.replay_power)
+    objective: str = "even"  # what the balancing move was for: "even" or "pressure" (crs.decision.Move)
+    horizon_s: float = 0.0  # trace seconds its benefit was reckoned over (crs.payoff), and it is judged on
+    paid: bool | None = None  # crs.paid's verdict over that horizon after it ended; None: not judged
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,7 @@ class Replay:
     powered_down: tuple[int, ...] = ()  # per round with --power: nodes asleep; empty without power
     power: Power | None = None  # the power policy's final state (its wake-up count), when replayed with it
     shortfalls: tuple[tuple[Shortfall, ...], ...] = ()  # per round: what the cluster as a whole lacked (crs.pressure)
+    forecast_active: tuple[float, ...] = ()  # per round with the forecast on: share of guests whose forecast is used
 
 
 class World(Protocol):
@@ -134,7 +140,8 @@ def run(
     approved at once; `progress` hears the number of rounds done after each. With `power`
     (a world that can put nodes in maintenance), its step runs before each balancing round,
     which then sees the nodes it put to sleep or is emptying as in maintenance. `foresee` gives
-    the round's snapshot its guests' forecasts."""
+    the round's snapshot its guests' forecasts. Each done balancing move is judged paid or not
+    (crs.paid) on the rounds of the horizon its benefit was reckoned over, after it ended."""
     state = RoundState()
     running: dict[str, Migration] = {}
     series: list[tuple[float, float, str, dict[str, float]]] = []
@@ -142,7 +149,9 @@ def run(
     stalled: list[int] = []
     asleep: list[int] = []
     short: list[tuple[Shortfall, ...]] = []
+    active: list[float] = []
     limits = pressure.Limits()
+    judging: dict[int, list[paid.Measured]] = {}  # index in `migrations` → its measurements so far
     for done, (now, trace_now) in enumerate(clock, 1):
         snap = world.collect(now)
         for task_id in list(running):
@@ -151,6 +160,9 @@ def run(
                 migrations.append(
                     replace(running.pop(task_id), outcome=status.state, reason=status.reason, ended_s=trace_now)
                 )
+                if status.state == "done" and migrations[-1].cause == "balance":
+                    judging[len(migrations) - 1] = []
+        _judge(snap, trace_now, migrations, judging, settings.imbalance_scale)
         if power is not None:
             started = power.step(cast(Switchable, world), snap, now)
             for sid, target in started:
@@ -167,12 +179,23 @@ def run(
         state = result.state
         stalled.append(len(happiness.stalled(snap)))
         short.append(pressure.shortfall(snap, limits))
+        if result.explanation.forecast is not None:
+            active.append(result.explanation.forecast["active_share"])
         series.append((trace_now, result.imbalance, result.decision, result.node_loads))
         for move in planned_moves(result):
+            horizon_s = settings.benefit_horizon if move.payoff is None else move.payoff.horizon_s
             for sid in move.guests:
                 task_id = world.migrate(sid, move.target, now)
                 guest = snap.guest(sid)
-                running[task_id] = Migration(sid, guest.node, move.target, trace_now, memory_bytes=guest.memory_bytes)
+                running[task_id] = Migration(
+                    sid,
+                    guest.node,
+                    move.target,
+                    trace_now,
+                    memory_bytes=guest.memory_bytes,
+                    objective=move.objective,
+                    horizon_s=horizon_s,
+                )
         if progress:
             progress(done)
     migrations += running.values()
@@ -189,7 +212,30 @@ def run(
         tuple(asleep),
         power,
         tuple(short),
+        forecast_active=tuple(active),
     )
+
+
+def _judge(
+    snap: Snapshot,
+    trace_now: float,
+    migrations: list[Migration],
+    judging: dict[int, list[paid.Measured]],
+    scale: str,
+) -> None:
+    """Add this round's measurement to every done move within its horizon, and give the moves
+    whose horizon it completes their verdict (a move whose horizon outlasts the replay is not judged)."""
+    if not judging:
+        return
+    nodes = tuple(node_stats(snap, "dynamic"))
+    guests = {g.sid: g for g in snap.guests}
+    for index in list(judging):
+        m = migrations[index]
+        if trace_now > m.ended_s and (guest := guests.get(m.sid)) is not None:
+            judging[index].append(paid.Measured(nodes, guest.node, guest.cpu_usage, guest.mem_usage_bytes))
+        if trace_now >= m.ended_s + m.horizon_s:
+            verdict = paid.judge(m.objective, m.source, judging.pop(index), m.horizon_s, scale)
+            migrations[index] = replace(m, paid=None if verdict is None else verdict.paid)
 
 
 class History:
@@ -276,6 +322,7 @@ def summary(result: Replay) -> dict[str, Any]:
             "per_day": len(outcomes) / days,
         },
         "gib_moved_per_day": sum(m.memory_bytes for m in result.migrations) / GIB / days,
+        "moves_paid": moves_paid(result.migrations),
         "ping_pongs": pairs,
         "ping_pongs_per_day": pairs / days,
         "most_moves_of_one_guest": {"guest": busiest[0], "moves": busiest[1]},
@@ -283,6 +330,8 @@ def summary(result: Replay) -> dict[str, Any]:
         "guest_minutes_under_pressure": sum(result.under_pressure) * _round_s(result) / 60,
         "days": by_day(result),
         "shortfall": shortfalls(result),
+        # with the forecast on: the share of guest-rounds whose forecast earned its place (crs.forecast)
+        "forecast_active_share": float(np.mean(result.forecast_active)) if result.forecast_active else None,
     } | ({"power": power_summary(result)} if result.power is not None else {})
 
 
@@ -305,15 +354,30 @@ def by_day(result: Replay) -> list[dict[str, Any]]:
             "migrations": len(moved.get(day, ())),
             "rounds_above_threshold": sum(v > result.settings.threshold for v, _ in rounds[day]) / len(rounds[day]),
             "gib_moved": sum(m.memory_bytes for m in moved.get(day, ())) / GIB,
+            "moves_paid": moves_paid(moved.get(day, ())),
         }
         for day in sorted(rounds)
     ]
 
 
+def moves_paid(migrations: Sequence[Migration]) -> dict[str, Any]:
+    """Of the done balancing moves judged (crs.paid), how many paid, and the share; per objective too."""
+    judged = [m for m in migrations if m.paid is not None]
+
+    def counted(ms: list[Migration]) -> dict[str, Any]:
+        return {"judged": len(ms), "paid": sum(bool(m.paid) for m in ms), "share": paid.share([m.paid for m in ms])}
+
+    return counted(judged) | {
+        "by_objective": {
+            o: counted([m for m in judged if m.objective == o]) for o in sorted({m.objective for m in judged})
+        }
+    }
+
+
 def shortfalls(result: Replay) -> list[dict[str, Any]]:
     """Per resource the cluster as a whole lacked at some round: its peak (the round most
-    short), the spans of trace time it lasted, and the node that would have covered the peak,
-    as one line an admin can act on: no placement helps there, another node does."""
+    short), the spans of trace time it lasted (here only), and in one line an admin acts on
+    (`pressure.recurrence`): how short, on how many days, at which hours, and the node to add."""
     round_s = _round_s(result)
     out = []
     for resource in ("cpu", "memory"):
@@ -329,7 +393,6 @@ def shortfalls(result: Replay) -> list[dict[str, Any]]:
                 spans[-1][1] = t
             else:
                 spans.append([t, t])
-        times = ", ".join(f"{_clock(a)}–{_clock(b + round_s)}" for a, b in spans)
         out.append(
             {
                 "resource": resource,
@@ -339,7 +402,7 @@ def shortfalls(result: Replay) -> list[dict[str, Any]]:
                 "rounds": len(rounds),
                 "spans_s": spans,
                 "add": {"nodes": peak.nodes, "size": peak.node_size},
-                "text": f"at peaks {peak.figures()}, {times}; {peak.remedy()}",
+                "text": pressure.recurrence(rounds, math.ceil(len(result.trace_s) * round_s / DAY_S)),
             }
         )
     return out

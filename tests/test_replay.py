@@ -92,6 +92,7 @@ def test_html_report_is_self_contained(tmp_path, capsys):
     assert re.search(r"<script[^>]*\ssrc=", html) is None  # nothing fetched on opening
     assert "threshold 0.3" in html
     assert "Per day" in html and "guest-minutes under pressure" in html and "rounds above threshold" in html
+    assert "moves paid" in html
 
 
 @pytest.mark.parametrize(
@@ -262,6 +263,19 @@ def test_json_reports_each_trace_day(capsys):
     assert only["rounds_above_threshold"] == out["share_above_threshold"]
     assert only["gib_moved"] == pytest.approx(out["gib_moved_per_day"])
     assert only["guest_minutes_under_pressure"] == out["guest_minutes_under_pressure"]
+    assert only["moves_paid"] == out["moves_paid"]
+
+
+def test_moves_paid_are_counted_per_day_and_in_total(day):
+    out = summary(day)
+    total = out["moves_paid"]
+    assert 0 < total["judged"] <= out["migrations"]["done"]  # a move whose hour outlasts the replay is not judged
+    assert total["paid"] <= total["judged"] and total["share"] == total["paid"] / total["judged"]
+    for key in ("judged", "paid"):
+        assert sum(d["moves_paid"][key] for d in out["days"]) == total[key]
+        assert sum(o[key] for o in total["by_objective"].values()) == total[key]
+    judged = [m for m in day.migrations if m.paid is not None]
+    assert all(m.outcome == "done" and 0 < m.horizon_s and m.ended_s + m.horizon_s <= day.trace_s[-1] for m in judged)
 
 
 def test_days_of_a_looped_replay_are_counted_apart():
@@ -298,7 +312,8 @@ def test_a_cluster_short_of_cpu_at_peaks_is_told_with_its_hours_and_the_node_to_
     assert main(["replay", "--nodes", "6", "--json"]) == 0
     (cpu,) = json.loads(capsys.readouterr().out)["shortfall"]
     assert cpu["resource"] == "cpu" and cpu["have"] == 144 and cpu["add"] == {"nodes": 1, "size": 48}
-    assert cpu["text"].startswith("at peaks the guests want 181.6 cores on 144 threads, 38 cores short, 13:25–13:30")
-    assert cpu["text"].endswith("; add a node of 48 threads")
+    # one line: how short, on how many days, at which hours (its three short rounds 13:25, 17:15, 20:45)
+    assert cpu["text"] == "short of 38 cores at peaks on 1 of 1 day, mostly 13:00–21:00; add a node of 48 threads"
+    assert [s for s, _ in cpu["spans_s"]] == [13 * 3600 + 25 * 60, 17 * 3600 + 15 * 60, 20 * 3600 + 45 * 60]
     assert main(["replay", "--hours", "2"]) == 0  # 12 nodes: enough at every round
     assert "the cluster as a whole had the CPU and memory at every round" in capsys.readouterr().out

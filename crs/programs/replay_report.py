@@ -62,7 +62,7 @@ def figure(result: Replay) -> go.Figure:
             f"margin {s.margin:g} — p50 {q['p50']:.3f}, p90 {q['p90']:.3f}, max {q['max']:.3f}; "
             f"{out['share_above_threshold']:.0%} of rounds above threshold; "
             f"{out['migrations']['per_day']:.1f} migrations and {out['gib_moved_per_day']:.0f} GiB a day; "
-            f"{out['ping_pongs']} ping-pong"
+            f"{out['ping_pongs']} ping-pong; {_paid(out['moves_paid'])}"
         ),
         title_font_size=13,
         height=1000,
@@ -106,5 +106,13 @@ def _days_table(fig: go.Figure, days: list[dict[str, Any]]) -> None:
         "migrations": [str(d["migrations"]) for d in days],
         "rounds above threshold": [f"{d['rounds_above_threshold']:.1%}" for d in days],
         "GiB moved": [f"{d['gib_moved']:.0f}" for d in days],
+        "moves paid": [_paid(d["moves_paid"]) for d in days],
     }
     fig.add_trace(go.Table(header={"values": list(columns)}, cells={"values": list(columns.values())}), row=3, col=1)
+
+
+def _paid(counts: dict[str, Any]) -> str:
+    """ "12 of 13 moves paid (92 %)", or that none was judged (crs.paid)."""
+    if not counts["judged"]:
+        return "no move judged paid or not"
+    return f"{counts['paid']} of {counts['judged']} moves paid ({counts['share']:.0%})"
