@@ -3,7 +3,8 @@
 A bundle is a started guest plus its started positive-affinity partners: they move
 together or not at all. Proxmox drops a bundle whose members are moving or split over
 nodes, and (since the per-guest flag) one with any member excluded from rebalancing
-(reference/proxmox-crs.md §4.4 step 4, §5.6).
+(reference/proxmox-crs.md §4.4 step 4, §5.6). The product also drops one with a member
+Proxmox would refuse to migrate for its lock (a backup, a snapshot: `Guest.locked`).
 """
 
 from __future__ import annotations
@@ -24,8 +25,12 @@ class Bundle(NamedTuple):  # immutable, and made 2× faster than a frozen datacl
     targets: tuple[str, ...] | None  # allowed targets in name order; None = every other usable node
 
 
-def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str, guards: Guards = Guards()) -> list[Bundle]:
-    """Active stationary bundles with at least one allowed target, by leader name."""
+def movable_bundles(
+    snapshot: Snapshot, rules: CompiledRules, mode: str, guards: Guards = Guards(), *, locks: bool = True
+) -> list[Bundle]:
+    """Active stationary bundles with at least one allowed target, by leader name. `locks=False`
+    keeps bundles with a locked member: a decided move judged again waits for the lock, while
+    a plan never proposes one."""
     guests = {g.sid: g for g in snapshot.guests}
     online = usable_nodes(snapshot)
     online_set = set(online)
@@ -48,7 +53,7 @@ def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str, guards:
                 break
             if partner.state == "started":
                 members.append(partner)
-        if not members or not _may_move_together(members, guards.in_cooldown, never_ct):
+        if not members or not _may_move_together(members, guards.in_cooldown, never_ct, locks):
             continue
         if len(members) > 1:
             members.sort(key=lambda g: g.sid)
@@ -78,12 +83,15 @@ def movable_bundles(snapshot: Snapshot, rules: CompiledRules, mode: str, guards:
     return [out[k] for k in sorted(out)]
 
 
-def _may_move_together(members: list[Guest], in_cooldown: frozenset[str], never_ct: bool) -> bool:
-    """All on one node, none excluded from rebalancing or in cooldown, and no container when
-    the admin does not allow a container's restart (one pass: this runs for every guest)."""
+def _may_move_together(members: list[Guest], in_cooldown: frozenset[str], never_ct: bool, locks: bool) -> bool:
+    """All on one node, none excluded from rebalancing, in cooldown or (with `locks`) locked, and
+    no container when the admin does not allow a container's restart (one pass: this runs for
+    every guest)."""
     node = members[0].node
     for m in members:
         if m.node != node or not m.auto_rebalance or m.sid in in_cooldown or (never_ct and m.kind == "ct"):
+            return False
+        if locks and m.locked:
             return False
     return True
 

@@ -18,11 +18,12 @@ from django.utils import timezone
 import crs.balancer
 import crs.claims
 import crs.decision
+import crs.locks
 import crs.model
 import crs.planner
 import crs.precedence
 from crs.errors import CrsError
-from crs.sources.base import SourceError
+from crs.sources.base import SourceError, TaskStatus
 
 from . import expiry, plans, windows
 from .live import sender as live
@@ -45,7 +46,8 @@ def admit(migration_id: int) -> str:
     it must leave room for (`claims_ahead`), so two moves never together overfill a node: a
     target that no longer fits gives way to the step's next alternative target; with none, a
     step that only another move's claim keeps off its target, or that goes into room a move
-    ahead of it frees, waits, saying whose move; any other step expires.
+    ahead of it frees, waits, saying whose move; any other step expires. A step whose guest
+    is locked (a backup, a snapshot: crs.locks) waits until the lock is gone.
     """
     try:
         with Cluster.objects.opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (cluster, source):
@@ -61,6 +63,9 @@ def admit(migration_id: int) -> str:
             if not slot_free(cluster, migration):
                 return "approved"  # queued again when a running one starts or finishes
             fresh = cluster.under_policy(source.collect(time.time()))
+            if reason := crs.locks.waits(fresh, migration.guests):
+                plans.hold(cluster, migration, reason)
+                return "approved"  # queued again by every round until the lock is gone
             ahead = claims_ahead(cluster, migration)
             snapshot = crs.claims.held(fresh, [move for _, move in ahead])
             # Only admit() moves an approved migration on, under this lock: the transitions succeed.
@@ -164,18 +169,49 @@ def start(migration_id: int) -> str:
     by the next look (settle_unstarted), never started again.
 
     Returns "running" if it started (follow it), "failed" if the adapter refused and this call
-    failed it, "" if someone who thought this worker dead settled it first."""
+    failed it, "approved" if Proxmox refused its first guest for a lock (locked_out), "" if
+    someone who thought this worker dead settled it first."""
     try:
         with Cluster.objects.opened_source(Migration.objects.get(pk=migration_id).cluster_id) as (_, source):
             migration = Migration.objects.get(pk=migration_id)
             if migration.state != "running" or migration.task_ids:
                 return ""  # settled by someone who thought this worker dead
             now = time.time()
-            task_ids = [source.migrate(sid, migration.target, now) for sid in migration.guests]
+            task_ids: list[str] = []
+            for sid in migration.guests:
+                try:
+                    task_ids.append(source.migrate(sid, migration.target, now))
+                except SourceError as exc:
+                    if task_ids or not (lock := crs.locks.refused(str(exc))):
+                        raise
+                    return locked_out(migration, sid, lock)
             Migration.objects.filter(pk=migration_id).update(task_ids=task_ids)
     except (SourceError, CrsError) as exc:
         return finish(migration_id, "failed", reason=str(exc))
     return "running"
+
+
+def locked_out(migration: Migration, sid: str, lock: str) -> str:
+    """running → approved: Proxmox refused to migrate `sid` for its lock (taken after the fresh
+    snapshot admit() read, as a backup takes guest after guest), before any of the move's guests
+    left. The move waits for the lock as admit() makes it wait, in its place among the approved
+    ones. Returns "approved" if this call made the change (its slot is free), else ""."""
+    reason = f"waits: {sid} is locked: {lock} (Proxmox refused its migration)"
+    with transaction.atomic():
+        if not Migration.objects.transition(
+            migration.pk,
+            "running",
+            "approved",
+            None,
+            reason=reason,
+            decided_at=migration.decided_at,
+            started_at=None,
+            task_ids=[],
+            progress=0.0,
+        ):
+            return ""
+        transaction.on_commit(lambda: live.push_migration(migration.pk))
+    return "approved"
 
 
 def settle_unstarted(migration_id: int) -> str:
@@ -195,14 +231,17 @@ def settle_unstarted(migration_id: int) -> str:
 
 def poll(migration: Migration) -> str:
     """Ask the adapter how a running migration's tasks are doing: record and push its progress,
-    or end it. Returns "running" while it goes on, else the state this call ended it in ("" if
-    another decision came first)."""
+    or end it. Returns "running" while it goes on, else the state this call left it in ("" if
+    another decision came first): "approved" when Proxmox refused it for a lock (locked_out)."""
     try:
         with Cluster.objects.opened_source(migration.cluster_id) as (_, source):
             now = time.time()
             statuses = [source.task_status(task_id, now) for task_id in migration.task_ids]
     except (SourceError, CrsError) as exc:
         return finish(migration.pk, "failed", reason=str(exc))
+    refusals = [(sid, lock) for sid, s in zip(migration.guests, statuses, strict=True) if (lock := _lock_refusal(s))]
+    if refusals and len(refusals) == len(statuses):  # a container's task ends "CT is locked (backup)"
+        return locked_out(migration, *refusals[0])
     if failed := [s for s in statuses if s.state == "failed"]:
         return finish(migration.pk, "failed", reason="; ".join(s.reason for s in failed))
     if all(s.state == "done" for s in statuses):
@@ -211,6 +250,11 @@ def poll(migration: Migration) -> str:
     Migration.objects.filter(pk=migration.pk, state="running").update(progress=progress)
     live.push_migration(migration.pk)
     return "running"
+
+
+def _lock_refusal(status: TaskStatus) -> str:
+    """The lock a failed task names ("backup"), or "" for a task that ran or failed otherwise."""
+    return crs.locks.refused(status.reason) if status.state == "failed" else ""
 
 
 def finish(migration_id: int, state: str, **fields) -> str:

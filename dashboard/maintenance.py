@@ -11,9 +11,10 @@ latest snapshot still shows on the node.
 """
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.db import IntegrityError
+from django.db.models import Max
 
 import crs.model
 import crs.owed
@@ -24,6 +25,7 @@ from crs.sources.proxmox import command
 
 from .errors import BadInput, Refused
 from .models import AuditEvent, Cluster, Maintenance, Migration
+from .wording import natural
 
 OWED_STATES = ("suggested", "approved", "running")
 EMPTYING = crs.precedence.EMPTYING
@@ -38,6 +40,9 @@ class NodeState:
     evacuating: int  # evacuation moves pending or running
     since: str | None
     command: str  # Proxmox clusters: what to run to enter or leave; "" elsewhere
+    stopped: int  # stopped guests on it: not counted in guests_left, said beside it
+    moving: int  # of guests_left, those being moved now (by anyone)
+    emptied_at: str | None  # in maintenance and empty: when its last guest moved off
 
 
 def enter(cluster: Cluster, node: str, actor, at_once: bool = False) -> Maintenance:
@@ -95,23 +100,34 @@ def states(cluster: Cluster) -> list[NodeState]:
     open_ = {m.node: m for m in cluster.maintenances.filter(left_at=None)}
     theirs = proxmox_moves(cluster, snapshot)
     out = []
-    for node in snapshot.nodes:
-        left = [g.sid for g in snapshot.guests if g.node == node.name and g.state in ("started", "migrate", "relocate")]
+    for node in sorted(snapshot.nodes, key=lambda n: natural(n.name)):
+        on = [g for g in snapshot.guests if g.node == node.name]
+        left = [g.sid for g in on if g.state in ("started", "migrate", "relocate")]
         evacuating = cluster.migrations.filter(kind__in=EMPTYING, source=node.name, state__in=OWED_STATES).count()
-        since = open_[node.name].entered_at.isoformat() if node.name in open_ else None
+        entered = open_[node.name] if node.name in open_ else None
         proxmox = cluster.is_proxmox
-        out.append(
-            NodeState(
-                node.name,
-                node.maintenance or node.name in open_,
-                len(left),
-                len([sid for sid in left if sid in theirs]),
-                evacuating,
-                since,
-                command(node.name, not node.maintenance) if proxmox else "",
-            )
+        state = NodeState(
+            node.name,
+            node.maintenance or entered is not None,
+            len(left),
+            len([sid for sid in left if sid in theirs]),
+            evacuating,
+            entered.entered_at.isoformat() if entered else None,
+            command(node.name, not node.maintenance) if proxmox else "",
+            len([g for g in on if g.state == "stopped"]),
+            len([g for g in on if g.state in ("migrate", "relocate")]),
+            None,
         )
+        out.append(replace(state, emptied_at=emptied_at(cluster, entered)) if entered and drained(state) else state)
     return out
+
+
+def emptied_at(cluster: Cluster, entered: Maintenance) -> str:
+    """When a drained node emptied: its last move off it since it entered maintenance finished
+    then, or it was empty when it entered."""
+    moves = cluster.migrations.filter(source=entered.node, state="done", finished_at__gte=entered.entered_at)
+    last = moves.aggregate(last=Max("finished_at"))["last"]
+    return (last or entered.entered_at).isoformat()
 
 
 def drained(state: NodeState | None) -> bool:

@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 import crs.happiness
+import crs.locks
 
 PINNED_SHOWN = 50  # the page lists this many; the API has them all
 
@@ -20,7 +21,7 @@ def pressure_context(cluster):
     snapshot = cluster.latest_snapshot()
     if snapshot is None:
         return {"pinned": [], "pinned_more": 0, "happiness": None}
-    pinned = [g for g in snapshot.guests if g.allowed_nodes is not None or g.requires]
+    pinned = [g for g in snapshot.guests if g.allowed_nodes is not None or g.requires or g.locked]
     now = crs.happiness.of_cluster(snapshot)
     hour_ago = (
         cluster.rounds.filter(at__lte=timezone.now() - timedelta(hours=1), happiness__isnull=False)
@@ -47,4 +48,4 @@ def pressure_context(cluster):
 def _why(guest) -> str:
     where = f"only to {', '.join(sorted(guest.allowed_nodes))}" if guest.allowed_nodes is not None else ""
     needs = f"needs {', '.join(sorted(guest.requires))}" if guest.requires else ""
-    return "; ".join(x for x in (guest.pinned_reason, where, needs) if x)
+    return "; ".join(x for x in (crs.locks.reason(guest), guest.pinned_reason, where, needs) if x)

@@ -8,6 +8,8 @@ neither a template nor a script holds a copy. A decision code without words fail
 tests/test_web_wording.py.
 """
 
+import re
+
 DECISIONS: dict[str, str] = {
     "migrate": "Move recommended: the plan gains more than the margin",
     "below-threshold": "Balanced enough: the imbalance is at or below the threshold",
@@ -83,3 +85,9 @@ HELP: dict[str, str] = {
 def decision_words(code: str) -> str:
     """A decision in words; an unknown code (a newer engine) is shown as it is rather than hidden."""
     return DECISIONS.get(code, code)
+
+
+def natural(name: str) -> tuple:
+    """The order a person expects of names with numbers in them: node2 before node10, vm:104
+    before vm:200. Every table of nodes and guests is in this order, as its header says."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part.lower()) for part in re.split(r"(\d+)", name))

@@ -373,7 +373,9 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "dashboard.live.layers.ThreadSafeInMemoryChannelLayer"}}
-    CELERY_BROKER_URL = "memory://"
+    # The in-process transport ignores the host; naming one keeps kombu from warning at start-up
+    # "No hostname was supplied. Reverting to default 'localhost'", which reads as a misconfiguration.
+    CELERY_BROKER_URL = "memory://localhost/"
 
 CELERY_TASK_IGNORE_RESULT = True
 # A task is acknowledged when it ends, not when it starts: a worker killed mid-task leaves

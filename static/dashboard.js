@@ -81,7 +81,8 @@ function showRound(r) {
   stamp(el("last-round"), r.at);
   stamp(el("last-collected"), r.at);  // a round runs on the snapshot collected just before it
   const body = el("nodes").tBodies[0];
-  body.replaceChildren(...Object.entries(r.node_usage).map(([name, u]) => {
+  const byName = ([a], [b]) => a.localeCompare(b, undefined, {numeric: true});  // node2 before node10
+  body.replaceChildren(...Object.entries(r.node_usage).sort(byName).map(([name, u]) => {
     const row = document.createElement("tr");
     row.innerHTML = `<td></td><td>${bar(u.cpu, u.forecast?.cpu)}</td><td>${bar(u.memory, u.forecast?.memory)}</td>`;
     row.firstChild.textContent = name;

@@ -26,10 +26,12 @@
     words.className = n.guests_left ? "draining" : "drained";
     words.textContent = n.guests_left ? "in maintenance, draining" : "in maintenance, empty";
     cell.append(words);
-    if (n.since) {
+    // Empty: since when it emptied; draining: since maintenance began.
+    const at = n.guests_left ? n.since : n.emptied_at || n.since;
+    if (at) {
       const since = document.createElement("time");
       cell.append(" since ", since);
-      stamp(since, n.since);
+      stamp(since, at);
     }
     return cell;
   }
@@ -37,10 +39,14 @@
   function guestsCell(n) {
     const cell = document.createElement("td");
     cell.className = "guests-left";
-    let text = plural(n.guests_left, "guest");
+    // Stopped guests count and are said ("2 guests (2 stopped)"); draining counts the started
+    // guests left, the stopped beside them; "moving" only while a move runs.
+    let text = n.maintenance ? `${plural(n.guests_left, "guest")} left` : plural(n.guests_left + n.stopped, "guest");
+    if (n.stopped) text += n.maintenance ? ` · ${n.stopped} stopped` : ` (${n.stopped} stopped)`;
+    if (n.moving) text += ` · ${n.moving} moving`;
     if (n.maintenance && n.evacuating) text += ` · ${plural(n.evacuating, "move")} under way or waiting`;
-    if (n.left_to_proxmox) text += ` · ${n.left_to_proxmox} moved by Proxmox's HA manager`;
-    cell.textContent = n.maintenance ? `${text} left` : text;
+    if (n.maintenance && n.left_to_proxmox) text += ` · ${n.left_to_proxmox} left to Proxmox's HA manager`;
+    cell.textContent = text;
     return cell;
   }
 

@@ -6,7 +6,8 @@ VM, a container with string numbers, HA status and rules. Migrations change its 
 the way PVE does: a `qmigrate` task that holds the `migrate` lock and moves the guest
 when it ends; for an HA guest an `hamigrate` task first, then the HA manager's
 `qmigrate` a little later. Each status poll of a running task advances it one step,
-so tests are deterministic without sleeping.
+so tests are deterministic without sleeping. A guest whose entry has a `lock` (a test sets
+it, as a backup does) is refused as Proxmox refuses it: "VM is locked (backup)".
 """
 
 from __future__ import annotations
@@ -119,6 +120,7 @@ class FakePve:
         self.strays: list[str] = []
         self.steps_per_migration = 3  # status polls a migration stays running
         self.fail_next: str | None = None  # exit status of the next migration, e.g. "migration aborted"
+        self.lock_next: str | None = None  # a lock the next guest asked to migrate takes first (a backup's race)
         self.ha_lists_before_start = 1  # task list queries before the HA manager starts the qmigrate
         self.ha_starts_migration = True
         self._powered_off: dict[str, dict] = {}  # node → its entry before power_off
@@ -291,6 +293,15 @@ class FakePve:
         if kind == "lxc" and guest["status"] == "running" and params.get("restart") != "1":
             return 500, "CT is running - use online or restart migration"
         sid = f"{'vm' if kind == 'qemu' else 'ct'}:{vmid}"
+        if self.lock_next:
+            guest["lock"], self.lock_next = self.lock_next, None
+        if lock := guest.get("lock"):  # PVE::AbstractConfig::check_lock
+            if kind == "qemu":  # qemu-server's migrate_vm checks before forking its worker
+                return 500, f"VM is locked ({lock})"
+            # pve-container's checks in the task (PVE::LXC::Migrate::prepare): the task fails
+            upid = self._task(node, "vzmigrate", vmid, {"sid": sid, "target": target})
+            self.tasks[upid] |= {"status": "stopped", "exitstatus": f"CT is locked ({lock})", "endtime": self._clock}
+            return 200, upid
         if guest.get("hastate"):
             upid = self._task(node, "hamigrate", vmid, {"sid": sid, "target": target, "steps": 0})
         else:
@@ -336,7 +347,7 @@ class FakePve:
         if kind == "hamigrate":
             self.tasks[upid] |= {"status": "stopped", "exitstatus": "OK", "endtime": self._clock}
             self.tasks[upid]["log"].append(f"requesting HA migration of {extra['sid']} to node {extra['target']}")
-        if kind in ("qmigrate", "vzmigrate"):
+        if kind in ("qmigrate", "vzmigrate") and "exit" in extra:
             self.fail_next = None
         return upid
 

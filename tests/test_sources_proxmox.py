@@ -264,6 +264,25 @@ def test_refused_migration_names_the_reason(pve):
         connect(pve).migrate("vm:999", "node1", T0)
 
 
+def test_a_guest_s_lock_is_collected_and_proxmox_refuses_to_migrate_it(pve):
+    pve.entry("qemu/100")["lock"] = "backup"  # vzdump holds it
+    pve.entry("lxc/300")["lock"] = "snapshot"
+    cluster = connect(pve)
+    collected = guests(cluster.collect(T0))
+    assert (collected["vm:100"].lock, collected["ct:300"].lock, collected["vm:104"].lock) == ("backup", "snapshot", "")
+    with pytest.raises(SourceError, match=r"Proxmox answered 500 .*VM is locked \(backup\)"):
+        cluster.migrate("vm:100", "node3", T0)  # qemu-server refuses before it starts a task
+    status = finish(cluster, cluster.migrate("ct:300", "node1", T0))  # pve-container fails the task
+    assert (status.state, status.reason) == ("failed", "CT is locked (snapshot)")
+    assert guests(cluster.collect(T0 + 20))["ct:300"].node == "node4"
+
+
+def test_a_migration_s_own_lock_is_no_hold(pve):
+    pve.entry("qemu/100")["lock"] = "migrate"  # a migration started elsewhere (not followed here)
+    vm = guests(connect(pve).collect(T0))["vm:100"]
+    assert (vm.state, vm.lock, vm.locked) == ("started", "", False)
+
+
 # -- configuration ------------------------------------------------------------------
 
 

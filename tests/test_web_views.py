@@ -1,11 +1,13 @@
 """The live page, settings form, JSON API, approve / reject and /healthz."""
 
 import json
+import re
 from datetime import timedelta
 
 import pytest
 from conftest import policy_form
 from django.urls import reverse
+from django.utils import timezone
 
 from dashboard import health, tasks
 from dashboard.models import AuditEvent, Cluster, Policy
@@ -144,3 +146,60 @@ def test_guest_happiness_reaches_the_page_as_fractions(admin_client, collected):
     share = (len(guests) - 1) / len(guests)
     assert f'<data class="pct" value="{share!r}" data-digits="0">' in page  # units.js writes the percent
     assert f'{guests[0]["sid"]} <data class="pct" value="0.75" data-digits="0">' in page  # least happy
+
+
+def test_the_embedded_broker_starts_without_kombus_no_hostname_warning(caplog):
+    """Issue 38 item 14: `make run` printed "No hostname was supplied", which reads as a misconfiguration."""
+    from kombu import Connection
+
+    from project.settings import CELERY_BROKER_URL
+
+    with caplog.at_level("WARNING", logger="kombu.connection"):
+        Connection(CELERY_BROKER_URL).as_uri()
+        Connection("memory://").as_uri()  # the positive control: the bare URL still warns
+    assert [r.getMessage() for r in caplog.records] == ["No hostname was supplied. Reverting to default 'localhost'"]
+
+
+def test_tables_are_in_the_order_their_headers_say_and_counts_say_stopped_guests(admin_client, collected):
+    """Issue 38 items 6 and 7: nodes by name naturally (node2 before node10), guests by type then id;
+    stopped guests are counted and said ("2 guests (2 stopped)"), "moving" only while a move runs."""
+    from conftest import make_migration
+
+    from dashboard.models import Maintenance
+    from dashboard.wording import natural
+
+    assert sorted(["node10", "node2", "node1"], key=natural) == ["node1", "node2", "node10"]
+    assert sorted(["vm:200", "ct:300", "vm:104", "vm:100"], key=natural) == ["ct:300", "vm:100", "vm:104", "vm:200"]
+    snapshot = collected.snapshot
+    nodes = sorted(n["name"] for n in snapshot["nodes"])
+    on_first = [g for g in snapshot["guests"] if g["node"] == nodes[0]]
+    for guest in on_first:  # the first node: its guests stopped, listed in reverse
+        guest["state"] = "stopped"
+    guests = [g for g in snapshot["guests"] if g["node"] != nodes[1]][::-1]  # the second node emptied
+    shuffled = {**snapshot, "nodes": snapshot["nodes"][::-1], "guests": guests}
+    Cluster.objects.filter(pk=collected.pk).update(snapshot=shuffled)
+    entered = timezone.now() - timedelta(minutes=5)
+    Maintenance.objects.create(cluster=collected, node=nodes[1], entered_at=entered)
+    emptied = entered + timedelta(seconds=42)
+    make_migration(collected, "done", guests[0]["sid"], source=nodes[1], finished_at=emptied)
+
+    page = admin_client.get(reverse("dashboard:guests", args=[collected.pk])).content.decode()
+    capacity = page[page.index('id="node-capacity"') : page.index('id="guests"')]
+    assert re.findall(r'data-label="node"><strong>([^<]+)<', capacity) == nodes
+    assert f"{len(on_first)} ({len(on_first)} stopped)</td>" in capacity
+    listed = re.findall(r'data-label="guest" data-sort="([^"]+)"', page)
+    assert listed == sorted(listed, key=natural) and len(listed) == len(guests)
+
+    states = admin_client.get(f"/api/v1/clusters/{collected.pk}/maintenance/").json()
+    assert [s["node"] for s in states] == nodes
+    assert (states[0]["guests_left"], states[0]["stopped"], states[0]["moving"]) == (0, len(on_first), 0)
+    # Maintenance "empty since": when the node emptied, not when maintenance began.
+    assert (states[1]["since"], states[1]["emptied_at"]) == (entered.isoformat(), emptied.isoformat())
+
+
+def test_a_new_cluster_and_an_unknown_recommendation_answer_in_the_admins_words(admin_client, cluster):
+    """Issue 38 item 14: before the first collect, maintenance is an empty state, not a 404;
+    approving an id that does not exist says "no recommendation #N"."""
+    assert admin_client.get(f"/api/v1/clusters/{cluster.pk}/maintenance/").json() == []
+    missing = admin_client.post("/api/v1/recommendations/999999/approve/")
+    assert (missing.status_code, missing.json()) == (404, {"detail": "no recommendation #999999"})

@@ -138,7 +138,15 @@ def _guest(
         }
         | ({"proxmox_ha": True} if sid in ha.resources else {})
         | ({"uptime_s": number(e, "uptime", where)} if running and "uptime" in e else {})
+        | _lock(e)
     )
+
+
+def _lock(e: dict[str, Any]) -> dict[str, Any]:
+    """The guest's config lock, read from the same `cluster/resources` entry each collect (no
+    extra request); `migrate` is left out: a migration under way shows as the state (_state)."""
+    lock = e.get("lock")
+    return {"lock": str(lock)} if lock and lock != "migrate" else {}
 
 
 def _state(

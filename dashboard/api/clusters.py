@@ -269,9 +269,9 @@ class ClusterViewSet(ApiViewSet):
     @extend_schema(responses=NodeMaintenanceSerializer(many=True))
     @action(detail=True, pagination_class=None, url_path="maintenance")
     def maintenance(self, request, pk=None):
-        """Every node: in maintenance or not, the guests still on it, the evacuation moves under way,
-        and on a Proxmox cluster the `ha-manager` command that enters or leaves it."""
-        self._snapshot()
+        """Every node: in maintenance or not, the guests still on it (and stopped, and moving), the
+        evacuation moves under way, when it began and, once empty, when it emptied, and on a Proxmox
+        cluster the `ha-manager` command that enters or leaves it. Before the first collect: no node."""
         return Response(NodeMaintenanceSerializer(maintenance.states(self.get_object()), many=True).data)
 
     @extend_schema(

@@ -4,7 +4,7 @@ from django import forms
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.generics import get_object_or_404  # a malformed id is a 404 too, not a 500
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from ..approvals import approve_migration, decision_conflict, fail_migration, reject_migration
@@ -88,8 +88,12 @@ class RecommendationViewSet(ApiViewSet):
         return Response(data)
 
     def _pending(self, pk):
-        """Any migration, so that a decision someone else made first answers 409 rather than 404."""
-        return get_object_or_404(Migration.objects.select_related("cluster"), pk=pk)
+        """Any migration, so that a decision someone else made first answers 409 rather than 404;
+        an id that never existed answers 404 in the admin's words."""
+        try:
+            return Migration.objects.select_related("cluster").get(pk=pk)
+        except (Migration.DoesNotExist, ValueError):
+            raise NotFound(f"no recommendation #{pk}") from None
 
     @extend_schema(
         request=None,

@@ -26,6 +26,7 @@ class MigrationManager(models.Manager):
             ("approved", "expired"),
             ("running", "done"),
             ("running", "failed"),
+            ("running", "approved"),  # Proxmox refused it for a lock: it waits (executor.locked_out)
         }
     )
 

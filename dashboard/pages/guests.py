@@ -14,6 +14,7 @@ import crs.usage
 from crs.model import Snapshot
 
 from ..models import Cluster, Migration
+from ..wording import natural
 
 GIB = 2**30
 STATE_WORDS = {"started": "running", "request_stop": "stopping", "migrate": "migrating", "relocate": "relocating"}
@@ -39,7 +40,7 @@ def guest_rows(cluster: Cluster, snapshot: Snapshot) -> list[dict]:
             rules.setdefault(sid, []).append(rule.id)
     migrations = last_migrations(cluster, {g.sid for g in snapshot.guests})
     rows = []
-    for guest in snapshot.guests:
+    for guest in sorted(snapshot.guests, key=lambda g: natural(g.sid)):  # "guest ▲": type, then id
         node = snapshot.node(guest.node)
         last = migrations.get(guest.sid)
         left = 0.0
@@ -72,7 +73,7 @@ def node_rows(snapshot: Snapshot, limits: crs.fits.Limits) -> list[dict]:
     stats = {s.name: s for s in crs.usage.node_stats(snapshot, "dynamic")}
     usable = frozenset(n.name for n in snapshot.nodes if n.usable)
     rows = []
-    for node in snapshot.nodes:
+    for node in sorted(snapshot.nodes, key=lambda n: natural(n.name)):
         held = [g for g in snapshot.guests if node.name in crs.usage.counted_nodes(g, usable | {node.name})]
         commitment = crs.fits.committed(node, held)
         stat = stats.get(node.name)
@@ -93,6 +94,8 @@ def node_rows(snapshot: Snapshot, limits: crs.fits.Limits) -> list[dict]:
                 "mem_used_gib": stat.mem / GIB if stat else None,
                 "mem_load": stat.mem_load if stat else None,
                 "guests": len(held),
+                # Stopped guests hold nothing (not in cores or memory) but are there: said beside.
+                "stopped": len([g for g in snapshot.guests if g.node == node.name and g.state == "stopped"]),
             }
         )
     return rows
@@ -107,6 +110,6 @@ def guests_page(request, pk):
         "cluster": cluster,
         "guests": guest_rows(cluster, snapshot) if snapshot else [],
         "nodes": node_rows(snapshot, cluster.policy.limits()) if snapshot else [],
-        "node_names": [n.name for n in snapshot.nodes] if snapshot else [],
+        "node_names": sorted((n.name for n in snapshot.nodes), key=natural) if snapshot else [],
     }
     return render(request, "dashboard/guests.html", context)
