@@ -5,8 +5,13 @@ of the first stored round 5 minutes and 1 hour after it finished (a round is a m
 of the whole cluster), and a plan's outcome is its last step's. Nothing is computed that
 the rounds did not measure: with no round soon after the moment (collection was down),
 the figure stays empty rather than borrow a later, unrelated one.
+
+Once the hour after it has passed, a balancing or pressure move is judged paid or not
+(crs.paid) on the rounds of that hour: their measured node use, with the moved guests' own
+measured use (the guest samples) counted back on the source for the loads without the move.
 """
 
+from bisect import bisect_right
 from datetime import datetime, timedelta
 from typing import cast
 
@@ -14,12 +19,18 @@ from celery import shared_task
 from django.db.models import Q
 from django.utils import timezone
 
-from .models import Cluster, Migration, Round
+import crs.paid
+import crs.snapshot
+from crs.usage import NodeStats
+
+from .models import Cluster, GuestSample, Migration, Round
 
 AFTER = {"observed_5m": timedelta(minutes=5), "observed_1h": timedelta(hours=1)}
 # The round that measures a moment must come within this long after it; later is another story.
 WITHIN = timedelta(minutes=10)
 SUMMARY_DAYS = 7
+HORIZON = timedelta(seconds=crs.paid.HORIZON_S)
+JUDGED = {"balancing": "even", "pressure": "pressure"}  # kind → crs.paid's objective; owed moves are not judged
 
 
 def first_round_after(cluster_id: int, moment) -> float | None:
@@ -50,7 +61,72 @@ def measure(cluster_id: int, now=None) -> list[int]:
                 **{field: value}
             ):
                 measured.append(pk)
+    measured += judge(cluster_id, now)
     return list(dict.fromkeys(measured))
+
+
+def judge(cluster_id: int, now) -> list[int]:
+    """Give each done move whose horizon ended within WITHIN its verdict (crs.paid), written
+    once by a conditional UPDATE. A move with no round in its horizon stays unjudged."""
+    due = Migration.objects.filter(
+        cluster_id=cluster_id,
+        state="done",
+        kind__in=JUDGED,
+        paid__isnull=True,
+        finished_at__lte=now - HORIZON,
+        finished_at__gt=now - HORIZON - WITHIN,
+    )
+    moves = list(due.values_list("pk", "kind", "source", "guests", "finished_at"))
+    if not moves:
+        return []
+    stored = Cluster.objects.filter(pk=cluster_id).values_list("snapshot", flat=True).get()
+    sizes = {} if stored is None else {n.name: n for n in crs.snapshot.parse(stored).nodes}
+    scale = Cluster.objects.filter(pk=cluster_id).values_list("policy__imbalance_scale", flat=True).get()
+    judged = []
+    for pk, kind, source, guests, finished_at in moves:
+        samples = measurements(cluster_id, guests, cast(datetime, finished_at), sizes)  # filtered: finished
+        verdict = crs.paid.judge(JUDGED[kind], source, samples, crs.paid.HORIZON_S, scale)
+        if verdict is not None and Migration.objects.filter(pk=pk, paid__isnull=True).update(
+            paid=verdict.paid, paid_figures=verdict.to_dict()
+        ):
+            judged.append(pk)
+    return judged
+
+
+def measurements(cluster_id: int, guests: list[str], finished_at: datetime, sizes: dict) -> list[crs.paid.Measured]:
+    """The rounds of the horizon after `finished_at`, each with the moved guests' latest sample at
+    or before it (summed over the bundle; where the leader ran). Node sizes: the latest snapshot's."""
+    rounds = Round.objects.filter(
+        cluster_id=cluster_id, span_s=0, at__gt=finished_at, at__lte=finished_at + HORIZON
+    ).values_list("at", "node_usage")
+    rows = list(
+        GuestSample.objects.filter(
+            cluster_id=cluster_id, guest__in=guests, at__gt=finished_at - WITHIN, at__lte=finished_at + HORIZON
+        )
+        .order_by("at")
+        .values_list("at", "guest", "node", "cpu_usage", "mem_usage_bytes")
+    )
+    times = [r[0] for r in rows]
+    out = []
+    for at, usage in rounds.order_by("at"):
+        seen = rows[: bisect_right(times, at)]
+        latest = {guest: (node, cpu, mem) for _, guest, node, cpu, mem in seen}
+        if guests[0] not in latest:
+            continue
+        nodes = tuple(
+            NodeStats(
+                name,
+                u["cpu"] * sizes[name].cpus,
+                sizes[name].cpus,
+                u["memory"] * sizes[name].memory_bytes,
+                sizes[name].memory_bytes,
+            )
+            for name, u in usage.items()
+            if name in sizes
+        )
+        cpu, mem = sum(v[1] for v in latest.values()), sum(v[2] for v in latest.values())
+        out.append(crs.paid.Measured(nodes, latest[guests[0]][0], cpu, mem))
+    return out
 
 
 def change(before: float, after: float | None) -> float | None:
@@ -89,7 +165,8 @@ def plan_outcomes(steps: list[Migration]) -> list[dict]:
 
 def summary(cluster: Cluster, days: int = SUMMARY_DAYS) -> dict:
     """The record of the last `days`: moves done, the mean predicted change of the imbalance and
-    the mean observed one (5 minutes and 1 hour after), and each finished plan's outcome."""
+    the mean observed one (5 minutes and 1 hour after), how many of the judged moves paid, and
+    each finished plan's outcome."""
     since = timezone.now() - timedelta(days=days)
     done = list(cluster.migrations.filter(state="done", finished_at__gte=since).order_by("finished_at"))
     open_plans = set(
@@ -103,5 +180,8 @@ def summary(cluster: Cluster, days: int = SUMMARY_DAYS) -> dict:
         "predicted_change": mean([change(m.imbalance_before, m.imbalance_after) for m in done]),
         "observed_change_5m": mean([change(m.imbalance_before, m.observed_5m) for m in done]),
         "observed_change_1h": mean([change(m.imbalance_before, m.observed_1h) for m in done]),
+        "judged": sum(m.paid is not None for m in done),
+        "paid": sum(m.paid is True for m in done),
+        "paid_share": crs.paid.share([m.paid for m in done]),
         "plans": plan_outcomes(finished),
     }

@@ -148,3 +148,14 @@ def test_components_are_up_by_their_heartbeats_and_down_once_silent(client, clus
 
     clock[0] += 10
     assert client.get("/healthz").json()["beat"] == "down: no heartbeat for 21 s"
+
+
+def test_the_share_of_moves_that_paid_counts_the_judged_moves_of_the_last_days(client, suggested):
+    finished = timezone.now() - timedelta(hours=2)
+    for paid in (True, True, False, None):  # None: not judged yet, not counted
+        Migration.objects.create(**{**migration_fields(suggested), "state": "done"}, finished_at=finished, paid=paid)
+    old = timezone.now() - timedelta(days=8)  # before the page's 7 days
+    Migration.objects.create(**{**migration_fields(suggested), "state": "done"}, finished_at=old, paid=False)
+    assert value(scrape(client), "crs_moves_paid_share", cluster="test") == pytest.approx(2 / 3)
+    Migration.objects.filter(paid__isnull=False).update(paid=None)
+    assert "crs_moves_paid_share" not in {s.name for f in scrape(client).values() for s in f.samples}

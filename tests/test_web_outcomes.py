@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from conftest import run_rounds, set_policy
+from django.utils import timezone
 
 from dashboard import approvals, executor, outcomes, tasks
 from dashboard.models import Migration, Round
@@ -81,3 +82,49 @@ def test_outcome_days_are_checked(admin_client, cluster):
     assert answer.status_code == 400 and answer.json() == {"days": ["days must be between 1 and 366"]}
     empty = admin_client.get(f"/api/v1/clusters/{cluster.pk}/outcomes/?days=30").json()
     assert (empty["moves"], empty["predicted_change"], empty["plans"]) == (0, None, [])
+
+
+def test_a_move_is_judged_paid_on_the_rounds_of_the_hour_after_it(
+    cluster, admin_client, django_capture_on_commit_callbacks
+):
+    """crs.paid on the stored rounds: their measured node use, the moved guest's own samples
+    counted back on its source for the loads without the move. Judged once, after the hour.
+    The move is one the rounds did not make: a guest said to have come to the least loaded node
+    from the most loaded one, so that leaving it on its source would have kept the imbalance higher."""
+    set_policy(cluster, mode="dynamic")  # the rounds' imbalance on measured use, as the verdict's
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    usage = Round.objects.filter(cluster=cluster).latest("at").node_usage
+    load = {name: u["cpu"] + u["memory"] for name, u in usage.items()}
+    cluster.refresh_from_db()
+    snapshot = cluster.latest_snapshot()
+    guest = max((g for g in snapshot.guests if g.node in load), key=lambda g: (-load[g.node], g.mem_usage_bytes))
+    finished = timezone.now()
+    move = Migration.objects.create(
+        cluster=cluster,
+        state="done",
+        leader=guest.sid,
+        guests=[guest.sid],
+        source=max(load, key=lambda name: load[name]),
+        target=guest.node,
+        imbalance_before=0.4,
+        imbalance_after=0.3,
+        relative_gain=0.25,
+        margin=0.1,
+        method="bruteforce",
+        finished_at=finished,
+    )
+    run_rounds(cluster, 2, django_capture_on_commit_callbacks)
+    rounds = list(Round.objects.filter(cluster=cluster, at__gt=finished))
+    assert outcomes.judge(cluster.pk, now=finished + outcomes.HORIZON - timedelta(seconds=1)) == []  # not yet
+    assert outcomes.judge(cluster.pk, now=finished + outcomes.HORIZON + timedelta(seconds=1)) == [move.pk]
+    assert outcomes.judge(cluster.pk, now=finished + outcomes.HORIZON + timedelta(seconds=2)) == []  # once
+    move.refresh_from_db()
+    figures = move.paid_figures
+    assert move.paid is True and figures["objective"] == "even" and figures["samples"] == len(rounds) == 2
+    # as measured, the rounds' own imbalance; without the move, the higher one it removed
+    assert figures["imbalance"] == pytest.approx(sum(r.imbalance for r in rounds) / 2)
+    assert figures["imbalance_unmoved"] > figures["imbalance"]
+
+    summary = admin_client.get(f"/api/v1/clusters/{cluster.pk}/outcomes/").json()
+    assert (summary["judged"], summary["paid"], summary["paid_share"]) == (1, 1, 1.0)
+    assert admin_client.get(f"/api/v1/migrations/{move.pk}/").json()["paid"] is True

@@ -16,12 +16,13 @@ from django.contrib.auth.decorators import login_not_required
 from django.db import DatabaseError
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
 from django.http import HttpResponse
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from .. import health
+from .. import health, outcomes
 from ..models import Cluster, Migration, Round, last_round
 
 # Migrations take seconds (a container) to many minutes (a VM with much memory).
@@ -47,6 +48,11 @@ class ClusterCollector:
             "crs_source_up", "1 if the last collection worked, 0 if the source refused or was unreachable."
         )
         source_error_at = gauge("crs_source_error_timestamp_seconds", "When the source last failed (Unix time).")
+        paid = gauge(
+            "crs_moves_paid_share",
+            f"Share of the moves done in the last {outcomes.SUMMARY_DAYS} days and judged that paid (0-1); "
+            "absent while none is judged.",
+        )
         durations = HistogramMetricFamily(
             "crs_migration_duration_seconds", "Duration of finished migrations (done or failed).", labels=["cluster"]
         )
@@ -62,6 +68,7 @@ class ClusterCollector:
             [c.last_round_pk for c in clusters if c.last_round_pk]
         )
         finished = histograms()
+        shares = paid_shares()
         for cluster in clusters:
             name = [cluster.name]
             last = last_rounds.get(cluster.last_round_pk)
@@ -81,8 +88,10 @@ class ClusterCollector:
             if cluster.source_error_at:
                 source_error_at.add_metric(name, cluster.source_error_at.timestamp())
             durations.add_metric(name, *finished.get(cluster.pk, EMPTY_HISTOGRAM))
+            if cluster.pk in shares:
+                paid.add_metric(name, shares[cluster.pk])
         yield from (imbalance, threshold, hold, hold_needed, pending, states, round_seconds, last_round_at)
-        yield from (source_up, source_error_at, durations)
+        yield from (source_up, source_error_at, paid, durations)
 
 
 def scraped_clusters():
@@ -113,6 +122,19 @@ def histograms() -> dict[int, tuple[list, float]]:
         cluster_id: ([(str(le), c) for le, c in zip(DURATION_BUCKETS, counts)] + [("+Inf", n)], total.total_seconds())
         for cluster_id, n, total, *counts in rows
     }
+
+
+def paid_shares() -> dict[int, float]:
+    """Per cluster, the share of its judged moves of the last days that paid, as the page's
+    record counts them (outcomes.summary), in one query."""
+    since = timezone.now() - timedelta(days=outcomes.SUMMARY_DAYS)
+    rows = (
+        Migration.objects.filter(state="done", finished_at__gte=since, paid__isnull=False)
+        .values("cluster_id")
+        .annotate(judged=Count("pk"), paid=Count("pk", filter=Q(paid=True)))
+        .values_list("cluster_id", "judged", "paid")
+    )
+    return {cluster_id: paid / judged for cluster_id, judged, paid in rows}
 
 
 EMPTY_HISTOGRAM = ([(str(le), 0) for le in DURATION_BUCKETS] + [("+Inf", 0)], 0.0)

@@ -364,6 +364,9 @@ class OutcomeSummarySerializer(serializers.Serializer):
     predicted_change = serializers.FloatField(allow_null=True, help_text="Mean relative change predicted (−0.18).")
     observed_change_5m = serializers.FloatField(allow_null=True)
     observed_change_1h = serializers.FloatField(allow_null=True)
+    judged = serializers.IntegerField(help_text='Of them, judged paid or not (docs/dashboard.md, "Moves that paid").')
+    paid = serializers.IntegerField(help_text="Of the judged, the moves that paid.")
+    paid_share = serializers.FloatField(allow_null=True, help_text="paid ÷ judged, 0–1; null while none is judged.")
     plans = PlanOutcomeSerializer(many=True)
 
 

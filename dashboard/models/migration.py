@@ -127,6 +127,14 @@ class Migration(models.Model):
     observed_1h = models.FloatField(
         null=True, blank=True, editable=False, help_text="Imbalance measured 1 hour after it finished."
     )
+    # Whether it paid (crs.paid, judged by outcomes.py once its horizon passed): null until judged,
+    # and for moves that are owed rather than chosen (evacuation, failback, rule fix).
+    paid = models.BooleanField(
+        null=True, blank=True, editable=False, help_text="It paid over its horizon (crs.paid); null: not judged."
+    )
+    paid_figures = models.JSONField(
+        null=True, blank=True, editable=False, help_text="What the verdict was judged on (crs.paid.Verdict)."
+    )
 
     objects = MigrationManager()
 
