@@ -210,6 +210,24 @@ def cluster_short(snapshot: Snapshot, limits: Limits) -> str | None:
     return f"no placement can help: {'; '.join(figures)}; {' and '.join(f.remedy() for f in found)}"
 
 
+def recurrence(found: list[tuple[float, Shortfall]], days: int, day_s: float = 86_400.0) -> str:
+    """One line an admin reads for a resource the cluster lacked at some rounds (`found`: each
+    round's trace second since midnight of day 1, and its shortfall): how short at the worst
+    peak, on how many of `days` days, the hours that hold most of it (the shortest span of
+    whole hours with 80 % of the short rounds), and what to add. The rounds' own windows
+    stay with the caller's figures."""
+    peak = max(found, key=lambda f: f[1].short)[1]
+    hours = [0] * 24
+    for t, _ in found:
+        hours[int(t % day_s // 3600)] += 1
+    spans = [(b - a, a, b) for a in range(24) for b in range(a, 24) if sum(hours[a : b + 1]) >= 0.8 * len(found)]
+    _, first, last = min(spans)
+    seen = len({int(t // day_s) for t, _ in found})
+    size = f"{math.ceil(peak.short)} cores" if peak.resource == "cpu" else f"{math.ceil(peak.short / GIB)} GiB"
+    when = f"on {seen} of {days} day{'s' if days > 1 else ''}, mostly {first:02d}:00–{last + 1:02d}:00"
+    return f"short of {size} at peaks {when}; {peak.remedy()}"
+
+
 def skip_reason(guest: Guest, online: set[str], limits: Limits, last_moved: str | None) -> str | None:
     """Why the policy does not look at `guest` at all, in the seed's order; None = it does."""
     if guest.kind == "ct" and not limits.containers:
@@ -354,11 +372,9 @@ def relief(
     barred: frozenset[tuple[str, str]] = frozenset(),
 ) -> Relief | None:
     """The first hurting guest, in TOPSIS order, that has a target (the seed: one per check).
-    guests `in_cooldown` or locked (Proxmox refuses their migration) are ranked but not moved;
-    `barred` (guest, node) pairs are no target."""
-    locked = frozenset(g.sid for g in snapshot.guests if g.locked)
+    guests `in_cooldown` are ranked but not moved; `barred` (guest, node) pairs are no target."""
     for guest, score in ranked(hurting(snapshot, limits, last_moved=last_moved, breaking=breaking)):
-        if guest.sid in in_cooldown or guest.sid in locked:
+        if guest.sid in in_cooldown:
             continue
         node = target(snapshot, guest, limits, frozenset(n for sid, n in barred if sid == guest.sid))
         if node is not None:

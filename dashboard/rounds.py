@@ -186,6 +186,7 @@ def _round(
             "changed_s": s.changed_s,
             "digest": s.digest,
             "stalled_nodes": list(s.stalled_nodes),
+            "short_s": s.short_s,
         },
     )
     return round_
