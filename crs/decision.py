@@ -41,9 +41,6 @@ class RoundState:
     # Nodes short of CPU as a whole at the last round (crs.pressure.stalled_nodes): a stall seen
     # twice is relieved step by step; a new one only by moves that end it (it may be a peak).
     stalled_nodes: tuple[str, ...] = ()
-    # The source's clock when the cluster as a whole last lacked CPU or memory (crs.pressure
-    # .shortfall): within a day of it, a pressure move is futile (crs.balancer.PEAK_MEMORY_S).
-    short_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +118,7 @@ class Explanation:
     relative_gain: float | None = None  # the plan's total gain, compared to the margin
     target_imbalance: float | None = None
     usage_period: float | None = None  # seconds the usage figures are a mean of; 0 = the latest values
+    forecast: dict[str, Any] | None = None  # with the forecast on: its figures (crs.forecast.figures)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

@@ -7,6 +7,11 @@ measure is the mean absolute error of each guest's next-hour peak, beside the na
 forecast "the next hour peaks as the last one did". A guest with less history than one
 day (one season) is not forecast.
 
+A guest's forecast reaches a plan only where it has earned its place (`next_hour`'s trial):
+on the guest's own last days, at the hours where it would have acted (a rise the naive
+forecast did not foresee), it came closer to the peak than the naive forecast. Over all hours
+the naive forecast wins every month, so scoring all hours would never let it act.
+
 Plans use it with `settings.forecast` on (`stalls`, `barred`, `foreseen`): a node whose
 guests are predicted to stall it within the hour takes no guest, and a stall due before a
 move could finish is relieved ahead of it. Only a peak that came back on most past days is
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -71,17 +77,14 @@ SEEN_SHARE = 0.9  # a past day "saw" the peak when that hour reached this share 
 # nothing when one day's peak was trusted (bench/README.md).
 MIN_SEEN = 2
 HOUR_S = 3600.0
+TRIAL_DAYS = 7  # a guest's forecast is judged on its last week of days
+MIN_HISTORY_DAYS = 3  # and only with at least this much history: before that, the round is reactive
+WITHIN = 0.10  # "predicted within 10 %": a trial day whose peak came this close
 
 
-def next_hour(cpu: np.ndarray, memory: np.ndarray, now: int, per_day: int, step_s: float) -> list[Forecast | None]:
-    """Each guest's peak over the samples after `now` (an hour of them), from the same samples
-    of up to `DAYS_BACK` past days: per sample the `PERCENTILE` of the past days' values, the
-    peak the highest of those. None for every guest while there is less than a day of history
-    before the hour (one season): the round is then reactive for them."""
-    horizon = round(HOUR_S / step_s)
-    days = min(DAYS_BACK, (now + 1) // per_day)
-    if days < 1 or now >= cpu.shape[1]:
-        return [None] * cpu.shape[0]
+def _peaks(cpu: np.ndarray, memory: np.ndarray, now: int, days: int, per_day: int, horizon: int) -> tuple:
+    """Per guest, the forecast peak over the `horizon` samples after `now` from the same samples of
+    the `days` days before: (cpu, memory, sample of the peak, days that saw it)."""
     index = now + np.arange(1, horizon + 1)[None, :] - per_day * np.arange(1, days + 1)[:, None]  # (days, horizon)
     past_cpu = cpu[:, index]  # (guests, days, horizon)
     by_sample = np.percentile(past_cpu, PERCENTILE, axis=1)
@@ -89,8 +92,65 @@ def next_hour(cpu: np.ndarray, memory: np.ndarray, now: int, per_day: int, step_
     peak = by_sample[np.arange(len(at)), at]
     mem = np.percentile(memory[:, index], PERCENTILE, axis=1)[np.arange(len(at)), at]
     seen = (past_cpu.max(axis=2) >= SEEN_SHARE * peak[:, None]).sum(axis=1)
+    return peak, mem, at, seen
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """How each guest's forecast did on its last days at this time of day, where it would have
+    acted: on `acted` days it foretold a repeated peak above the last hour's (the naive
+    forecast's), `within` of them within `WITHIN` of the peak that came; `error` and `naive`
+    are the two forecasts' absolute errors summed over those days, in cores."""
+
+    acted: np.ndarray
+    within: np.ndarray
+    error: np.ndarray
+    naive: np.ndarray
+
+    @property
+    def earned(self) -> np.ndarray:
+        return (self.acted > 0) & (self.error < self.naive)
+
+
+def trial(cpu: np.ndarray, memory: np.ndarray, now: int, per_day: int, horizon: int) -> Trial:
+    """The forecast of the hour after `now` made on each of the last `TRIAL_DAYS` days (from the
+    days before it), against the hour that came and the naive forecast (that day's last hour's
+    peak), scored only on the days it would have acted."""
+    guests = cpu.shape[0]
+    acted, within = np.zeros(guests, int), np.zeros(guests, int)
+    error, naive = np.zeros(guests), np.zeros(guests)
+    for back in range(1, TRIAL_DAYS + 1):
+        then = now - back * per_day
+        days = min(DAYS_BACK, (then + 1) // per_day)
+        if days < 1 or then < horizon - 1:
+            break
+        peak, _, _, seen = _peaks(cpu, memory, then, days, per_day, horizon)
+        came = cpu[:, then + 1 : then + horizon + 1].max(axis=1)
+        last_hour = cpu[:, then - horizon + 1 : then + 1].max(axis=1)
+        acts = (seen >= MIN_SEEN) & (2 * seen > days) & (peak > last_hour)
+        acted += acts
+        within += acts & (np.abs(peak - came) <= WITHIN * came)
+        error += np.where(acts, np.abs(peak - came), 0.0)
+        naive += np.where(acts, np.abs(last_hour - came), 0.0)
+    return Trial(acted, within, error, naive)
+
+
+def next_hour(cpu: np.ndarray, memory: np.ndarray, now: int, per_day: int, step_s: float) -> list[Forecast | None]:
+    """Each guest's peak over the samples after `now` (an hour of them), from the same samples
+    of up to `DAYS_BACK` past days: per sample the `PERCENTILE` of the past days' values, the
+    peak the highest of those. None for a guest whose forecast has not earned its place
+    (`trial`), and for every guest while there are fewer than `MIN_HISTORY_DAYS` days of
+    history before the hour: the round is then reactive for them. `cpu` and `memory` hold,
+    for each past day, the hour before `now` and the hour after it at least."""
+    horizon = round(HOUR_S / step_s)
+    days = min(DAYS_BACK, (now + 1) // per_day)
+    if days < MIN_HISTORY_DAYS or now >= cpu.shape[1]:
+        return [None] * cpu.shape[0]
+    peak, mem, at, seen = _peaks(cpu, memory, now, days, per_day, horizon)
+    tried = trial(cpu, memory, now, per_day, horizon)
     return [
-        Forecast(float(c), float(m), float((k + 1) * step_s), int(s), days) for c, m, k, s in zip(peak, mem, at, seen)
+        Forecast(float(c), float(m), float((k + 1) * step_s), int(s), days, int(a), int(w)) if ok else None
+        for c, m, k, s, a, w, ok in zip(peak, mem, at, seen, tried.acted, tried.within, tried.earned)
     ]
 
 
@@ -107,13 +167,23 @@ class Stall:
     days: int
     peaking: tuple[str, ...]  # the guests predicted to peak then
     lead_s: float  # how far ahead a move off it must start: a round plus the migration's expected time
+    guest: str = ""  # the guest whose rise is the largest, whose forecast's trial is told
+    acted: int = 0  # its trial: last days its forecast foresaw a rise at this time (0: not tried)
+    within: int = 0  # of those, the days it came within `WITHIN` of the peak
 
     def text(self, taken_at: str | None) -> str:
-        """ "predicted: node03 at 118 % CPU at 13:25 (seen on 5 of the last 5 days)"."""
+        """ "predicted: node03 at 118 % CPU at 13:25 (seen on 5 of the last 5 days; vm:30's forecast
+        came within 10 % on 4 of the last 5 days it foresaw a rise)"."""
         what = "CPU" if self.resource == "cpu" else "memory"
+        tried = (
+            f"; {self.guest}'s forecast came within {WITHIN:.0%} on {self.within} of the last {self.acted} days "
+            "it foresaw a rise"
+            if self.acted
+            else ""
+        )
         return (
             f"predicted: {self.node} at {self.load:.0%} {what} {_when(taken_at, self.at_s)} "
-            f"(seen on {self.seen} of the last {self.days} days)"
+            f"(seen on {self.seen} of the last {self.days} days{tried})"
         )
 
     @property
@@ -164,9 +234,35 @@ def stalls(snapshot: Snapshot, limits: pressure.Limits) -> tuple[Stall, ...]:
             largest = max(g.memory_bytes for g in rising)
             lead = settings.round_interval_s + largest / (settings.migration_mib_s * 2**20)
             sids = tuple(g.sid for g in rising)
-            out.append(Stall(node.name, resource, at, load, top.forecast.seen, top.forecast.days, sids, lead))
+            f = top.forecast
+            out.append(Stall(node.name, resource, at, load, f.seen, f.days, sids, lead, top.sid, f.acted, f.within))
             break
     return tuple(out)
+
+
+def figures(snapshot: Snapshot, limits: pressure.Limits) -> dict[str, Any]:
+    """The forecast's part in a round, for its JSON explanation: the share of running guests whose
+    forecast earned its place (the rest are reactive), and each predicted stall with the trial of
+    the guest it names."""
+    running = [g for g in snapshot.guests if g.running]
+    return {
+        "active_share": sum(g.forecast is not None for g in running) / len(running) if running else 0.0,
+        "within": WITHIN,
+        "stalls": [
+            {
+                "node": s.node,
+                "resource": s.resource,
+                "at_s": s.at_s,
+                "load": s.load,
+                "seen": s.seen,
+                "days": s.days,
+                "guest": s.guest,
+                "acted": s.acted,
+                "within": s.within,
+            }
+            for s in stalls(snapshot, limits)
+        ],
+    }
 
 
 def demand(now: pressure.Use, peaking: list[Guest]) -> tuple[float, float]:

@@ -182,12 +182,15 @@ def _parse_forecast(raw: Any, path: str) -> Forecast | None:
         return None
     _f.refuse_unknown(raw, _FORECAST_KEYS, path)
     days = _f.integer(raw, "days", path, low=1)
+    acted = _f.integer(raw, "acted", path, 0, low=0)
     return Forecast(
         cpu=_f.number(raw, "cpu", path, low=0.0, high=MAX_CPUS),
         memory_bytes=_f.number(raw, "memory_bytes", path, low=0.0, high=MAX_BYTES),
         at_s=_f.number(raw, "at_s", path, low=0.0, high=HOUR_S),
         seen=_f.integer(raw, "seen", path, low=0, high=days),
         days=days,
+        acted=acted,
+        within=_f.integer(raw, "within", path, 0, low=0, high=acted),
     )
 
 
@@ -223,7 +226,6 @@ def _parse_guest(raw: Any, path: str, nodes: set[str]) -> Guest:
         "recoverable": _f.boolean(raw, "recoverable", path, True),
         "proxmox_ha": _f.boolean(raw, "proxmox_ha", path, False),
         "forecast": _parse_forecast(raw.get("forecast"), f"{path}.forecast"),
-        "lock": _f.text(raw, "lock", path) if "lock" in raw else "",
     }
     return Guest(**values)
 
@@ -405,7 +407,6 @@ _OPTIONAL_KEYS = frozenset(
         "recoverable",
         "proxmox_ha",
         "forecast",
-        "lock",
     }
 )
 

@@ -1,10 +1,11 @@
 """The next hour's forecast of a live round: each guest's stored peaks of past days, handed to
 the engine (crs.forecast.next_hour decides; this module only reads and lays out the history).
 
-`next_hour` reads, of each past day, only the hour after `now`; so one query an hour fetches
-only this hour and the next of up to 28 past days (filtered by time of day in SQL, for all
-guests at once; the rows are at least 22 hours old, so nothing newer changes them), and the
-arrays handed to it hold only the hour ahead of each day, day after day: a "day" of `SLOTS`
+`next_hour` reads, of each past day, only the hour after `now` and, for its trial against the
+naive forecast, the hour before; so one query an hour fetches only the hour before this one,
+this hour and the next of up to 28 past days (filtered by time of day in SQL, for all guests
+at once; the rows are at least 21 hours old, so nothing newer changes them), and the arrays
+handed to it hold only those two hours of each day, day after day: a "day" of `BLOCK`
 5-minute samples. Each worker keeps the loaded hours per cluster, and the forecasts per
 5-minute slot: a round pays the query once an hour and `next_hour` once per 5 minutes.
 """
@@ -24,17 +25,18 @@ DAY_S = 86400
 SLOTS = HOUR // FIVE_MINUTES  # samples of the hour ahead
 DAYS = crs.forecast.DAYS_BACK
 
-WINDOW = 2 * SLOTS  # slots of the two hours of each past day loaded at once: this hour and the next
+WINDOW = 3 * SLOTS  # slots of each past day loaded at once: the hour before this one, this hour and the next
+BLOCK = 2 * SLOTS  # slots handed to `next_hour` per past day: the hour up to the slot and the hour after it
 
 
 @dataclass
 class Loaded:
-    """One cluster's stored peaks of this hour and the next on each past day (loaded once an hour),
-    and the forecasts of the current 5-minute slot made from them."""
+    """One cluster's stored peaks of the hour before this one, this hour and the next on each past
+    day (loaded once an hour), and the forecasts of the current 5-minute slot made from them."""
 
     hour: int  # epoch seconds
     sids: list[str]
-    cpu: np.ndarray  # (guests, DAYS, WINDOW): day d at [d - 1], slot k at `hour` + 5 min · k, d days back
+    cpu: np.ndarray  # (guests, DAYS, WINDOW): day d at [d - 1], slot k at `hour` − 1 h + 5 min · k, d days back
     memory: np.ndarray
     filled: np.ndarray
     slot: int = -1
@@ -67,32 +69,33 @@ def applied(cluster_id: int, snapshot: Snapshot, now: datetime) -> Snapshot:
 
 
 def guest_forecasts(loaded: Loaded, j: int) -> dict[str, Forecast]:
-    """Per guest with a day of history, its peak over the hour after the `j`-th 5-minute slot of
-    the loaded hour, from its stored peaks of the same hour of up to 28 past days."""
-    hour_ahead = slice(j + 1, j + 1 + SLOTS)
+    """Per guest whose forecast earned its place, its peak over the hour after the `j`-th 5-minute
+    slot of the loaded hour, from its stored peaks of the same hour of up to 28 past days."""
+    block = slice(j + 1, j + 1 + BLOCK)  # the hour up to slot j (window slot SLOTS + j) and the hour after
     guests = len(loaded.sids)
     if not guests:
         return {}
-    width = SLOTS * DAYS + 1  # day d's hour in columns SLOTS·(DAYS − d) + 1 …, `now` the last column
+    width = BLOCK * DAYS + SLOTS  # day d in columns BLOCK·(DAYS − d) …, today's last hour (unread) at the end
     cpu, memory = np.zeros((guests, width)), np.zeros((guests, width))
-    cpu[:, 1:] = loaded.cpu[:, ::-1, hour_ahead].reshape(guests, -1)
-    memory[:, 1:] = loaded.memory[:, ::-1, hour_ahead].reshape(guests, -1)
+    cpu[:, : BLOCK * DAYS] = loaded.cpu[:, ::-1, block].reshape(guests, -1)
+    memory[:, : BLOCK * DAYS] = loaded.memory[:, ::-1, block].reshape(guests, -1)
     # A guest's days: back to the oldest past day whose hour it was there from the start of.
     starts = loaded.filled[:, :, j + 1]  # (guests, day 1 … DAYS)
     days = np.where(starts.any(axis=1), DAYS - np.argmax(starts[:, ::-1], axis=1), 0)
     out: dict[str, Forecast] = {}
     for d in set(days.tolist()) - {0}:
         group = np.flatnonzero(days == d)
-        columns = slice(SLOTS * (DAYS - d), width)  # its d days, as if its history began there
-        found = crs.forecast.next_hour(cpu[group, columns], memory[group, columns], SLOTS * d, SLOTS, FIVE_MINUTES)
+        columns = slice(BLOCK * (DAYS - d), width)  # its d days, as if its history began there
+        now = BLOCK * d + SLOTS - 1
+        found = crs.forecast.next_hour(cpu[group, columns], memory[group, columns], now, BLOCK, FIVE_MINUTES)
         out |= {loaded.sids[i]: f for i, f in zip(group, found, strict=True) if f is not None}
     return out
 
 
 def load(cluster_id: int, hour: int) -> Loaded:
-    """The stored peaks of the two hours from `hour` on each past day, one slot per 5 minutes: a
-    5-minute row fills its slot, a finer row raises its slot to its peak, an hourly row fills the
-    slots it covers with the hour's peak."""
+    """The stored peaks of the three hours from an hour before `hour` on each past day, one slot
+    per 5 minutes: a 5-minute row fills its slot, a finer row raises its slot to its peak, an
+    hourly row fills the slots it covers with the hour's peak."""
     rows = _rows(cluster_id, hour)
     sids = sorted({r[0] for r in rows})
     index = {sid: i for i, sid in enumerate(sids)}
@@ -104,8 +107,9 @@ def load(cluster_id: int, hour: int) -> Loaded:
         length = np.fromiter((max(r[2], FIVE_MINUTES) for r in rows), np.int64, len(rows))
         cpu_peak = np.fromiter((r[3] for r in rows), float, len(rows))
         mem_peak = np.fromiter((r[4] for r in rows), float, len(rows))
-        day = (hour - at - 1) // DAY_S + 1  # the past day whose two hours the row falls in (1 = yesterday)
-        offset = at - (hour - day * DAY_S)  # seconds from those hours' start: 0 ≤ offset < 2 h
+        start = hour - HOUR
+        day = (start - at - 1) // DAY_S + 1  # the past day whose three hours the row falls in (1 = yesterday)
+        offset = at - (start - day * DAY_S)  # seconds from those hours' start: 0 ≤ offset < 3 h
         for k in range(WINDOW):
             covers = (offset <= k * FIVE_MINUTES) & (k * FIVE_MINUTES < offset + length) & (day >= 1) & (day <= DAYS)
             at_k = (guest[covers] * DAYS + day[covers] - 1) * WINDOW + k  # into the flat (contiguous) arrays
@@ -116,9 +120,9 @@ def load(cluster_id: int, hour: int) -> Loaded:
 
 
 def _rows(cluster_id: int, hour: int) -> list[tuple[str, int, int, float, float]]:
-    """(guest, epoch seconds, span_s, cpu peak, memory peak) of the rows in the two hours from
-    `hour` (a whole hour: an hourly row starts at one) on each of the past days: one range of the
-    (cluster, at) index a day, so the query reads a twelfth of the 28 days' rows."""
+    """(guest, epoch seconds, span_s, cpu peak, memory peak) of the rows in the three hours from an
+    hour before `hour` (a whole hour: an hourly row starts at one) on each of the past days: one
+    range of the (cluster, at) index a day, so the query reads an eighth of the 28 days' rows."""
     epoch = epoch_sql("at", connection.vendor)
     ranges = " OR ".join(["(at >= %s AND at < %s)"] * DAYS)
     sql = (
@@ -128,7 +132,7 @@ def _rows(cluster_id: int, hour: int) -> list[tuple[str, int, int, float, float]
     bounds = [
         connection.ops.adapt_datetimefield_value(datetime.fromtimestamp(t, tz=UTC))  # as stored (history.fold)
         for day in range(1, DAYS + 1)
-        for t in (hour - day * DAY_S, hour - day * DAY_S + 2 * HOUR)
+        for t in (hour - day * DAY_S - HOUR, hour - day * DAY_S + 2 * HOUR)
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, [cluster_id, *bounds])

@@ -97,19 +97,66 @@ def daily_job(days):
     return np.vstack([np.where(hour == 13, 4.0, 0.5), np.ones(hour.size)])
 
 
-def test_a_guest_with_less_than_a_day_of_history_is_not_forecast():
-    cpu = daily_job(3)
-    assert forecast.next_hour(cpu, cpu, PER_DAY - 2, PER_DAY, 300.0) == [None, None]
-    assert all(forecast.next_hour(cpu, cpu, PER_DAY - 1, PER_DAY, 300.0))
+def test_a_guest_with_less_than_three_days_of_history_is_not_forecast():
+    cpu = daily_job(4)
+    assert forecast.next_hour(cpu, cpu, 3 * PER_DAY - 2, PER_DAY, 300.0) == [None, None]
+    assert forecast.next_hour(cpu, cpu, 3 * PER_DAY + 13 * 12 - 3, PER_DAY, 300.0)[0] is not None
 
 
-def test_the_daily_job_is_forecast_at_its_hour_with_the_days_that_saw_it():
-    cpu = daily_job(3)
-    before_job = 2 * PER_DAY + 13 * 12 - 3  # 12:45 on day 3: the job starts in 15 minutes
+def test_the_daily_job_is_forecast_at_its_hour_with_the_days_that_saw_it_and_its_trial():
+    cpu = daily_job(4)
+    before_job = 3 * PER_DAY + 13 * 12 - 3  # 12:45 on day 4: the job starts in 15 minutes
     job, flat = forecast.next_hour(cpu, cpu * 2**30, before_job, PER_DAY, 300.0)
-    assert (job.cpu, job.at_s, job.seen, job.days) == (4.0, 900.0, 2, 2)
+    assert (job.cpu, job.at_s, job.seen, job.days) == (4.0, 900.0, 3, 3)
     assert job.memory_bytes == 4.0 * 2**30
-    assert (flat.cpu, flat.seen, flat.days) == (1.0, 2, 2)
+    # day 3 foresaw the job from two days (day 2 from one day only, which no plan trusts), exactly
+    assert (job.acted, job.within) == (1, 1)
+    assert flat is None  # a flat guest's forecast never foretold a rise: the round is reactive for it
+
+
+def stopped_job(days):
+    """The 13:00 job ran on days 1-3, then stopped: its forecast keeps foretelling it."""
+    cpu = daily_job(days)
+    cpu[0, 3 * PER_DAY :] = 0.5
+    return cpu
+
+
+def test_a_forecast_that_lost_to_the_naive_one_on_its_last_days_is_not_used():
+    cpu = stopped_job(6)
+    tried = forecast.trial(cpu, cpu, 5 * PER_DAY + 13 * 12 - 3, PER_DAY, 12)
+    # days 4 and 5 foretold a job that did not come (3.5 cores off; the last hour said 0.5, right)
+    assert tried.acted[0] == 3 and tried.within[0] == 1 and tried.error[0] == 7.0 > tried.naive[0] == 3.5
+    assert forecast.next_hour(cpu, cpu, 5 * PER_DAY + 13 * 12 - 3, PER_DAY, 300.0) == [None, None]
+
+
+def test_with_no_forecast_earning_its_place_on_is_exactly_off():
+    snap = peak_file()
+    cpu = stopped_job(6)
+    lost = forecast.next_hour(cpu, cpu, 5 * PER_DAY + 13 * 12 - 3, PER_DAY, 300.0)
+    reactive = replace(snap, guests=tuple(replace(g, forecast=lost[0]) for g in snap.guests))
+    on = run_round(reactive, QUIET)
+    off = run_round(reactive.with_settings(replace(snap.settings, forecast="off")), QUIET)
+    assert on.explanation.forecast == {"active_share": 0.0, "within": 0.1, "stalls": []}
+    assert replace(on, explanation=replace(on.explanation, forecast=None)) == off and snap.settings.forecast == "on"
+
+
+def test_a_forecast_driven_move_says_how_the_guests_forecast_has_done():
+    snap = peak_file()
+    tried = replace(
+        snap,
+        guests=tuple(
+            replace(g, forecast=replace(g.forecast, acted=5, within=4)) if g.forecast else g for g in snap.guests
+        ),
+    )
+    explanation = run_round(tried, QUIET).explanation
+    assert explanation.reason.startswith("Predicted: node03 at 118% CPU at 13:25 (seen on 5 of the last 5 days; vm:")
+    assert "'s forecast came within 10% on 4 of the last 5 days it foresaw a rise). vm:" in explanation.reason
+    figures = explanation.forecast
+    forecast_of = sum(g.forecast is not None for g in snap.guests if g.running)
+    assert figures["active_share"] == forecast_of / sum(g.running for g in snap.guests) < 1
+    stall = next(s for s in figures["stalls"] if s["node"] == "node03")
+    assert (stall["at_s"], stall["acted"], stall["within"], figures["within"]) == (300.0, 5, 4, 0.1)
+    assert stall["guest"] in explanation.reason
 
 
 def test_a_peak_seen_on_one_day_only_moves_nothing():
@@ -126,5 +173,5 @@ def test_a_peak_seen_on_one_day_only_moves_nothing():
 
 
 def test_a_forecast_beyond_the_trace_or_within_its_first_day_is_none():
-    cpu = daily_job(2)
+    cpu = daily_job(4)
     assert forecast.next_hour(cpu, cpu, cpu.shape[1], PER_DAY, 300.0) == [None, None]

@@ -65,6 +65,7 @@ def test_cli_judges_a_multi_day_trace_directory_day_by_day(tmp_path, capsys):
     f = out["forecast"]
     assert f["guest_hours"] == 3 * 24
     assert f["cpu_cores"]["seasonal"] == 0.0 < f["cpu_cores"]["naive"]
+    assert out["forecast_active_share"] == 0.0  # the product's forecast is on, but none has three days of history
     assert main([*argv[:-1], "--days", "1", "--json"]) == 0
     one_day = json.loads(capsys.readouterr().out)
     assert one_day["rounds"] == 288 and one_day["forecast"] is None

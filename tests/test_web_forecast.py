@@ -65,11 +65,11 @@ def round_now(cluster):
 
 
 def test_a_guest_peaking_daily_at_h_marks_its_node_at_h_minus_1(collected, admin_client):
-    """Two days of a guest peaking at 6 cores each day 30 minutes from now: the round, an hour
+    """Three days of a guest peaking at 6 cores each day 30 minutes from now: the round, an hour
     ahead, puts its node's forecast peak that much above the node's use now, in the pushed node
-    usage (the bar's mark) and in the history API."""
+    usage (the bar's mark) and in the history API; its forecast beat the last hour's peak."""
     sid, node = a_guest(collected)
-    daily_history(collected, sid, node, days=2.5, peak_in=timedelta(minutes=30), now=timezone.now())
+    daily_history(collected, sid, node, days=3.5, peak_in=timedelta(minutes=30), now=timezone.now())
 
     usage = round_now(collected).node_usage
     snapshot = collected.latest_snapshot()
@@ -87,16 +87,18 @@ def test_a_guest_peaking_daily_at_h_marks_its_node_at_h_minus_1(collected, admin
 
 
 def test_the_peak_two_hours_off_is_not_foretold(collected):
-    """The same guest peaking two hours from now: the next hour is flat, the mark at its use."""
+    """The same guest peaking two hours from now: the next hour is flat, as the last was; such a
+    forecast never foretold a rise, never earned its place, and the round is reactive for it."""
     sid, node = a_guest(collected)
-    daily_history(collected, sid, node, days=2.5, peak_in=timedelta(hours=2), now=timezone.now())
-    forecast = forecasts.applied(collected.pk, collected.latest_snapshot(), timezone.now()).guest(sid).forecast
-    assert forecast is not None and forecast.cpu == pytest.approx(0.5) and forecast.days == 2
+    daily_history(collected, sid, node, days=3.5, peak_in=timedelta(hours=2), now=timezone.now())
+    assert forecasts.applied(collected.pk, collected.latest_snapshot(), timezone.now()).guest(sid).forecast is None
+    soon = forecasts.applied(collected.pk, collected.latest_snapshot(), timezone.now() + timedelta(hours=1.5))
+    assert soon.guest(sid).forecast is not None and soon.guest(sid).forecast.cpu == pytest.approx(PEAK_CORES)
 
 
-def test_a_guest_with_less_than_a_day_of_history_has_no_forecast(collected, admin_client):
+def test_a_guest_with_less_than_three_days_of_history_has_no_forecast(collected, admin_client):
     sid, node = a_guest(collected)
-    daily_history(collected, sid, node, days=0.9, peak_in=timedelta(minutes=30), now=timezone.now())
+    daily_history(collected, sid, node, days=2.9, peak_in=timedelta(minutes=30), now=timezone.now())
     usage = round_now(collected).node_usage
     assert not any("forecast" in u for u in usage.values())
     assert admin_client.get(f"/api/v1/clusters/{collected.pk}/history/").json()["forecast"] is None
