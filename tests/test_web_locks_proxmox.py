@@ -11,6 +11,7 @@ from fakepve import TOKEN
 
 from dashboard import executor, tasks
 from dashboard.models import AuditEvent, Cluster, Migration
+from dashboard.tasks import collect
 
 pytestmark = pytest.mark.django_db
 
@@ -80,7 +81,7 @@ def test_a_nightly_backup_locks_guests_in_turn_and_no_migration_fails(
 
 
 def test_an_approved_move_waits_for_its_guest_s_lock_and_a_refusal_for_one_is_no_failure(
-    pve, cluster, worker, django_capture_on_commit_callbacks
+    pve, cluster, worker, django_capture_on_commit_callbacks, admin_client
 ):
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)  # the plan approves itself; its starts queue
     first = Migration.objects.filter(cluster=cluster, state="approved").order_by("plan", "step").first()
@@ -90,6 +91,9 @@ def test_an_approved_move_waits_for_its_guest_s_lock_and_a_refusal_for_one_is_no
     first.refresh_from_db()
     assert (first.state, first.reason) == ("approved", f"waits: {first.leader} is locked: backup")
     assert not [p for p in migrations_asked(pve) if p.endswith(f"/{resource}/migrate")]
+    collect.apply(args=[cluster.pk])
+    page = admin_client.get(f"/clusters/{cluster.pk}/").content.decode()
+    assert f"<strong>{first.leader}</strong> on node1: locked: backup" in page  # among those that cannot move
 
     del pve.entry(resource)["lock"]  # the backup is done, but a snapshot job takes the lock first
     pve.lock_next = "snapshot"
@@ -106,3 +110,30 @@ def test_an_approved_move_waits_for_its_guest_s_lock_and_a_refusal_for_one_is_no
     first.refresh_from_db()
     assert (first.state, pve.entry(resource)["node"]) == ("done", first.target)
     assert not Migration.objects.filter(cluster=cluster, state="failed").exists()
+
+
+def test_a_container_s_migration_task_that_ends_locked_puts_the_move_back_to_wait(
+    pve, cluster, worker, django_capture_on_commit_callbacks
+):
+    set_policy(cluster, containers="restart")
+    collect.apply(args=[cluster.pk])
+    move = Migration.objects.create(
+        cluster=cluster,
+        leader="ct:300",
+        guests=["ct:300"],
+        source="node4",
+        target="node1",
+        imbalance_before=0.5,
+        imbalance_after=0.4,
+        relative_gain=0.2,
+        margin=0.0,
+        method="bruteforce",
+    )
+    Migration.objects.transition(move.pk, "suggested", "approved", None)
+    pve.lock_next = "backup"  # pve-container checks the lock in its task: the task fails
+    tasks.execute.delay(move.pk)
+    worker()
+    move.refresh_from_db()
+    assert (move.state, move.reason) == ("approved", "waits: ct:300 is locked: backup")
+    back = [e.details.get("reason") for e in AuditEvent.objects.filter(migration=move, action="approved")]
+    assert "waits: ct:300 is locked: backup (Proxmox refused its migration)" in back
