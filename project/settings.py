@@ -283,7 +283,11 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "crs API",
     "DESCRIPTION": "Clusters, rounds, recommendations, migrations, settings and the audit trail. "
-    "Fractions are 0–1; authenticate with `Authorization: Bearer <token>` or the page's session.",
+    "Fractions are 0–1; authenticate with `Authorization: Bearer <token>` or the page's session. "
+    "[← Back to the dashboard](/)",
+    # Operations grouped by what they act on (clusters, recommendations, migrations, …), the
+    # path's first part after /api/v1/: without it all sat in one "v1" group.
+    "SCHEMA_PATH_PREFIX": r"/api/v[0-9]+",
     "VERSION": "1",
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -33,18 +33,38 @@ async function send(url, method, body) {
   return {status: response.status, data: await response.json().catch(() => ({}))};
 }
 
-// A 400's {"field": ["message"], "proxmox": {"field": [...]}} as lines naming each field.
-function errorLines(data, prefix = "") {
-  return Object.entries(data).flatMap(([field, value]) => {
-    if (Array.isArray(value)) return value.map((m) => `${prefix}${field}: ${m}`);
-    if (value && typeof value === "object") return errorLines(value, "");
-    return [`${prefix}${field}: ${value}`];
-  });
-}
-
 function showErrors(lines) {
   el("form-errors").hidden = lines.length === 0;
   el("form-errors").textContent = lines.join("; ");
+}
+
+// A 400's messages go beside the fields they name, in the field's own words (the label says
+// which field: "token_id must be …" reads "must be …" under "Token ID"); the rest above the buttons.
+function showFieldErrors(data) {
+  form.querySelectorAll(".field.invalid").forEach((field) => field.classList.remove("invalid"));
+  form.querySelectorAll(".field-error").forEach((message) => message.remove());
+  form.querySelectorAll("[aria-invalid]").forEach((input) => input.removeAttribute("aria-invalid"));
+  const rest = [];
+  // {"name": [...], "proxmox": {"token_id": [...]}}; `proxmox` may also be one message of its own.
+  const nested = data.proxmox && typeof data.proxmox === "object" && !Array.isArray(data.proxmox);
+  for (const [name, messages] of Object.entries(nested ? {...data, ...data.proxmox} : data)) {
+    if (nested && name === "proxmox") continue;
+    const input = form.querySelector(`[name="${name}"]`);
+    const texts = [].concat(messages).map(String);
+    if (!input) {
+      rest.push(...texts.map((m) => `${name}: ${m}`));
+      continue;
+    }
+    const message = document.createElement("span");
+    message.className = "error field-error";
+    message.id = `${input.id}-error`;
+    message.textContent = texts.map((m) => m.replace(new RegExp(`^${name} `), "")).join("; ");
+    input.closest(".field").classList.add("invalid");
+    input.closest(".field").append(message);
+    input.setAttribute("aria-invalid", "true");
+    input.setAttribute("aria-describedby", message.id);
+  }
+  showErrors(rest);
 }
 
 function showReport(report) {
@@ -74,12 +94,13 @@ function showReport(report) {
 }
 
 async function testConnection() {
-  showErrors([]);
+  showFieldErrors({});
   el("verdicts").textContent = "Testing…";
   const {status, data} = await send(config.test, "POST", connection());
   if (status !== 200) {
     el("verdicts").textContent = "";
-    showErrors(status === 400 ? errorLines(data) : [data.detail || `answered ${status}`]);
+    if (status === 400) showFieldErrors(data);
+    else showErrors([data.detail || `answered ${status}`]);
     return;
   }
   showReport(data);
@@ -95,14 +116,16 @@ el("test-connection").addEventListener("click", testConnection);
 el("tls").addEventListener("change", showTlsFields);
 form.addEventListener("submit", async (event) => {
   event.preventDefault();
-  showErrors([]);
+  showFieldErrors({});
   const body = {name: el("name").value.trim(), proxmox: connection()};
   if (config.method === "POST") body.source_kind = "proxmox";
   const {status, data} = await send(config.save, config.method, body);
   if (status === 200 || status === 201) {
     window.location.assign(`${config.page}?saved=${encodeURIComponent(data.name)}`);
+  } else if (status === 400) {
+    showFieldErrors(data);
   } else {
-    showErrors(status === 400 ? errorLines(data) : [data.detail || `answered ${status}`]);
+    showErrors([data.detail || `answered ${status}`]);
   }
 });
 document.querySelectorAll("button.archive").forEach((button) => {

@@ -192,19 +192,28 @@ function observed(m) {
   return figures.length ? "; observed " + figures.map(([value, after]) => `${pct(value)} after ${after}`).join(", ") : "; observed: not yet";
 }
 
+const MIGRATION_COLUMNS = [...document.querySelectorAll("#migrations thead th")].map((th) => th.textContent);
+
 function migrationRow(m) {
   const row = document.createElement("tr");
   row.dataset.id = m.id;
   row.className = "state-" + m.state;
   const progress = m.state === "running" ? ` ${Math.round(percent(m.progress))} %` : "";
-  const cells = [m.id, m.guests.join(", "), `${m.source} → ${m.target}`,
+  // The plan and step, as the status box and the recommendations say them ("plan 4 step 1").
+  const cells = [m.id, m.plan == null ? "" : `${m.plan} step ${m.step}`, m.guests.join(", "), `${m.source} → ${m.target}`,
                  `${pct(m.imbalance_before)} → ${pct(m.imbalance_after)}${observed(m)}`, m.state + progress,
                  m.automatic ? "automatic" : (m.decided_by || "")];
-  cells.forEach((text) => { const td = document.createElement("td"); td.textContent = text; row.append(td); });
-  row.cells[4].className = "state";
+  cells.forEach((text, i) => {
+    const td = document.createElement("td");
+    td.textContent = text;
+    td.dataset.label = MIGRATION_COLUMNS[i];  // a card per row on a phone (.stack)
+    row.append(td);
+  });
+  const state = row.cells[5];
+  state.className = "state";
   // A migration stuck after an outage: its follower silent (tasks.silent), an operator may settle it.
   if (m.state === "running" && config.can_decide && m.silent_from && Date.parse(m.silent_from) <= Date.now()) {
-    row.cells[4].insertAdjacentHTML("beforeend", ' <button class="mark-failed">Mark failed</button> <span class="error"></span>');
+    state.insertAdjacentHTML("beforeend", ' <button class="mark-failed">Mark failed</button> <span class="error"></span>');
     row.querySelector(".mark-failed").onclick = () => {
       const what = `Mark migration #${m.id} (${m.guests.join(", ")}: ${m.source} → ${m.target}) failed?` +
         " Nothing has heard from it for a while; the task on the cluster is not stopped.";
@@ -216,7 +225,7 @@ function migrationRow(m) {
     const why = document.createElement("span");  // shown, not only in a tooltip
     why.className = "why";
     why.textContent = m.reason;
-    row.cells[4].append(why);
+    state.append(why);
   }
   return row;
 }

@@ -208,9 +208,14 @@ def test_the_first_hour(browser, server):
     token = page.inner_text("#new-token code")
     stopped = call(server, "/api/v1/clusters/1/emergency-stop/", token, {"stop": True})
     assert stopped["clusters"][0]["stopped"] is True
+    # Stop all on top, then Lift all: this cluster's own stop holds (issue 38), and the status box says it first.
+    assert call(server, "/api/v1/clusters/emergency-stop/", token, {"stop": True})["clusters"][0]["stop"]["all"]
+    lifted_all = call(server, "/api/v1/clusters/emergency-stop/", token, {"stop": False})["clusters"][0]
+    assert lifted_all["stopped"] and lifted_all["stop"]["here"] and not lifted_all["stop"]["all"]
     page.goto(server + "/")
     live(page)
     assert page.inner_text("#emergency-stop") == "Lift the emergency stop"
+    assert page.inner_text("#stop-state").startswith("Emergency stop (this cluster's own): automation paused")
     lifted = call(server, "/api/v1/clusters/1/emergency-stop/", token, {"stop": False})
     assert lifted["clusters"][0]["stopped"] is False
     page.context.close()

@@ -93,9 +93,9 @@ def test_a_node_powered_down_on_the_page_drains_waits_for_the_admin_and_is_stand
 
     page.goto(stack.cluster)  # the evacuation's moves, run at once without an approval
     rows = "[...document.querySelectorAll('#migrations tbody tr')]"
-    moves_off = f"{rows}.filter((r) => r.cells[2].textContent.startsWith('{node} → '))"
+    moves_off = f"{rows}.filter((r) => r.cells[3].textContent.startsWith('{node} → '))"
     wait_until(page, f"{moves_off}.length > 0")
-    assert page.evaluate(f"{moves_off}.every((r) => r.cells[5].textContent === 'automatic')")
+    assert page.evaluate(f"{moves_off}.every((r) => r.cells[6].textContent === 'automatic')")
 
     page.goto(capacity)
     reload_until(page, node, "emptied")

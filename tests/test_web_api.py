@@ -191,6 +191,15 @@ def test_settings_speak_seconds_in_and_out_and_every_bad_field_is_named_at_once(
     assert cooldown["type"] == "number" and "seconds" in cooldown["description"]
 
 
+def test_the_api_docs_group_operations_by_what_they_act_on_and_lead_back_to_the_dashboard(client):
+    """Issue 38 item 13: 85 operations sat in one "v1" group, and the docs had no way back."""
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    tags = {tag for path in schema["paths"].values() for operation in path.values() for tag in operation["tags"]}
+    assert {"clusters", "recommendations", "migrations", "settings", "maintenance", "HA", "capacity", "tokens"} <= tags
+    assert "v1" not in tags
+    assert "[← Back to the dashboard](/)" in schema["info"]["description"]
+
+
 def test_lift_all_leaves_a_clusters_own_stop_and_each_audit_row_says_which(client, operator, cluster):
     """Issue 38 item 1: stop one cluster, Stop all, Lift all: the one cluster's own stop holds."""
     other = Cluster.objects.create(name="other", source_kind="simulator")

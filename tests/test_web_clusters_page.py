@@ -25,3 +25,11 @@ def test_editing_shows_the_connection_but_never_the_secret(admin_client, pve):
     page = admin_client.get(reverse("dashboard:cluster-edit", args=[cluster.pk])).content.decode()
     assert 'value="root@pam!crs"' in page and '<option value="insecure" selected>' in page
     assert "A secret is stored (encrypted, never shown)" in page and "the-secret-value" not in page
+
+
+def test_the_add_cluster_form_names_the_guides_proxmox_page_not_the_products_api_docs(admin_client):
+    """Issue 38 items 4 and 5: the token's role is Proxmox's, told by the operator's guide."""
+    page = admin_client.get(reverse("dashboard:clusters")).content.decode()
+    told = page[page.index('id="token-guide"') : page.index("</p>", page.index('id="token-guide"'))]
+    assert "/api/docs/" not in told and "docs/proxmox.md" in told and "pveum" in told
+    assert "<code>crs@pve!crs=secret</code>) may be pasted here" in page

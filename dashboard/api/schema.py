@@ -16,8 +16,36 @@ ERRORS = {
 ERROR_SCHEMA = {"type": "object", "additionalProperties": True, "description": "`detail`, or field → messages"}
 
 
+# A cluster's sub-resources, each its own group in the docs (not 42 operations under "clusters").
+GROUPS = {
+    "settings": "settings",
+    "maintenance": "maintenance",
+    "rolling": "maintenance",
+    "proxmox-moves": "maintenance",
+    "ha": "HA",
+    "rules": "HA",
+    "n1": "HA",
+    "n1-loss": "HA",
+    "capacity": "capacity",
+    "capacity-settings": "capacity",
+    "power-down": "capacity",
+    "automation": "settings",
+    "recommendations": "recommendations",
+    "emergency-stop": "emergency stop",
+}
+
+
 class Schema(AutoSchema):
-    """drf-spectacular's schema, with the error answers every operation may give."""
+    """drf-spectacular's schema, with the error answers every operation may give, grouped by what
+    each operation acts on (the path's first part after /api/v1/, or a cluster's sub-resource)."""
+
+    def get_tags(self) -> list[str]:
+        tags = super().get_tags()
+        parts = [p for p in self.path.split("/") if p and not p.startswith("{")]
+        if tags == ["clusters"]:
+            group = next((GROUPS[p] for p in parts[3:] if p in GROUPS), None)
+            return [group] if group else tags
+        return tags
 
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)
