@@ -444,7 +444,12 @@ def stale_reason(snapshot: Snapshot, move: Move, guards: Guards = Guards()) -> s
         return f"{move.target} is offline, in maintenance or gone"
     mode = snapshot.settings.mode
     bundle = next(
-        (b for b in movable_bundles(snapshot, compile_rules(snapshot), mode, guards) if b.leader == move.leader), None
+        (
+            b
+            for b in movable_bundles(snapshot, compile_rules(snapshot), mode, guards, locks=False)
+            if b.leader == move.leader
+        ),
+        None,
     )
     if bundle is None or set(bundle.guests) != set(move.guests):
         return f"the rules no longer let {' + '.join(move.guests)} move together"

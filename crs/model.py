@@ -191,12 +191,19 @@ class Guest:
     recoverable: bool = True  # False: tied to its node (local disk, device): lost if the node fails
     proxmox_ha: bool = False  # an HA resource of a Proxmox cluster: its manager evacuates it and enforces its rules
     forecast: Forecast | None = None  # None: not forecast (less than a day of history, or no history kept)
+    lock: str = ""  # Proxmox's config lock (backup, snapshot, clone, …); "" = none
 
     def may_run_on(self, node: Node) -> bool:
         """Allowed nodes and traits, as OpenStack Placement's required and forbidden traits."""
         if self.allowed_nodes is not None and node.name not in self.allowed_nodes:
             return False
         return all((t[1:] not in node.traits) if t.startswith("!") else (t in node.traits) for t in self.requires)
+
+    @property
+    def locked(self) -> bool:
+        """Held by a lock Proxmox refuses a migration for ("VM is locked (backup)"): any but
+        `migrate`, the lock of a migration that already shows as the guest's state."""
+        return self.lock not in ("", "migrate")
 
     @property
     def kind(self) -> str:

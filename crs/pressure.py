@@ -372,9 +372,11 @@ def relief(
     barred: frozenset[tuple[str, str]] = frozenset(),
 ) -> Relief | None:
     """The first hurting guest, in TOPSIS order, that has a target (the seed: one per check).
-    guests `in_cooldown` are ranked but not moved; `barred` (guest, node) pairs are no target."""
+    guests `in_cooldown` or locked (Proxmox refuses their migration) are ranked but not moved;
+    `barred` (guest, node) pairs are no target."""
+    locked = frozenset(g.sid for g in snapshot.guests if g.locked)
     for guest, score in ranked(hurting(snapshot, limits, last_moved=last_moved, breaking=breaking)):
-        if guest.sid in in_cooldown:
+        if guest.sid in in_cooldown or guest.sid in locked:
             continue
         node = target(snapshot, guest, limits, frozenset(n for sid, n in barred if sid == guest.sid))
         if node is not None:

@@ -226,6 +226,7 @@ def _parse_guest(raw: Any, path: str, nodes: set[str]) -> Guest:
         "recoverable": _f.boolean(raw, "recoverable", path, True),
         "proxmox_ha": _f.boolean(raw, "proxmox_ha", path, False),
         "forecast": _parse_forecast(raw.get("forecast"), f"{path}.forecast"),
+        "lock": _f.text(raw, "lock", path) if "lock" in raw else "",
     }
     return Guest(**values)
 
@@ -407,6 +408,7 @@ _OPTIONAL_KEYS = frozenset(
         "recoverable",
         "proxmox_ha",
         "forecast",
+        "lock",
     }
 )
 
