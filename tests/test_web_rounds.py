@@ -113,13 +113,21 @@ def test_a_round_that_keeps_the_plan_describes_the_kept_plan_on_page_api_and_tra
     assert "Plan 1 is kept: on fresh data" in audit.content.decode()
 
 
-def test_a_pending_plan_is_replaced_by_a_plan_better_by_the_margin(cluster, django_capture_on_commit_callbacks):
+def test_a_pending_plan_is_replaced_by_a_plan_better_by_the_margin_once_it_has_stood_the_minimum_dwell(
+    cluster, django_capture_on_commit_callbacks
+):
     set_policy(cluster, hold_duration=0, margin=0.01, automatic_margin=0.25)
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
     last = Migration.objects.filter(plan=1).order_by("step").last()
     # Only the plan's last step left: computed once the best moves were made, it gains less on
     # its own than the best single move the next round finds.
     Migration.objects.filter(plan=1).exclude(pk=last.pk).update(state="expired")
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    last.refresh_from_db()
+    assert last.state == "suggested"  # suggested a moment ago: it stays for the 10-minute dwell
+    reason = Round.objects.order_by("at").last().explanation["reason"]
+    assert "better by the margin 1%, but it stays until it has stood the minimum dwell of 10 minutes" in reason
+    Migration.objects.filter(pk=last.pk).update(suggested_at=timezone.now() - timedelta(minutes=11))
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
     last.refresh_from_db()
     assert last.state == "expired"
