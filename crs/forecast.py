@@ -82,7 +82,9 @@ MIN_HISTORY_DAYS = 3  # and only with at least this much history: before that, t
 WITHIN = 0.10  # "predicted within 10 %": a trial day whose peak came this close
 
 
-def _peaks(cpu: np.ndarray, memory: np.ndarray, now: int, days: int, per_day: int, horizon: int) -> tuple:
+def _peaks(
+    cpu: np.ndarray, memory: np.ndarray, now: int, days: int, per_day: int, horizon: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per guest, the forecast peak over the `horizon` samples after `now` from the same samples of
     the `days` days before: (cpu, memory, sample of the peak, days that saw it)."""
     index = now + np.arange(1, horizon + 1)[None, :] - per_day * np.arange(1, days + 1)[:, None]  # (days, horizon)
