@@ -37,6 +37,8 @@ SETTINGS = [
     "rejection_memory",
     "recommendation_expiry",
     "minimum_dwell",
+    "benefit_horizon",
+    "migration_speed",
     "max_concurrent_migrations",
     "max_migrations_per_node",
     "cpu_overcommit",
@@ -47,8 +49,9 @@ SETTINGS = [
     "time_zone",
 ]
 POLICY_FIELDS = [Policy.field_of(key) for key in SETTINGS]  # the model fields the settings are stored in
-DURATIONS = ("cooldown", "rejection_memory", "recommendation_expiry", "minimum_dwell")
+DURATIONS = ("cooldown", "rejection_memory", "recommendation_expiry", "minimum_dwell", "benefit_horizon")
 BYTES = ("memory_reserve_bytes",)
+SPEEDS = ("migration_bytes_s",)
 
 
 class UnitField(forms.FloatField):
@@ -144,11 +147,28 @@ class BytesField(UnitField):
         return round(size)
 
 
-def unit_fields(fraction: type[UnitField], duration: type[UnitField], size: type[UnitField]) -> dict:
+class MibPerSecondField(UnitField):
+    unit = "MiB/s"
+
+    def shown(self, rate):
+        return rate / 2**20
+
+    def stored(self, mib_s):
+        return round(mib_s * 2**20)
+
+
+class BytesPerSecondField(BytesField):
+    unit = "bytes/s"
+
+
+def unit_fields(
+    fraction: type[UnitField], duration: type[UnitField], size: type[UnitField], speed: type[UnitField]
+) -> dict:
     return {
         **dict.fromkeys(Policy.FRACTIONS, fraction),
         **dict.fromkeys(DURATIONS, duration),
         **dict.fromkeys(BYTES, size),
+        **dict.fromkeys(SPEEDS, speed),
     }
 
 
@@ -182,7 +202,7 @@ class PolicyForm(forms.ModelForm):
     class Meta:
         model = Policy
         fields = POLICY_FIELDS
-        field_classes = unit_fields(PercentField, MinutesField, GibField)
+        field_classes = unit_fields(PercentField, MinutesField, GibField, MibPerSecondField)
         labels = {
             "threshold": "Threshold (%)",
             "target_imbalance": "Target imbalance (%)",
@@ -197,6 +217,8 @@ class PolicyForm(forms.ModelForm):
             "rejection_memory": "Rejection memory (minutes)",
             "recommendation_expiry": "Recommendation expiry (minutes)",
             "minimum_dwell": "Minimum dwell (minutes)",
+            "benefit_horizon": "Benefit horizon (minutes)",
+            "migration_bytes_s": "Migration speed (MiB/s)",
             "max_concurrent_migrations": "Concurrent migrations (at most)",
             "max_migrations_per_node": "Migrations per node (at most)",
             "moves_per_round": "Moves per round (at most)",
@@ -280,7 +302,7 @@ class PolicyApiForm(PolicyForm):
     typed = False
 
     class Meta(PolicyForm.Meta):
-        field_classes = unit_fields(UnitField, SecondsField, BytesField)
+        field_classes = unit_fields(UnitField, SecondsField, BytesField, BytesPerSecondField)
 
 
 def _in_units(field, stored):

@@ -29,7 +29,7 @@ shows and takes percent, minutes and GiB. Switching the preset sets
 """
 
 
-SUFFIXES = {"_s": "seconds", "_bytes": "bytes"}
+SUFFIXES = {"_bytes_s": "bytes per second", "_s": "seconds", "_bytes": "bytes"}
 
 
 def unit(model: type, field) -> str:

@@ -38,6 +38,8 @@ def policy_form(**changes) -> dict:
         "rejection_memory": 60,
         "recommendation_expiry": 15,
         "minimum_dwell": 10,
+        "benefit_horizon": 60,
+        "migration_speed": 1024,
         "max_concurrent_migrations": 1,
         "objective": "even",
         "target_imbalance": 20,

@@ -215,3 +215,13 @@ def test_a_round_never_releases_a_lease_it_no_longer_holds(cluster):
     held_by(cluster, "another-host:1")
     Cluster.objects.release_round(cluster.pk)
     assert not Cluster.objects.lease_round(cluster.pk)
+
+
+def test_a_moves_cost_reads_the_migration_speed_in_mib_s_and_the_benefit_horizon_in_minutes(cluster, admin):
+    form = PolicyForm(policy_form(migration_speed=100, benefit_horizon=180), instance=cluster.policy)
+    assert form.is_valid(), form.errors
+    form.save_by(admin)
+    policy = Policy.objects.get(cluster=cluster)
+    assert policy.migration_bytes_s == 100 * 2**20  # bytes per second, as the API speaks
+    settings = policy.engine_settings()
+    assert (settings.migration_mib_s, settings.benefit_horizon) == (100.0, 3 * 3600.0)

@@ -13,7 +13,7 @@ import crs.happiness
 import crs.model
 
 from .. import maintenance, whatif
-from ..forms import BYTES, DURATIONS, SETTINGS, PolicyApiForm, RejectForm, json_settings
+from ..forms import BYTES, DURATIONS, SETTINGS, SPEEDS, PolicyApiForm, RejectForm, json_settings
 from ..models import (
     EVENTS,
     AuditEvent,
@@ -159,9 +159,9 @@ class PolicySerializer(serializers.ModelSerializer):
         fields = super().get_fields()
         for name in DURATIONS:
             fields[name] = serializers.FloatField(help_text=f"{fields[name].help_text} In seconds.".strip())
-        for name in BYTES:
+        for name in (*BYTES, *SPEEDS):
             key = Policy.key_of(name)  # memory_reserve, from memory_reserve_bytes
-            help_text = f"{fields[key].help_text} In bytes.".strip()
+            help_text = f"{fields[key].help_text} In bytes{' per second' if name in SPEEDS else ''}.".strip()
             fields[key] = serializers.IntegerField(source=name if key != name else None, help_text=help_text)
         for name in Policy.FRACTIONS:
             fields[name].help_text = f"{fields[name].help_text or ''} A fraction, 0–1.".strip()

@@ -59,6 +59,7 @@ class Policy(models.Model):
         "round_interval": "round_interval_s",
         "memory_reserve": "memory_reserve_bytes",
         "usage_period": "usage_period_s",
+        "migration_speed": "migration_bytes_s",
     }
     KEY_OF_FIELD = {field: key for key, field in FIELD_OF_KEY.items()}
     # What a preset sets when an admin switches to it: the engine's values of that preset (by key).
@@ -172,6 +173,18 @@ class Policy(models.Model):
         validators=whole_number_validators("memory reserve", 0, MAX_MEMORY_RESERVE, "bytes"),
         help_text="Memory per node kept free of guests (bytes).",
     )
+    migration_bytes_s = models.PositiveBigIntegerField(
+        "migration speed",
+        default=round(crs.model.PRODUCT.migration_mib_s * 2**20),
+        validators=whole_number_validators("migration speed", 2**20, 2**40, "bytes per second"),
+        help_text="How fast a migration copies a guest's memory (bytes per second): the time a move's cost counts.",
+    )
+    benefit_horizon = models.DurationField(
+        default=timedelta(seconds=crs.model.PRODUCT.benefit_horizon),
+        validators=duration_validators("benefit horizon", timedelta(minutes=1), timedelta(days=7)),
+        help_text="How long a move's gain is expected to last where a guest's history does not say; "
+        "a move is made only when its gain over this time outweighs its cost.",
+    )
     max_migrations_per_node = models.IntegerField(
         default=1,
         validators=whole_number_validators("max migrations per node", 1, 16, ""),
@@ -261,6 +274,8 @@ class Policy(models.Model):
             forecast=cast(crs.model.ForecastUse, self.forecast),
             round_interval_s=float(self.round_interval_s),
             minimum_dwell=self.minimum_dwell.total_seconds(),
+            migration_mib_s=self.migration_bytes_s / 2**20,
+            benefit_horizon=self.benefit_horizon.total_seconds(),
         )
 
     def limits(self) -> crs.fits.Limits:
