@@ -47,7 +47,19 @@ def sparkline(trend: list, threshold: float, now: datetime) -> dict:
         "points": " ".join(f"{x},{y(high)}" for x, (_, high) in zip(xs, points, strict=True)),
         "threshold_y": y(threshold),
         "high": max((high for _, high in points), default=None),
+        "collecting": collecting(len(points), now),
     }
+
+
+def collecting(points: int, now: datetime) -> str:
+    """A line needs two points: until then the sparkline says when it gets its next one, so a
+    fresh install's lone threshold line does not read as a day of nothing."""
+    if points >= 2:
+        return ""
+    if points == 0:
+        return "no round in the last 24 h"
+    left = BUCKET - int(now.timestamp()) % BUCKET
+    return f"collecting: next point in {max(1, round(left / 60))} min"
 
 
 def rows() -> list[dict]:

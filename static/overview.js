@@ -70,6 +70,7 @@ function fill(tr, r) {
   spark.dataset.sort = r.sparkline.high === null ? "-1" : String(r.sparkline.high);
   spark.querySelector("polyline").setAttribute("points", r.sparkline.points);
   for (const y of ["y1", "y2"]) spark.querySelector("line").setAttribute(y, r.sparkline.threshold_y);
+  spark.querySelector(".collecting").textContent = r.sparkline.collecting;  // too few points for a line yet
   waiting.textContent = waiting.dataset.sort = r.waiting;
   running.textContent = running.dataset.sort = r.running;
   n1.textContent = r.n1 === "fails" ? "fails" : r.n1 ? "survives" : "not yet";

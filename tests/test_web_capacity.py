@@ -78,7 +78,7 @@ def test_the_page_and_the_api_show_the_engines_counts_the_fits_rule_and_a_power_
     html = answer.content.decode()
     assert "configured memory is within the node&#x27;s RAM less the memory reserve" in html
     assert "CPU overcommit ratio 4" in html and "No node is over-committed now." in html
-    assert f'<td data-label="how many more fit" class="count">{plain.count}</td>' in html
+    assert f'<td data-label="how many more fit now" class="count">{plain.count}</td>' in html
     assert f'<td data-label="keeping N+1" class="count-n1">{safe.count}</td>' in html
     assert f"Could be emptied and powered down now: <strong>{', '.join(squeeze.power_off)}</strong>" in html
     assert f"{len(squeeze.moves)} migrations" in html and f"{120 * len(squeeze.power_off)} W" in html
@@ -184,6 +184,10 @@ def test_the_trend_is_stored_once_an_hour_not_every_round(admin_client, underuse
     rows = list(CapacitySample.objects.filter(cluster=underused))
     assert sorted(r.size for r in rows) == ["large", "medium", "small"]  # one figure per size, not per round
     assert len({r.hour for r in rows}) == 1 and rows[0].hour.minute == 0
+    # One figure draws no line: the cell says so rather than stay blank (issue 38 item 9).
+    first = admin_client.get(page(underused)).content.decode()
+    assert first.count("collecting: one figure an hour, the line starts with the second") == 3
+    assert '<svg class="sparkline"' not in first
 
     # The stored hour is over (moved back one hour); a figure older than 30 days is dropped.
     CapacitySample.objects.update(hour=rows[0].hour - timedelta(hours=1))

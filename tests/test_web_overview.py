@@ -104,6 +104,11 @@ def test_the_sparkline_keeps_the_highest_imbalance_of_each_half_hour_for_a_day()
     drawn = overview.sparkline(later, 0.3, start + timedelta(hours=24, minutes=5))
     heights = [float(p.split(",")[1]) for p in drawn["points"].split()]
     assert heights[1] < drawn["threshold_y"] < heights[0]  # 0.4 above the dashed 0.3, 0.1 below it
+    assert drawn["collecting"] == ""
+    # A fresh install's one point draws no line: it says when the next point comes (issue 38 item 9).
+    fresh = overview.sparkline(trend[:1], 0.3, start + timedelta(minutes=20))
+    assert fresh["collecting"] == "collecting: next point in 10 min"
+    assert overview.sparkline([], 0.3, start + timedelta(minutes=25))["collecting"] == "no round in the last 24 h"
 
 
 @pytest.mark.django_db
