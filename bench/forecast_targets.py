@@ -1,4 +1,4 @@
-"""Issue 26's targets over the multi-day traces, judged on days 2..N (day 1 beside).
+"""Issue 26's and issue 35's targets over the multi-day traces, judged on days 2..N (day 1 beside).
 
 Per trace: its VMs crowded on 3 nodes at the start, on the fewest of the simulator's nodes
 (48/16/8 threads, cycled) whose threads cover the trace's peak demand, and on the most whose
@@ -26,6 +26,7 @@ from .results import record
 REPORTED = ("bitbrains-2013-08", "bitbrains-2013-09")
 SHORT_SHARE = 0.8  # the run short of CPU: its threads at most this share of the peak demand
 COOLDOWN_S = 1800.0
+KEPT = ("fit", "both", "on")  # the run the churn targets judge: both with the forecast at its default
 RUNS = (
     ("fit", "even", "off"),
     ("fit", "both", "off"),
@@ -78,6 +79,10 @@ def run(job: tuple[str, int, str, str, str, int | None]) -> dict[str, Any]:
             "moves_paid": paid_share(later),
         },
         "shortfall": [f["text"] for f in out["shortfall"]],
+        "guests": len(trace.load(name).vm_ids),
+        "weeks": rounds / trace.SAMPLES_PER_DAY / 7,
+        "ping_pongs": out["ping_pongs"],
+        "most_moves": out["most_moves_of_one_guest"],
     }
 
 
@@ -105,7 +110,25 @@ def verdicts(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         short_even, short_on = of["short", "even", "off"], of["short", "both", "on"]
         paid = {key: later["moves_paid"] for key, later in of.items()}
         short_told = next(r["shortfall"] for r in runs if r["trace"] == name and r["size"] == "short")
+        whole = next(r for r in runs if r["trace"] == name and (r["size"], r["objective"], r["forecast"]) == KEPT)
+        per_guest = 2 * whole["guests"] / 100
+        most = whole["most_moves"] or {"guest": "none", "moves": 0}
         checks = [
+            (
+                "issue 35: both+forecast at most 2 migrations a day per 100 guests",
+                on["migrations_per_day"] <= per_guest,
+                f"{on['migrations_per_day']:.1f} a day, {per_guest:.1f} allowed for {whole['guests']} guests",
+            ),
+            (
+                "issue 35 churn: no guest moved more than once a week on average (both+forecast)",
+                most["moves"] <= max(1.0, whole["weeks"]),
+                f"{most['guest']} moved {most['moves']} times in {whole['weeks']:.1f} weeks",
+            ),
+            (
+                "issue 35 churn: at most one ping-pong a week (both+forecast)",
+                whole["ping_pongs"] <= whole["weeks"],
+                f"{whole['ping_pongs']} in {whole['weeks']:.1f} weeks",
+            ),
             (
                 "both+forecast vs even: at most half the guest-minutes under pressure",
                 on["guest_minutes_under_pressure"] <= even["guest_minutes_under_pressure"] / 2,
