@@ -93,10 +93,11 @@ def judge(
     kept = [s for s in samples if {source, s.node} <= {n.name for n in s.nodes}]
     if not kept:
         return None
+    moved_back = [unmoved(s, source) for s in kept]
     measured = [imbalance([n.load for n in s.nodes], scale) for s in kept]
-    without = [imbalance([n.load for n in unmoved(s, source)], scale) for s in kept]
+    without = [imbalance([n.load for n in nodes], scale) for nodes in moved_back]
     stalled = [stalls(next(n for n in s.nodes if n.name == s.node), limits) for s in kept]
-    would = [stalls(next(n for n in unmoved(s, source) if n.name == source), limits) for s in kept]
+    would = [stalls(next(n for n in nodes if n.name == source), limits) for nodes in moved_back]
     mean, mean_without = sum(measured) / len(kept), sum(without) / len(kept)
     stalled_share, would_share = sum(stalled) / len(kept), sum(would) / len(kept)
     if objective == "pressure":
