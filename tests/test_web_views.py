@@ -203,3 +203,10 @@ def test_a_new_cluster_and_an_unknown_recommendation_answer_in_the_admins_words(
     assert admin_client.get(f"/api/v1/clusters/{cluster.pk}/maintenance/").json() == []
     missing = admin_client.post("/api/v1/recommendations/999999/approve/")
     assert (missing.status_code, missing.json()) == (404, {"detail": "no recommendation #999999"})
+
+
+def test_a_setting_whose_choices_are_long_takes_two_columns_so_its_words_are_not_cut(admin_client, cluster):
+    """Issue 38 item 13: "on: also the next hour's forecast peaks" was cut off in one column."""
+    page = admin_client.get(reverse("dashboard:cluster", args=[cluster.pk])).content.decode()
+    wide = re.findall(r'<div class="field wide">\s*<label for="id_(\w+)"', page)
+    assert "forecast" in wide and "mode" not in wide and "threshold" not in wide

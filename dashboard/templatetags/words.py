@@ -28,3 +28,14 @@ def setting_value(field: forms.BoundField) -> str:
     if isinstance(field.field, forms.ChoiceField):
         return dict(field.field.choices).get(value, value)  # type: ignore[arg-type]  # a list once set
     return "–" if value in (None, "") else str(value)
+
+
+LONG_CHOICE = 32  # characters: past this a choice's words do not fit one column of the form's grid (19em)
+
+
+@register.filter
+def long_choices(field: forms.BoundField) -> bool:
+    """A choice field whose words are long ("on: also the next hour's forecast peaks"): its field
+    takes two columns of the form's grid where there are two, or its select shows the choice cut off."""
+    choices = getattr(field.field, "choices", None) or []
+    return any(len(str(label)) > LONG_CHOICE for _, label in choices)
