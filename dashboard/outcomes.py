@@ -6,8 +6,9 @@ of the whole cluster), and a plan's outcome is its last step's. Nothing is compu
 the rounds did not measure: with no round soon after the moment (collection was down),
 the figure stays empty rather than borrow a later, unrelated one.
 
-Once the hour after it has passed, a balancing or pressure move is judged paid or not
-(crs.paid) on the rounds of that hour: their measured node use, with the moved guests' own
+Once its horizon has passed (the cluster's benefit horizon, an hour by default: the time its
+benefit was reckoned over), a balancing or pressure move is judged paid or not (crs.paid) on
+the rounds of that horizon: their measured node use, with the moved guests' own
 measured use (the guest samples) counted back on the source for the loads without the move.
 """
 
@@ -23,13 +24,12 @@ import crs.paid
 import crs.snapshot
 from crs.usage import NodeStats
 
-from .models import Cluster, GuestSample, Migration, Round
+from .models import Cluster, GuestSample, Migration, Policy, Round
 
 AFTER = {"observed_5m": timedelta(minutes=5), "observed_1h": timedelta(hours=1)}
 # The round that measures a moment must come within this long after it; later is another story.
 WITHIN = timedelta(minutes=10)
 SUMMARY_DAYS = 7
-HORIZON = timedelta(seconds=crs.paid.HORIZON_S)
 JUDGED = {"balancing": "even", "pressure": "pressure"}  # kind → crs.paid's objective; owed moves are not judged
 
 
@@ -68,24 +68,24 @@ def measure(cluster_id: int, now=None) -> list[int]:
 def judge(cluster_id: int, now) -> list[int]:
     """Give each done move whose horizon ended within WITHIN its verdict (crs.paid), written
     once by a conditional UPDATE. A move with no round in its horizon stays unjudged."""
+    horizon, scale = Policy.objects.values_list("benefit_horizon", "imbalance_scale").get(cluster_id=cluster_id)
     due = Migration.objects.filter(
         cluster_id=cluster_id,
         state="done",
         kind__in=JUDGED,
         paid__isnull=True,
-        finished_at__lte=now - HORIZON,
-        finished_at__gt=now - HORIZON - WITHIN,
+        finished_at__lte=now - horizon,
+        finished_at__gt=now - horizon - WITHIN,
     )
     moves = list(due.values_list("pk", "kind", "source", "guests", "finished_at"))
     if not moves:
         return []
     stored = Cluster.objects.filter(pk=cluster_id).values_list("snapshot", flat=True).get()
     sizes = {} if stored is None else {n.name: n for n in crs.snapshot.parse(stored).nodes}
-    scale = Cluster.objects.filter(pk=cluster_id).values_list("policy__imbalance_scale", flat=True).get()
     judged = []
     for pk, kind, source, guests, finished_at in moves:
-        samples = measurements(cluster_id, guests, cast(datetime, finished_at), sizes)  # filtered: finished
-        verdict = crs.paid.judge(JUDGED[kind], source, samples, crs.paid.HORIZON_S, scale)
+        samples = measurements(cluster_id, guests, cast(datetime, finished_at), horizon, sizes)  # filtered: finished
+        verdict = crs.paid.judge(JUDGED[kind], source, samples, horizon.total_seconds(), scale)
         if verdict is not None and Migration.objects.filter(pk=pk, paid__isnull=True).update(
             paid=verdict.paid, paid_figures=verdict.to_dict()
         ):
@@ -93,15 +93,17 @@ def judge(cluster_id: int, now) -> list[int]:
     return judged
 
 
-def measurements(cluster_id: int, guests: list[str], finished_at: datetime, sizes: dict) -> list[crs.paid.Measured]:
-    """The rounds of the horizon after `finished_at`, each with the moved guests' latest sample at
+def measurements(
+    cluster_id: int, guests: list[str], finished_at: datetime, horizon: timedelta, sizes: dict
+) -> list[crs.paid.Measured]:
+    """The rounds of the `horizon` after `finished_at`, each with the moved guests' latest sample at
     or before it (summed over the bundle; where the leader ran). Node sizes: the latest snapshot's."""
     rounds = Round.objects.filter(
-        cluster_id=cluster_id, span_s=0, at__gt=finished_at, at__lte=finished_at + HORIZON
+        cluster_id=cluster_id, span_s=0, at__gt=finished_at, at__lte=finished_at + horizon
     ).values_list("at", "node_usage")
     rows = list(
         GuestSample.objects.filter(
-            cluster_id=cluster_id, guest__in=guests, at__gt=finished_at - WITHIN, at__lte=finished_at + HORIZON
+            cluster_id=cluster_id, guest__in=guests, at__gt=finished_at - WITHIN, at__lte=finished_at + horizon
         )
         .order_by("at")
         .values_list("at", "guest", "node", "cpu_usage", "mem_usage_bytes")

@@ -28,12 +28,14 @@ def migrate_to_done(migration, admin):
 
 
 FOLLOW_PAUSE = executor.FOLLOW_SECONDS * 0.6  # a follower polls at most every half FOLLOW_SECONDS
+# Ten times the default speed: the demo's first move (511 GiB) then pays for itself (crs.payoff's gate).
+FAST_COPY = 10 * 2**30
 
 
 def test_observed_imbalance_after_a_move_beside_the_prediction(
     cluster, admin, admin_client, django_capture_on_commit_callbacks
 ):
-    set_policy(cluster, hold_duration=0, moves_per_round=1)
+    set_policy(cluster, hold_duration=0, moves_per_round=1, migration_bytes_s=FAST_COPY)
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
     move = migrate_to_done(Migration.objects.get(cluster=cluster, state="suggested"), admin)
     assert move.state == "done"
@@ -67,7 +69,7 @@ def test_observed_imbalance_after_a_move_beside_the_prediction(
 
 def test_a_move_without_a_round_soon_after_is_never_measured(cluster, admin, django_capture_on_commit_callbacks):
     """Collection was down: a round an hour late measures something else, so the figure stays empty."""
-    set_policy(cluster, hold_duration=0, moves_per_round=1)
+    set_policy(cluster, hold_duration=0, moves_per_round=1, migration_bytes_s=FAST_COPY)
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
     move = migrate_to_done(Migration.objects.get(cluster=cluster, state="suggested"), admin)
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
@@ -115,9 +117,10 @@ def test_a_move_is_judged_paid_on_the_rounds_of_the_hour_after_it(
     )
     run_rounds(cluster, 2, django_capture_on_commit_callbacks)
     rounds = list(Round.objects.filter(cluster=cluster, at__gt=finished))
-    assert outcomes.judge(cluster.pk, now=finished + outcomes.HORIZON - timedelta(seconds=1)) == []  # not yet
-    assert outcomes.judge(cluster.pk, now=finished + outcomes.HORIZON + timedelta(seconds=1)) == [move.pk]
-    assert outcomes.judge(cluster.pk, now=finished + outcomes.HORIZON + timedelta(seconds=2)) == []  # once
+    horizon = cluster.policy.benefit_horizon  # an hour by default
+    assert outcomes.judge(cluster.pk, now=finished + horizon - timedelta(seconds=1)) == []  # not yet
+    assert outcomes.judge(cluster.pk, now=finished + horizon + timedelta(seconds=1)) == [move.pk]
+    assert outcomes.judge(cluster.pk, now=finished + horizon + timedelta(seconds=2)) == []  # once
     move.refresh_from_db()
     figures = move.paid_figures
     assert move.paid is True and figures["objective"] == "even" and figures["samples"] == len(rounds) == 2
