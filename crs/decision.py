@@ -41,6 +41,9 @@ class RoundState:
     # Nodes short of CPU as a whole at the last round (crs.pressure.stalled_nodes): a stall seen
     # twice is relieved step by step; a new one only by moves that end it (it may be a peak).
     stalled_nodes: tuple[str, ...] = ()
+    # The source's clock when the cluster as a whole last lacked CPU or memory (crs.pressure
+    # .shortfall): within a week of it, a pressure move is futile (crs.balancer.PEAK_MEMORY_S).
+    short_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

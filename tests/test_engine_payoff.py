@@ -97,7 +97,7 @@ def test_a_recurring_shortfall_is_told_in_one_line_with_its_days_and_hours():
     )
 
 
-def test_within_a_day_of_a_shortfall_at_its_peak_the_cluster_makes_no_pressure_move():
+def test_within_a_week_of_a_shortfall_at_its_peak_the_cluster_makes_no_pressure_move():
     stalled = {"cpu_some": 0.5}
     nodes = [node("n1", 4, 64 * GIB, pressure=stalled), node("n2", 16, 64 * GIB, pressure={})]
     hot = [vm(f"vm:{100 + i}", "n1", cores=2, cpu=2.0, pressure=stalled) for i in range(3)]
