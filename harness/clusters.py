@@ -42,7 +42,7 @@ for i in range(1, {count} + 1):
         source_error="connection refused" if i % 17 == 0 else "",
         n1={{"survives": i % 5 != 0, "verdict": "losing node01 overloads node02" if i % 5 == 0 else "survives"}},
         trend=[[start - k * BUCKET, rng.uniform(0.05, 0.6)] for k in range(47, -1, -1)],
-        stopped=i % 23 == 0,
+        stop_here_at=now if i % 23 == 0 else None,
         archived=True,  # so its beat entry is made disabled: beat never runs it (restored below)
     )
     made.append(cluster.pk)
