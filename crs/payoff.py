@@ -5,8 +5,10 @@ gain it brings over the time the load is expected to stay outweighs what the mig
 costs (the memory copied at the migration speed, the switchover, the load on both hosts).
 
 - Balancing: the benefit is the imbalance removed × the horizon it is expected to stay removed;
-  the cost is the imbalance of the cluster with the guest counted on both nodes (as claims
-  count it) × the time its memory takes to copy and switch over.
+  the cost is the imbalance the move leaves in place while its memory is copied and switched
+  over: the gain not yet made, and more where the guest counted on both nodes (as claims count
+  it) makes the cluster worse than before. So a move pays when its gain lasts longer than it
+  takes to make, by the margin.
 - Pressure: the benefit is the stall guest-seconds the move relieves over the horizon; the cost
   is the guest-seconds the move itself stalls: the copy's own CPU on both nodes' guests, and
   the moved guest paused at the switchover.
@@ -98,10 +100,12 @@ def horizon(guest: Guest, settings: Settings) -> float:
 
 def balancing(before: float, after: float, both: float, memory_bytes: float, horizon_s: float, s: Settings) -> Payoff:
     """A balancing move from imbalance `before` to `after`; `both`: the imbalance while the guest
-    is counted on its source and its target (the copy and the switchover)."""
+    is counted on its source and its target (the copy and the switchover), no better than
+    `before` since the source still carries the guest."""
     rate = speed(s)
     busy_s = memory_bytes / rate + SWITCHOVER_S
-    return Payoff((before - after) * horizon_s, both * busy_s, "imbalance-seconds", horizon_s, memory_bytes, rate)
+    cost = (max(both, before) - after) * busy_s
+    return Payoff((before - after) * horizon_s, cost, "imbalance-seconds", horizon_s, memory_bytes, rate)
 
 
 def pressure(relieved: float, extra_stall: float, memory_bytes: float, horizon_s: float, s: Settings) -> Payoff:
