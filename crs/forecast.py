@@ -9,8 +9,9 @@ day (one season) is not forecast.
 
 A guest's forecast reaches a plan only where it has earned its place (`next_hour`'s trial):
 on the guest's own last days, at the hours where it would have acted (a rise the naive
-forecast did not foresee), it came closer to the peak than the naive forecast. Over all hours
-the naive forecast wins every month, so scoring all hours would never let it act.
+forecast did not foresee), it came within 10 % of the peak on most of them and closer in sum
+than the naive forecast. Over all hours the naive forecast wins every month, so scoring all
+hours would never let it act.
 
 Plans use it with `settings.forecast` on (`stalls`, `barred`, `foreseen`): a node whose
 guests are predicted to stall it within the hour takes no guest, and a stall due before a
@@ -111,7 +112,11 @@ class Trial:
 
     @property
     def earned(self) -> np.ndarray:
-        return (self.acted > 0) & (self.error < self.naive)
+        """It acted, came within `WITHIN` on most of the days it did, and erred less than the
+        naive forecast in sum. Without the majority, on the July week, the forecast made 0.3
+        more migrations a day than without it; with it, as many, and 9 % fewer guest-minutes
+        under pressure (bench/README.md)."""
+        return (self.acted > 0) & (2 * self.within > self.acted) & (self.error < self.naive)
 
 
 def trial(cpu: np.ndarray, memory: np.ndarray, now: int, per_day: int, horizon: int) -> Trial:

@@ -129,6 +129,15 @@ def test_a_forecast_that_lost_to_the_naive_one_on_its_last_days_is_not_used():
     assert forecast.next_hour(cpu, cpu, 5 * PER_DAY + 13 * 12 - 3, PER_DAY, 300.0) == [None, None]
 
 
+def test_a_forecast_closer_than_the_naive_one_but_seldom_within_10_percent_is_not_used():
+    cpu = daily_job(6)
+    cpu[0, 3 * PER_DAY :] = np.where(cpu[0, 3 * PER_DAY :] > 1, 3.0, 0.5)  # from day 4 the job takes 3 cores
+    now = 5 * PER_DAY + 13 * 12 - 3
+    tried = forecast.trial(cpu, cpu, now, PER_DAY, 12)
+    assert (tried.acted[0], tried.within[0], tried.error[0], tried.naive[0]) == (3, 1, 2.0, 8.5)
+    assert forecast.next_hour(cpu, cpu, now, PER_DAY, 300.0)[0] is None
+
+
 def test_with_no_forecast_earning_its_place_on_is_exactly_off():
     snap = peak_file()
     cpu = stopped_job(6)
