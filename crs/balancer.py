@@ -34,14 +34,24 @@ def run_round(
     `proxmox_gate`, auto-rebalance off or mode basic means no round at all, as in
     Proxmox; the product instead always evaluates and lets the automation level decide
     who approves (DESIGN.md). With the forecast on, the explanation carries its figures."""
-    result = _round(snapshot, state, proxmox_gate=proxmox_gate, guards=guards)
+    # With the forecast on, no move goes to a node predicted to stall within the hour, and a
+    # stall due before a move could finish is relieved ahead of it (crs.forecast).
     if snapshot.settings.forecast != "on":
-        return result
-    figures = forecast.figures(snapshot, _limits(snapshot.settings))
+        return _round(snapshot, state, (), proxmox_gate=proxmox_gate, guards=guards)
+    foreseen = forecast.stalls(snapshot, _limits(snapshot.settings))
+    result = _round(snapshot, state, foreseen, proxmox_gate=proxmox_gate, guards=guards)
+    figures = forecast.figures(snapshot, foreseen)
     return replace(result, explanation=replace(result.explanation, forecast=figures))
 
 
-def _round(snapshot: Snapshot, state: RoundState, *, proxmox_gate: bool, guards: Guards) -> RoundResult:
+def _round(
+    snapshot: Snapshot,
+    state: RoundState,
+    foreseen: tuple[forecast.Stall, ...],
+    *,
+    proxmox_gate: bool,
+    guards: Guards,
+) -> RoundResult:
     settings = snapshot.settings
     stats = node_stats(snapshot, settings.mode)
     loads = {s.name: s.load for s in stats}
@@ -50,9 +60,6 @@ def _round(snapshot: Snapshot, state: RoundState, *, proxmox_gate: bool, guards:
     # memory): said under every objective, and no pressure move is made meanwhile.
     short = pressure.cluster_short(snapshot, _limits(settings))
     futile, state = _short_at_peaks(snapshot, state, short)
-    # With the forecast on, no move goes to a node predicted to stall within the hour, and a
-    # stall due before a move could finish is relieved ahead of it (crs.forecast).
-    foreseen = forecast.stalls(snapshot, _limits(settings)) if settings.forecast == "on" else ()
     if foreseen:
         guards = replace(guards, barred=guards.barred | forecast.barred(snapshot, foreseen))
     if settings.objective != "even":

@@ -247,10 +247,10 @@ def stalls(snapshot: Snapshot, limits: pressure.Limits) -> tuple[Stall, ...]:
     return tuple(out)
 
 
-def figures(snapshot: Snapshot, limits: pressure.Limits) -> dict[str, Any]:
+def figures(snapshot: Snapshot, found: tuple[Stall, ...]) -> dict[str, Any]:
     """The forecast's part in a round, for its JSON explanation: the share of running guests whose
-    forecast earned its place (the rest are reactive), and each predicted stall with the trial of
-    the guest it names."""
+    forecast earned its place (the rest are reactive), and each predicted stall (`found`, from
+    `stalls`) with the trial of the guest it names."""
     running = [g for g in snapshot.guests if g.running]
     return {
         "active_share": sum(g.forecast is not None for g in running) / len(running) if running else 0.0,
@@ -267,7 +267,7 @@ def figures(snapshot: Snapshot, limits: pressure.Limits) -> dict[str, Any]:
                 "acted": s.acted,
                 "within": s.within,
             }
-            for s in stalls(snapshot, limits)
+            for s in found
         ],
     }
 
