@@ -64,9 +64,9 @@ def in_process(path: str) -> dict[str, float]:
 def against_full_scan(path: str, repeat: int) -> tuple[float, float]:
     """Best CPU time of the plan's round on the parsed snapshot, and of one unpruned, vectorized
     scoring of every bundle × node candidate (`moves.lowest_squared`), taken in turns in this
-    process (CPU time: on the shared machine other work inflates wall time unevenly). A plan that scores fewer candidates
-    than the scan (pruned by its floors) should not take longer: when a per-node sum over every
-    guest crept in, it took 1.4–3.4× the scan (issue 35)."""
+    process (CPU time: on the shared machine other work inflates wall time unevenly). A plan
+    that scores fewer candidates than the scan (pruned by its floors) should not take longer:
+    when a per-node sum over every guest crept in, it took 1.4–3.4× the scan (issue 35)."""
     snap = parse(read_json(Path(path).read_bytes(), SnapshotError, path))
     mode = snap.settings.mode
     cluster = Cluster(node_stats(snap, mode), movable_bundles(snap, compile_rules(snap), mode), "normalized")

@@ -4,7 +4,7 @@ the engine (crs.forecast.next_hour decides; this module only reads and lays out 
 `next_hour` reads, of each past day, only the hour after `now` and, for its trial against the
 naive forecast, the hour before; so one query an hour fetches only the hour before this one,
 this hour and the next of up to 28 past days (filtered by time of day in SQL, for all guests
-at once; the rows are at least 21 hours old, so nothing newer changes them), and the arrays
+at once; the rows are at least 22 hours old, so nothing newer changes them), and the arrays
 handed to it hold only those two hours of each day, day after day: a "day" of `BLOCK`
 5-minute samples. Each worker keeps the loaded hours per cluster, and the forecasts per
 5-minute slot: a round pays the query once an hour and `next_hour` once per 5 minutes.
