@@ -25,6 +25,7 @@ def on_node(cluster, node):
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.servers  # a worker through rounds, mostly waiting: beside the rest
 def test_enter_evacuates_the_node_and_leave_brings_its_guests_back(admin_client, collected, worker):  # noqa: F811
     service_or_skip("CRS_TEST_DATABASE_URL")
     cluster = collected

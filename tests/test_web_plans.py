@@ -124,6 +124,7 @@ def test_a_step_into_room_a_running_move_frees_waits_for_it_instead_of_expiring(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.servers  # a worker through rounds, mostly waiting: beside the rest
 def test_apply_all_runs_steps_in_order_within_the_concurrency_and_per_node_limits(admin_client, cluster, worker):  # noqa: F811
     service_or_skip("CRS_TEST_DATABASE_URL")  # workers beside the test need a database that takes concurrent writers
     set_policy(cluster, hold_duration=0, max_concurrent_migrations=2, max_migrations_per_node=1)
@@ -142,6 +143,7 @@ def test_apply_all_runs_steps_in_order_within_the_concurrency_and_per_node_limit
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.servers  # a worker through rounds, mostly waiting: beside the rest
 def test_automatic_plans_run_migrations_side_by_side(cluster, worker):  # noqa: F811
     service_or_skip("CRS_TEST_DATABASE_URL")
     set_policy(cluster, hold_duration=0, automation="automatic", max_concurrent_migrations=3)
@@ -221,6 +223,7 @@ def test_a_step_whose_target_is_claimed_full_takes_its_next_alternative_or_expir
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.servers  # a worker through rounds, mostly waiting: beside the rest
 def test_with_a_real_worker_a_plan_stays_while_it_holds_and_goes_when_a_step_breaks(cluster, worker):  # noqa: F811
     # The simulator's clock is real time here: each round sees the load moved on (samples interpolated).
     service_or_skip("CRS_TEST_DATABASE_URL")
