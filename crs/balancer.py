@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import forecast, gating, payoff, pressure
+from . import forecast, futile, gating, payoff, pressure
 from .bundles import movable_bundles
 from .decision import Decision, Explanation, Move, RoundResult, RoundState, Step, total_gain
 from .fits import committed, guest_cores, room
@@ -59,14 +59,14 @@ def _round(
     # Why no placement can help this round's stalls (the cluster as a whole lacks the CPU or
     # memory): said under every objective, and no pressure move is made meanwhile.
     short = pressure.cluster_short(snapshot, _limits(settings))
-    futile, state = _short_at_peaks(snapshot, state, short)
+    futile_now, state = futile.after_peak(snapshot, state, short)
     if foreseen:
         guards = replace(guards, barred=guards.barred | forecast.barred(snapshot, foreseen))
     if settings.objective != "even":
         wait, state = gating.gate(snapshot, state)  # every round: a state change restarts the quiet minute
         lasting = frozenset(state.stalled_nodes)
         state = replace(state, stalled_nodes=pressure.stalled_nodes(snapshot, _limits(settings)))
-        held = futile or wait or short
+        held = futile_now or wait or short
         relieving = None if held or snapshot.in_motion else _relief(snapshot, guards, current, lasting)
         if not (relieving and relieving[2]) and not (held or snapshot.in_motion):
             relieving = _ahead(snapshot, guards, current, foreseen) or relieving
@@ -75,8 +75,8 @@ def _round(
             decision, reason, steps = relieving or _no_relief(snapshot, held, guards)
             return _result(settings, loads, current, decision, reason, state, state.hold_count, len(steps), steps)
     note = (
-        f" No pressure move: {futile}."
-        if futile and settings.objective != "even"
+        f" No pressure move: {futile_now}."
+        if futile_now and settings.objective != "even"
         else ""
         if not short
         else f" No pressure move: {short}."
@@ -100,31 +100,6 @@ def _round(
         reason += _held_back(snapshot, stats)
     state = replace(state, hold_count=0)
     return _result(settings, loads, current, decision, reason + note, state, served, candidates, steps)
-
-
-# Business loads peak by the day and the week: a shortfall seen within a week comes back. On
-# July (the month tuned on), short of CPU: a day's memory left 4.7 migrations a day, a week's 2.6,
-# with fewer guest-minutes under pressure too (231 560, 229 290; bench/README.md).
-PEAK_MEMORY_S = 7 * 86_400.0
-
-
-def _short_at_peaks(snapshot: Snapshot, state: RoundState, short: str | None) -> tuple[str | None, RoundState]:
-    """Why a pressure move is futile now though the cluster has the CPU and memory this round:
-    it lacked them as a whole at its peak within the last week (`PEAK_MEMORY_S`), so at the next
-    peak every target is short again and the moved guests stall there, or come back. The state
-    remembers the last round short."""
-    now = gating.clock(snapshot)
-    if now is None:
-        return None, state
-    if short:
-        return None, replace(state, short_s=now)
-    if state.short_s is None or now - state.short_s >= PEAK_MEMORY_S or now < state.short_s:
-        return None, state
-    ago = (now - state.short_s) / 3600
-    return (
-        f"the cluster as a whole lacked CPU or memory at its peak {ago:.1f} h ago; every target would be short "
-        "again at the next peak"
-    ), state
 
 
 def evenness_target(settings: Settings) -> float:
@@ -161,7 +136,7 @@ def _relief(
     net = [0]  # the guests the plan's first k steps bring under the limits (pressure.net_relief)
     hurting = pressure.hurting(snapshot, limits)
     hurt = len(hurting)
-    guards = _futile_barred(snapshot, guards, hurting, _short_at_peak(snapshot, limits))
+    guards = futile.barred(guards, hurting, futile.short_at_peak(snapshot, limits))
     unpaid: list[payoff.Payoff] = []  # guests whose move would not pay: skipped, at most a budget of them
     while len(steps) < settings.moves_per_round and len(unpaid) < settings.moves_per_round:
         found = pressure.relief(now, limits, in_cooldown=guards.in_cooldown | moved, barred=guards.barred)
@@ -201,30 +176,6 @@ def _relief(
         f" (AHP weights: {weights}; consistency ratio {pressure.WEIGHTS.consistency_ratio:.1%}{_period(settings)})"
     )
     return "migrate", reason, tuple(steps)
-
-
-def _short_at_peak(snapshot: Snapshot, limits: pressure.Limits) -> frozenset[str]:
-    """With the forecast on, the nodes that would themselves stall on CPU beyond the limit with
-    each of their guests at its next-hour peak (`forecast.node_peaks`): no pressure move goes
-    there, since it would only move the stall; where every node is such, none is made."""
-    if snapshot.settings.forecast != "on":
-        return frozenset()
-    nodes = {n.name: n for n in snapshot.nodes}
-    return frozenset(
-        name
-        for name, (cpu, _) in forecast.node_peaks(snapshot).items()
-        if pressure.cpu_stall(cpu * nodes[name].cpus, nodes[name]) > limits.cpu
-    )
-
-
-def _futile_barred(
-    snapshot: Snapshot, guards: Guards, hurting: tuple[pressure.Hurting, ...], full: frozenset[str]
-) -> Guards:
-    """`guards` with the nodes short at their peak barred to every hurting guest (a move there
-    only shifts the stall: futile)."""
-    if not full:
-        return guards
-    return replace(guards, barred=guards.barred | {(h.sid, n) for h in hurting for n in full if n != h.node})
 
 
 def _relief_payoff(before: Snapshot, after: Snapshot, found: pressure.Relief) -> payoff.Payoff:
@@ -284,8 +235,8 @@ def _no_relief(snapshot: Snapshot, wait: str | None, guards: Guards) -> tuple[De
     hurt = pressure.hurting(snapshot, limits)
     if not hurt:
         return "no-pressure", "No guest stalls beyond the limits.", ()
-    full = _short_at_peak(snapshot, limits)
-    guards = _futile_barred(snapshot, guards, hurt, full)
+    full = futile.short_at_peak(snapshot, limits)
+    guards = futile.barred(guards, hurt, full)
     found = pressure.relief(snapshot, limits, in_cooldown=guards.in_cooldown, barred=guards.barred)
     count = f"{len(hurt)} guest hurts" if len(hurt) == 1 else f"{len(hurt)} guests hurt"
     if found is None:

@@ -42,7 +42,7 @@ class RoundState:
     # twice is relieved step by step; a new one only by moves that end it (it may be a peak).
     stalled_nodes: tuple[str, ...] = ()
     # The source's clock when the cluster as a whole last lacked CPU or memory (crs.pressure
-    # .shortfall): within a week of it, a pressure move is futile (crs.balancer.PEAK_MEMORY_S).
+    # .shortfall): within a week of it, a pressure move is futile (crs.futile.PEAK_MEMORY_S).
     short_s: float | None = None
 
 
