@@ -9,7 +9,7 @@ takes, and how often each sequence churns (a guest moved twice, or back to a nod
 
 Needs `hbal` (Debian: apt-get install ganeti-htools); without it, says so and exits 0.
 
-Run: .venv/bin/python -m bench.hbal_compare [--steps 150] [--write bench/README.md]
+Run: .venv/bin/python -m bench.hbal_compare [--steps 150] [--write bench/notes/05-plan-quality-against-ganeti-s-hbal.md]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Each cell is `python -m crs replay --trace T --nodes N --seed S --json` plus the
 flags; a row aggregates the five seeds. The policies' flags depend on what the engine
 offers: `--preset` exists once crs.model.Settings has a `preset` field (the planner).
 
-Run: .venv/bin/python -m bench.replay_table [--seeds 5] [--hours 24] [--write bench/README.md]
+Run: .venv/bin/python -m bench.replay_table [--seeds 5] [--hours 24] [--write bench/notes/04-replay-on-every-trace.md]
 """
 
 from __future__ import annotations
