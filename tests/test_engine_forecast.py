@@ -149,14 +149,16 @@ def test_with_no_forecast_earning_its_place_on_is_exactly_off():
     assert replace(on, explanation=replace(on.explanation, forecast=None)) == off and snap.settings.forecast == "on"
 
 
+def with_forecasts(snap, **fields):
+    """`snap` with `fields` set in every guest's forecast."""
+    return replace(
+        snap, guests=tuple(replace(g, forecast=replace(g.forecast, **fields)) if g.forecast else g for g in snap.guests)
+    )
+
+
 def test_a_forecast_driven_move_says_how_the_guests_forecast_has_done():
     snap = peak_file()
-    tried = replace(
-        snap,
-        guests=tuple(
-            replace(g, forecast=replace(g.forecast, acted=5, within=4)) if g.forecast else g for g in snap.guests
-        ),
-    )
+    tried = with_forecasts(snap, acted=5, within=4)
     explanation = run_round(tried, QUIET).explanation
     assert explanation.reason.startswith("Predicted: node03 at 118% CPU at 13:25 (seen on 5 of the last 5 days; vm:")
     assert "'s forecast came within 10% on 4 of the last 5 days it foresaw a rise). vm:" in explanation.reason
@@ -170,12 +172,7 @@ def test_a_forecast_driven_move_says_how_the_guests_forecast_has_done():
 
 def test_a_peak_seen_on_one_day_only_moves_nothing():
     snap = peak_file()
-    once = replace(
-        snap,
-        guests=tuple(
-            replace(g, forecast=replace(g.forecast, seen=1, days=5)) if g.forecast else g for g in snap.guests
-        ),
-    )
+    once = with_forecasts(snap, seen=1, days=5)
     result = run_round(once, QUIET)
     assert result.decision != "migrate" and "Predicted" not in result.explanation.reason
     assert forecast.stalls(once, Limits()) == ()

@@ -6,7 +6,7 @@ import copy
 from datetime import timedelta
 
 import pytest
-from conftest import run_rounds, set_policy
+from conftest import make_migration, run_rounds, set_policy
 from fakepve import TOKEN
 
 from dashboard import executor, tasks
@@ -117,18 +117,7 @@ def test_a_container_s_migration_task_that_ends_locked_puts_the_move_back_to_wai
 ):
     set_policy(cluster, containers="restart")
     collect.apply(args=[cluster.pk])
-    move = Migration.objects.create(
-        cluster=cluster,
-        leader="ct:300",
-        guests=["ct:300"],
-        source="node4",
-        target="node1",
-        imbalance_before=0.5,
-        imbalance_after=0.4,
-        relative_gain=0.2,
-        margin=0.0,
-        method="bruteforce",
-    )
+    move = make_migration(cluster, "suggested", "ct:300", "node4", "node1")
     Migration.objects.transition(move.pk, "suggested", "approved", None)
     pve.lock_next = "backup"  # pve-container checks the lock in its task: the task fails
     tasks.execute.delay(move.pk)
