@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from .imbalance import NOISE, imbalance
 from .model import Settings
-from .pressure import Limits
+from .pressure import Limits, contention
 from .usage import NodeStats
 
 # A move's benefit is reckoned over the hour after it (crs.payoff, the setting `benefit_horizon`)
@@ -75,8 +75,8 @@ def unmoved(sample: Measured, source: str) -> tuple[NodeStats, ...]:
 
 def stalls(node: NodeStats, limits: Limits) -> bool:
     """The node's guests wait beyond the pressure limit for CPU, or its memory is above the limit."""
-    contention = max(0.0, node.cpu - node.maxcpu) / node.cpu if node.cpu > 0 else 0.0
-    return contention > limits.cpu or (node.maxmem > 0 and node.mem > limits.memory * node.maxmem)
+    short_of_memory = node.maxmem > 0 and node.mem > limits.memory * node.maxmem
+    return contention(node.cpu, node.maxcpu) > limits.cpu or short_of_memory
 
 
 def judge(

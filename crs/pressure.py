@@ -119,10 +119,11 @@ def node_use(snapshot: Snapshot) -> dict[str, Use]:
 def cpu_stall(used: float, node: Node) -> float:
     """The share of time a node's guests wait when its CPU demand exceeds its threads (the
     simulator's contention model): the expected stall after a move, before it is measured."""
-    return _contention(used, node.cpus)
+    return contention(used, node.cpus)
 
 
-def _contention(used: float, threads: float) -> float:
+def contention(used: float, threads: float) -> float:
+    """The share of time guests wanting `used` cores wait on `threads` (the simulator's contention model)."""
     return max(0.0, used - threads) / used if used > 0 else 0.0
 
 
@@ -172,7 +173,7 @@ def shortfall(snapshot: Snapshot, limits: Limits) -> tuple[Shortfall, ...]:
     unmeasured = {n.name for n in usable if n.cpu_usage is None}
     demand = sum(n.cpu_usage or 0.0 for n in usable) + sum(g.cpu_usage for g in snapshot.guests if g.node in unmeasured)
     threads = float(sum(n.cpus for n in usable))
-    if _contention(demand, threads) > limits.cpu:
+    if contention(demand, threads) > limits.cpu:
         out.append(_short_of("cpu", demand, threads, [(float(n.cpus), float(n.cpus)) for n in usable]))
     use = node_use(snapshot)
     used = sum(use[n.name].memory for n in usable)
@@ -200,7 +201,7 @@ def cluster_short(snapshot: Snapshot, limits: Limits) -> str | None:
     figures = [
         f.figures()
         + (
-            f": spread evenly they would still stall {_contention(f.wanted, f.have):.0%} of the time "
+            f": spread evenly they would still stall {contention(f.wanted, f.have):.0%} of the time "
             f"(limit {limits.cpu:.0%})"
             if f.resource == "cpu"
             else ""
