@@ -34,7 +34,10 @@ def test_guest_view_sorts_filters_and_fits_a_phone(browser, server):  # noqa: F8
     page.wait_for_selector(f"{first}[data-placed='true']")
     assert page.text_content(f"{first} li").startswith("to node")
     page.screenshot(path=str(ARTIFACTS / "ha-cluster-desktop.png"), full_page=True)
-    page.click("#guests-link")
+    # guests.js is deferred: it has run once DOMContentLoaded fired. Rows alone can show before it
+    # (a CI run clicked a heading whose sort was not wired yet, and the memory column stayed unsorted).
+    with page.expect_navigation(wait_until="domcontentloaded"):
+        page.click("#guests-link")
     page.wait_for_selector("#guests tbody tr")
     total = page.locator("#guests tbody tr").count()
     assert total > 100  # the demo's 416 guests, all on one page
