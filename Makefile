@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PORT ?= 8000
 
-.PHONY: run test soak soak-faults check test-unit test-e2e web worker beat bench bench-table settings-reference venv lock clean
+.PHONY: run test soak soak-faults check test-unit test-e2e web worker worker-proxmox beat bench bench-table settings-reference venv lock clean
 
 # One install at a time: `make web`, `make worker` and `make beat` started together (three
 # service units after an upgrade) each found the stamp stale and ran pip into the same .venv
@@ -79,8 +79,13 @@ web: $(STAMP)
 	$(PY) manage.py collectstatic --noinput -v 0
 	scripts/supervise $(VENV)/bin/daphne -b 0.0.0.0 -p $(PORT) project.asgi:application
 
+# The rounds (prefork: CPU) and the Proxmox collects (threads: each waits on the network
+# without holding a process) have workers of their own; run both.
 worker: $(STAMP)
-	scripts/supervise $(VENV)/bin/celery -A project worker -l info
+	scripts/supervise $(VENV)/bin/celery -A project worker -n worker@%h -l info -Q celery,whatif
+
+worker-proxmox: $(STAMP)
+	scripts/supervise $(VENV)/bin/celery -A project worker -n proxmox@%h -l info -Q proxmox -P threads -c 50
 
 beat: $(STAMP)
 	scripts/supervise $(VENV)/bin/celery -A project beat -l info

@@ -14,7 +14,8 @@ from datetime import datetime
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from .windows import Blackout, Window, gate
+from .precedence import MANDATORY
+from .windows import Blackout, Gate, Window, gate, next_occurrence
 
 Level = Literal["manual", "partial", "automatic"]
 
@@ -42,20 +43,48 @@ class Automation:
         return not self.stopped and (self.level != "manual" or at_once)
 
 
+def held(automation: Automation, now: datetime) -> Gate | None:
+    """What holds automation now (None = nothing): Proxmox's own balancer (a closed gate of
+    reason "proxmox"), or the change windows' gate when it is closed. One place for the plans'
+    hold (`held_reason`) and the starts' (`start_wait`)."""
+    if automation.proxmox_rebalancing:
+        return Gate(False, None, "proxmox")
+    state = gate(now, ZoneInfo(automation.time_zone), automation.windows, automation.blackouts)
+    return None if state.open else state
+
+
 def held_reason(automation: Automation, now: datetime) -> str:
     """Why automation may not approve a balancing plan now, in the admin's words; "" = it may."""
-    if automation.proxmox_rebalancing:
+    if (state := held(automation, now)) is None:
+        return ""
+    if state.reason == "proxmox":
         return (
             "Proxmox's own automatic rebalancing (ha-auto-rebalance) is on: two balancers would undo each other's moves"
         )
     zone = ZoneInfo(automation.time_zone)
-    state = gate(now, zone, automation.windows, automation.blackouts)
-    if state.open:
-        return ""
     until = f" until {state.until.astimezone(zone):%a %H:%M} ({automation.time_zone})" if state.until else ""
     if state.reason == "blackout":
         return f"blackout{': ' + state.label if state.label else ''}{until}"
     return f"outside the change windows{until}"
+
+
+def start_wait(automation: Automation, automatic: bool, kind: str, now: datetime) -> str:
+    """Why an approved move may not start now, naming what it waits for ("waiting for the window
+    Sat 02:00–05:00 (Europe/Berlin)"); "" = it may start. Only a move the round approved
+    (`automatic`) and not owed (evacuations and rule fixes are never held) waits: a plan approved
+    inside a window whose steps get their turn after it closed would otherwise move guests at a
+    time the admins ruled out; a person's approval is not held."""
+    if not automatic or kind in MANDATORY or (state := held(automation, now)) is None:
+        return ""
+    if state.reason == "proxmox":
+        return "waiting: Proxmox's own automatic rebalancing (ha-auto-rebalance) is on"
+    zone, named = ZoneInfo(automation.time_zone), automation.time_zone
+    if state.reason == "blackout":
+        until = f" {state.until.astimezone(zone):%a %H:%M}" if state.until else ""
+        return f"waiting for the blackout{' ' + state.label if state.label else ''} to end{until} ({named})"
+    runs = [run for w in automation.windows if (run := next_occurrence(w, now, zone))]
+    start, end = min(runs)  # outside every window: each run found is a coming one
+    return f"waiting for the window {start.astimezone(zone):%a %H:%M}–{end.astimezone(zone):%H:%M} ({named})"
 
 
 def self_approved(automation: Automation, gains: tuple[float, ...], after: tuple[int | None, ...]) -> tuple[int, ...]:

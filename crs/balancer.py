@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import forecast, futile, gating, payoff, pressure
+from . import forecast, futile, gating, lasting, payoff, pressure
 from .bundles import movable_bundles
 from .decision import Decision, Explanation, Move, RoundResult, RoundState, Step, total_gain
 from .fits import committed, guest_cores, room
@@ -64,10 +64,10 @@ def _round(
         guards = replace(guards, barred=guards.barred | forecast.barred(snapshot, foreseen))
     if settings.objective != "even":
         wait, state = gating.gate(snapshot, state)  # every round: a state change restarts the quiet minute
-        lasting = frozenset(state.stalled_nodes)
+        lasted = frozenset(state.stalled_nodes)
         state = replace(state, stalled_nodes=pressure.stalled_nodes(snapshot, _limits(settings)))
         held = futile_now or wait or short
-        relieving = None if held or snapshot.in_motion else _relief(snapshot, guards, current, lasting)
+        relieving = None if held or snapshot.in_motion else _relief(snapshot, guards, current, lasted)
         if not (relieving and relieving[2]) and not (held or snapshot.in_motion):
             relieving = _ahead(snapshot, guards, current, foreseen) or relieving
         # A pressure move that does not pay leaves objective `both` to its evenness plan.
@@ -117,7 +117,7 @@ def _limits(settings: Settings) -> pressure.Limits:
 
 
 def _relief(
-    snapshot: Snapshot, guards: Guards, current: float, lasting: frozenset[str] = frozenset()
+    snapshot: Snapshot, guards: Guards, current: float, lasted: frozenset[str] = frozenset()
 ) -> tuple[Decision, str, tuple[Step, ...]] | None:
     """Objective pressure or both: the guests that hurt most and have somewhere to go, moved
     first whatever the imbalance (DRS 2.0's order: relieve contention, then even out); the
@@ -145,7 +145,7 @@ def _relief(
         g = found.guest
         moved.add(g.sid)
         settled = pressure.settled(now, found)
-        paid = _relief_payoff(now, settled, found) if payoff.gated(settings) else None
+        paid = _relief_payoff(now, settled, found, lasted) if payoff.gated(settings) else None
         if paid is not None and not paid.pays(settings.margin):
             unpaid.append(paid)
             continue
@@ -157,7 +157,7 @@ def _relief(
         steps.append(Step(move, before, after, gain, (), len(steps) - 1 if steps else None))
         reasons.append(f"{found.reason[:-1]}: it would {paid.text()}." if paid else found.reason)
         now, before = settled, after
-        net.append(pressure.net_relief(hurt, now, [s.move.source for s in steps], limits, lasting))
+        net.append(pressure.net_relief(hurt, now, [s.move.source for s in steps], limits, lasted))
     kept = max(range(len(net)), key=lambda k: (net[k], -k))  # the fewest steps with the most relief
     if not kept and unpaid and not steps:
         best = max(unpaid, key=lambda p: p.benefit - p.cost)
@@ -178,10 +178,11 @@ def _relief(
     return "migrate", reason, tuple(steps)
 
 
-def _relief_payoff(before: Snapshot, after: Snapshot, found: pressure.Relief) -> payoff.Payoff:
+def _relief_payoff(before: Snapshot, after: Snapshot, found: pressure.Relief, lasted: frozenset[str]) -> payoff.Payoff:
     """A pressure move's benefit against its cost (crs.payoff): the stall it ends for the guest
     and its source's guests, net of what its target's guests gain (`pressure.settled`'s
-    contention model), over the guest's horizon; against the stall the copy's own core adds on
+    contention model), over as long as the stall is expected to last (crs.lasting; `lasted`:
+    the nodes stalled at the round before too); against the stall the copy's own core adds on
     both nodes while it runs, and the switchover."""
     g, ends = found.guest, (found.guest.node, found.target)
 
@@ -199,7 +200,8 @@ def _relief_payoff(before: Snapshot, after: Snapshot, found: pressure.Relief) ->
         added = pressure.cpu_stall(now + payoff.MIGRATION_CORES, node) - pressure.cpu_stall(now, node)
         extra += added * sum(1 for x in before.guests if x.node == name and x.state == "started")
     settings = before.settings
-    return payoff.pressure(relieved, extra, moved.memory_bytes, payoff.horizon(moved, settings), settings)
+    expected = lasting.horizon(payoff.horizon(moved, settings), before, found, lasted, _limits(settings))
+    return payoff.pressure(relieved, extra, moved.memory_bytes, expected, settings)
 
 
 def _ahead(
@@ -211,7 +213,7 @@ def _ahead(
     due = tuple(s for s in foreseen if s.due)
     if not due:
         return None
-    found = _relief(forecast.foreseen(snapshot, due), guards, current)
+    found = _relief(forecast.foreseen(snapshot, due), guards, current, lasting.foreseen(due))
     if found is None:
         return None
     decision, reason, steps = found

@@ -59,6 +59,11 @@ class Payoff:
                 f"gain {self.benefit / 36:.3g} %·h of imbalance over ~{horizon} "
                 f"against a cost of {self.cost / 36:.2g} %·h {copying}"
             )
+        if self.horizon_s <= 0.0:  # crs.lasting: a stall new this round, expected to pass first
+            return (
+                "relieve no stall: it is new this round, a peak expected to end before the move does, "
+                f"against a cost of {self.cost:.2g} guest-seconds {copying}"
+            )
         return (
             f"relieve {self.benefit:.4g} guest-seconds of stall over ~{horizon} "
             f"against a cost of {self.cost:.2g} guest-seconds {copying}"

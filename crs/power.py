@@ -15,7 +15,26 @@ from dataclasses import dataclass, replace
 
 from .capacity import Size
 from .fits import Commitment, Limits, committed, fits
+from .machine import Change, Machine
 from .model import Guest, Node, Snapshot
+
+# An admin's power-down of a node (dashboard/power.py): it drains through its maintenance, then
+# the source shuts it down (Proxmox) or the admin powers it off by hand and marks it standby.
+POWER_DOWN = Machine(
+    "power-down",
+    {
+        "draining": "draining: its guests are moved off",
+        "emptied": "empty: power it off by hand, then mark it standby",
+        "standby": "standby (powered down)",
+        "cancelled": "cancelled: it left maintenance before it was empty",
+    },
+    frozenset({("draining", "emptied"), ("draining", "standby"), ("draining", "cancelled"), ("emptied", "standby")}),
+)
+BY_HAND = (
+    "{node} is empty. This cluster's source cannot power a node off: power it off by hand, then mark it "
+    "standby (or add it to the standby list)."
+)
+SHUT_DOWN = "{node} is empty and Proxmox was asked to shut it down (POST /nodes/{node}/status, command=shutdown)."
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,3 +125,42 @@ def _wake(
         woken.append(name)
         short -= room(node, Commitment(), size, limits) - minimal
     return tuple(woken)
+
+
+@dataclass(frozen=True, slots=True)
+class PowerDown:
+    """An open power-down as stored, with what the latest look says of its node: it left
+    maintenance since the power-down began (`left`), or it is empty in maintenance (`drained`)."""
+
+    node: str
+    state: str  # draining or emptied
+    left: bool = False
+    drained: bool = False
+
+
+def next_steps(downs: tuple[PowerDown, ...], standby: tuple[str, ...], proxmox: bool) -> tuple[Change, ...]:
+    """The step each open power-down takes now: an emptied node on the standby list (`standby`)
+    is standby; a draining node that left maintenance is cancelled; one drained is shut down
+    (Proxmox: action power-down-shutdown, the caller asks the source and lists it standby) or
+    waits to be powered off by hand."""
+    changes = []
+    for down in downs:
+        if down.state == "emptied":
+            if down.node in standby:  # marked on the capacity settings
+                changes.append(
+                    POWER_DOWN.change(
+                        down.node, "emptied", "standby", "power-down-standby", {"standby": list(standby)}, {"note": ""}
+                    )
+                )
+        elif down.left:
+            why = {"why": "it left maintenance"}
+            changes.append(
+                POWER_DOWN.change(down.node, "draining", "cancelled", "power-down-cancelled", why, {"note": ""})
+            )
+        elif down.drained and proxmox:
+            note = {"note": SHUT_DOWN.format(node=down.node)}
+            changes.append(POWER_DOWN.change(down.node, "draining", "standby", "power-down-shutdown", {}, note))
+        elif down.drained:
+            by_hand = ({"next": "power it off by hand"}, {"note": BY_HAND.format(node=down.node)})
+            changes.append(POWER_DOWN.change(down.node, "draining", "emptied", "power-down-emptied", *by_hand))
+    return tuple(changes)

@@ -11,7 +11,7 @@ applied (crs.claims), so no plan fills room an approved move has taken.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -24,7 +24,7 @@ from .model import Guards, Snapshot
 from .owed import Maintenance, reconcile
 from .planned import Created, Expiry, Ledger, PlannedMove
 from .precedence import MANDATORY
-from .verdict import Verdict, verdict
+from .verdict import Verdict, plan_figures, remaining, verdict
 
 BALANCING_KINDS = ("pressure", "balancing")  # the kinds a round plans itself
 
@@ -68,7 +68,8 @@ class Outcome:
 def decide(inputs: RoundInputs) -> Outcome:
     """Decide one round of the cluster."""
     snapshot, automation = inputs.snapshot, inputs.automation
-    result = run_round(claims.held(snapshot, claims.against(inputs.moves)), inputs.state, guards=inputs.guards)
+    planned_on = claims.held(snapshot, claims.against(inputs.moves))
+    result = run_round(planned_on, inputs.state, guards=inputs.guards)
     ledger = Ledger(inputs.moves, inputs.next_plan)
     overdue = [m for m in ledger.alive(("suggested",)) if _overdue(m, inputs)]
     ledger.expire(overdue, f"not decided within the recommendation expiry of {_human(inputs.recommendation_expiry)}")
@@ -97,6 +98,9 @@ def decide(inputs: RoundInputs) -> Outcome:
     }
     if review.kept:  # the status describes the plan the list shows, not the one this round computed
         explanation.update(reason=review.kept, kept_plan=kept_plan)
+    figures = review.figures or (plan_figures(planned_on, (s.move for s in new.steps), new.number) if new else None)
+    if figures is not None:  # the plan the page shows, as data: its "now" line and the node bars' marks
+        explanation["plan_figures"] = figures.to_dict()
     return Outcome(
         result,
         owed.opened,
@@ -149,6 +153,9 @@ def _judge(inputs: RoundInputs, result: RoundResult, ledger: Ledger) -> tuple[Ve
     if review.replace:
         ledger.expire(pending, review.replace)
         return review, []
+    if running:  # its waiting steps drawn from the cluster as the moves under way leave it
+        under_way = [m for m in holding if m.plan == pending[0].plan]
+        review = replace(review, figures=remaining(snapshot, inputs.snapshot, under_way, pending, inputs.guards))
     return review, pending
 
 

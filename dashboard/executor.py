@@ -8,24 +8,19 @@ redelivered message never start a migration twice.
 
 import logging
 import time
-from dataclasses import replace
 from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-import crs.balancer
 import crs.claims
-import crs.decision
 import crs.locks
-import crs.model
-import crs.planner
-import crs.precedence
+import crs.starts
 from crs.errors import CrsError
 from crs.sources.base import SourceError, TaskStatus
 
-from . import expiry, plans, windows
+from . import automation, expiry, plans
 from .live import sender as live
 from .models import Cluster, Migration
 from .models.migration import UNFOLLOWED, silent
@@ -43,7 +38,7 @@ def admit(migration_id: int) -> str:
     Under the cluster's lock (Cluster.objects.opened_source), so two workers never both take the last slot.
     Approved steps start in plan order, at most `max_concurrent_migrations` at once and
     `max_migrations_per_node` into or out of one node. The fresh snapshot counts the claims
-    it must leave room for (`claims_ahead`), so two moves never together overfill a node: a
+    it must leave room for (crs.starts.ahead), so two moves never together overfill a node: a
     target that no longer fits gives way to the step's next alternative target; with none, a
     step that only another move's claim keeps off its target, or that goes into room a move
     ahead of it frees, waits, saying whose move; any other step expires. A step whose guest
@@ -60,27 +55,23 @@ def admit(migration_id: int) -> str:
             if reason := held(cluster, migration):
                 plans.hold(cluster, migration, reason)
                 return "approved"  # queued again by each round until the window opens, or on resume
-            if not slot_free(cluster, migration):
+            step = as_step(migration)
+            if not crs.starts.turn(step, _queue(cluster, migration)):
                 return "approved"  # queued again when a running one starts or finishes
             fresh = cluster.under_policy(source.collect(time.time()))
-            if reason := crs.locks.waits(fresh, migration.guests):
-                plans.hold(cluster, migration, reason)
-                return "approved"  # queued again by every round until the lock is gone
-            ahead = claims_ahead(cluster, migration)
-            snapshot = crs.claims.held(fresh, [move for _, move in ahead])
+            holding = cluster.migrations.filter(state__in=crs.claims.HOLDING).exclude(pk=migration.pk)
+            ahead = crs.starts.ahead(step, [as_step(m) for m in holding])
+            start = crs.starts.decide(step, fresh, ahead, cluster.guards())
+            if start.verdict == "wait":  # a lock, or another move's claim or room
+                plans.hold(cluster, migration, start.reason)
+                return "approved"  # queued again when a migration finishes, and by every round
             # Only admit() moves an approved migration on, under this lock: the transitions succeed.
-            if migration.stale_reason(snapshot):
-                if target := alternative(migration, snapshot):
-                    Migration.objects.filter(pk=migration_id).update(target=target)
-                    migration.target = target
-                elif whose := waits_for(migration, fresh, ahead):
-                    plans.hold(cluster, migration, f"waits: {whose}")
-                    return "approved"  # queued again when a migration finishes, and by every round
-            if expiry.stale_at_start(migration, snapshot):
+            if start.target != migration.target:  # its alternative target
+                Migration.objects.filter(pk=migration_id).update(target=start.target)
+            if start.verdict == "expire":
+                expiry.stale_at_start(migration_id, start.reason)
                 return "expired"
-            Migration.objects.transition(
-                migration_id, "approved", "running", None, {"target": migration.target}, reason=""
-            )
+            Migration.objects.transition(migration_id, "approved", "running", None, {"target": start.target}, reason="")
             return "running"
     except (SourceError, CrsError) as exc:
         expiry.unverifiable(migration_id, exc)
@@ -91,76 +82,31 @@ def admit(migration_id: int) -> str:
 
 def held(cluster: Cluster, migration: Migration) -> str:
     """Why the approved `migration` must wait though a slot may be free ("" = it need not): a closed
-    change window (windows.start_held) or the rolling maintenance draining its node, paused or
+    change window (automation.start_held) or the rolling maintenance draining its node, paused or
     cancelled (RollingMaintenance.holds; set_state takes the same lock)."""
     rolling = cluster.rollings.first()
-    return windows.start_held(cluster, migration) or (rolling.holds(migration) if rolling else "")
+    return automation.start_held(cluster, migration) or (rolling.holds(migration) if rolling else "")
 
 
-def slot_free(cluster: Cluster, migration: Migration) -> bool:
-    """Whether `migration` may start now: its kind's turn (approved moves of a higher kind go
-    first, crs.precedence), its turn in plan order, a cluster slot, and room on both its nodes."""
-    ahead = [k for k in crs.precedence.KINDS if crs.precedence.outranks(k, migration.kind)]
-    if cluster.migrations.filter(state="approved", kind__in=ahead).exists():
-        return False
-    if (
-        migration.plan is not None
-        and cluster.migrations.filter(plan=migration.plan, state="approved", step__lt=migration.step).exists()
-    ):
-        return False
-    running = list(cluster.migrations.filter(state="running").only("source", "target"))
-    policy = cluster.policy
-    if len(running) >= policy.max_concurrent_migrations:
-        return False
-    return all(
-        sum(node in (m.source, m.target) for m in running) < policy.max_migrations_per_node
-        for node in (migration.source, migration.target)
+def as_step(m: Migration) -> crs.starts.Step:
+    """A migration as the engine's start decision reads it; approved at its decision (a row
+    stored approved has no time: first), its id after it."""
+    approved_at = (m.decided_at.timestamp() if m.decided_at else 0.0, m.pk)
+    return crs.starts.Step(f"migration {m.pk}", m.as_move(), m.kind, m.state, approved_at, tuple(m.alternatives))
+
+
+def _queue(cluster: Cluster, migration: Migration) -> crs.starts.Queue:
+    """What the cluster runs and queues beside `migration`, for its turn (crs.starts.turn)."""
+    approved = cluster.migrations.filter(state="approved").exclude(pk=migration.pk)
+    earlier = migration.plan is not None and approved.filter(plan=migration.plan, step__lt=migration.step).exists()
+    running = cluster.migrations.filter(state="running").values_list("source", "target")
+    return crs.starts.Queue(
+        frozenset(approved.values_list("kind", flat=True).distinct()),
+        earlier,
+        tuple(running),
+        cluster.policy.max_concurrent_migrations,
+        cluster.policy.max_migrations_per_node,
     )
-
-
-def waits_for(migration: Migration, fresh: crs.model.Snapshot, ahead: list[tuple[str, crs.decision.Move]]) -> str:
-    """Whose move `migration` waits for, in the admin's words; "" if none: a claim that keeps it
-    off a target it fits now, or a move ahead of it whose end frees the room it needs there."""
-    move = migration.as_move()
-    if not migration.stale_reason(fresh):
-        return crs.claims.holder(fresh, move, ahead)
-    for name, ended in crs.claims.ending(fresh, move, ahead):
-        if not migration.stale_reason(crs.claims.held(ended, [m for _, m in ahead])):
-            return f"{move.target}'s room is freed when {name} ends"
-    return ""
-
-
-def claims_ahead(cluster: Cluster, migration: Migration) -> list[tuple[str, crs.decision.Move]]:
-    """The claims `migration` must leave room for, each with the name the admin reads: every
-    running migration's, then those of the migrations approved before it (the first claim
-    holds, as in Placement), so of two moves the later one never takes the earlier one's room.
-    Not those of kinds it outranks: they wait for it (`slot_free`), as a round's plan of its
-    kind expires them (crs.claims.against)."""
-    holding = cluster.migrations.filter(state__in=crs.claims.HOLDING).exclude(pk=migration.pk)
-    mine = _approval(migration)
-    ahead = [
-        m
-        for m in holding
-        if m.state == "running" or (_approval(m) < mine and not crs.precedence.outranks(migration.kind, m.kind))
-    ]
-    ahead.sort(key=lambda m: (m.state != "running", _approval(m)))
-    return [(f"migration {m.pk}", m.as_move()) for m in ahead]
-
-
-def _approval(m: Migration) -> tuple[float, int]:
-    """When it was approved, for the order of claims (a row stored approved has no time: first)."""
-    return (m.decided_at.timestamp() if m.decided_at else 0.0, m.pk)
-
-
-def alternative(migration: Migration, snapshot: crs.model.Snapshot) -> str | None:
-    """The step's first alternative target the fresh snapshot allows, if its own target no longer takes it."""
-    if not crs.planner.target_refusal(snapshot, tuple(migration.guests), migration.target):
-        return None  # stale for another reason: an alternative would not help
-    for target in migration.alternatives:
-        move = replace(migration.as_move(), target=target)
-        if crs.balancer.stale_reason(snapshot, move, migration.cluster.guards()) is None:
-            return target
-    return None
 
 
 def start(migration_id: int) -> str:

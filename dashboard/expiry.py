@@ -48,10 +48,10 @@ def stale(migration: Migration, actor) -> bool:
     return bool(reason) and Migration.objects.transition(migration.pk, "suggested", "expired", actor, reason=reason)
 
 
-def stale_at_start(migration: Migration, snapshot) -> bool:
-    """Just before it starts: expire an approved migration (True) that a fresh snapshot no longer allows."""
-    reason = migration.stale_reason(snapshot)
-    return bool(reason) and Migration.objects.transition(migration.pk, "approved", "expired", None, reason=reason)
+def stale_at_start(migration_id: int, reason: str) -> bool:
+    """Just before it starts: expire an approved migration (True) that a fresh snapshot no longer
+    allows, for the engine's `reason` (crs.starts.decide)."""
+    return Migration.objects.transition(migration_id, "approved", "expired", None, reason=reason)
 
 
 def unverifiable(migration_id: int, error: Exception) -> bool:

@@ -7,7 +7,6 @@ backoff: a slow or broken destination never holds up a round or a worker's migra
 """
 
 import logging
-from datetime import timedelta
 from functools import partial
 
 import apprise
@@ -15,6 +14,8 @@ from celery import shared_task
 from django.db import transaction
 from django.db.models.signals import post_save
 from django.dispatch import receiver
+
+import crs.episodes
 
 from . import events
 from .models import AuditEvent, Cluster, Migration, NotificationDestination, Round
@@ -173,33 +174,30 @@ def _plan_finished(event: AuditEvent) -> None:
 @receiver(events.round_recorded)
 def imbalance_measured(sender, round_: Round, **kwargs) -> None:
     """After every round: tracks the episode of rounds above the threshold, and tells each
-    destination that chose "imbalance-above" once per episode, when it has lasted the
-    destination's `imbalance_for`. A round at or below the threshold ends the episode, so the
-    next rise is a new one. Conditional UPDATEs: a repeated call sends nothing twice."""
+    destination due (crs.episodes decides) once per episode. Conditional UPDATEs: a repeated
+    call sends nothing twice, and the episode's start is the first round's that stored it."""
     cluster_id = round_.cluster_id
-    if round_.imbalance <= round_.threshold:
+    if not crs.episodes.above(round_.imbalance, round_.threshold):
         Cluster.objects.filter(pk=cluster_id, above_threshold_since__isnull=False).update(above_threshold_since=None)
         return
     Cluster.objects.filter(pk=cluster_id, above_threshold_since__isnull=True).update(above_threshold_since=round_.at)
     since = Cluster.objects.values_list("above_threshold_since", flat=True).get(pk=cluster_id)
     assert since is not None  # set just above, or by an earlier round of the episode
-    lasted = round_.at - since
-    due = NotificationDestination.objects.filter(cluster_id=cluster_id, imbalance_for__lte=lasted)
-    due = due.exclude(imbalance_sent_for=since)
-    title = f"{round_.cluster}: imbalance above the threshold for {_lasted(lasted)}"
-    body = (
-        f"Imbalance {round_.imbalance:.1%}, threshold {round_.threshold:.1%}; above it since "
-        f"{since:%Y-%m-%d %H:%M} UTC, in every round since."
+    rows = NotificationDestination.objects.filter(cluster_id=cluster_id)
+    destinations = tuple(
+        crs.episodes.Destination(pk, "imbalance-above" in wanted, after, told)
+        for pk, wanted, after, told in rows.values_list("pk", "events", "imbalance_for", "imbalance_sent_for")
     )
-    for pk, wanted in due.values_list("pk", "events"):
-        unsent = NotificationDestination.objects.filter(pk=pk).exclude(imbalance_sent_for=since)
-        if "imbalance-above" in wanted and unsent.update(imbalance_sent_for=since):
-            transaction.on_commit(partial(send.delay, pk, title, body), robust=True)
-
-
-def _lasted(duration: timedelta) -> str:
-    minutes = round(duration.total_seconds() / 60)
-    return f"{minutes} minute{'s' if minutes != 1 else ''}" if minutes < 120 else f"{minutes / 60:.1f} hours"
+    notice = crs.episodes.notice(
+        str(round_.cluster), round_.imbalance, round_.threshold, since, round_.at, destinations
+    )
+    for pk in notice.due:
+        if (
+            NotificationDestination.objects.filter(pk=pk)
+            .exclude(imbalance_sent_for=since)
+            .update(imbalance_sent_for=since)
+        ):
+            transaction.on_commit(partial(send.delay, pk, notice.title, notice.body), robust=True)
 
 
 @receiver(events.n1_turned_bad)

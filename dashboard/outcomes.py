@@ -16,7 +16,6 @@ from bisect import bisect_right
 from datetime import datetime, timedelta
 from typing import cast
 
-from celery import shared_task
 from django.db.models import Q
 from django.utils import timezone
 
@@ -39,11 +38,11 @@ def first_round_after(cluster_id: int, moment) -> float | None:
     return rounds.order_by("at").values_list("imbalance", flat=True).first()
 
 
-@shared_task(ignore_result=True)
 def measure(cluster_id: int, now=None) -> list[int]:
-    """Fill in the outcomes whose moment has passed (called after every round). Each figure is
-    written once, by a conditional UPDATE, so two workers measuring at once agree. Returns
-    the migrations it measured, once each (the round's task pushes them to the page).
+    """Fill in the outcomes whose moment has passed: called after every round, in the round's
+    process (tasks.run_round), so it is no Celery message of its own. Each figure is written
+    once, by a conditional UPDATE, so two workers measuring at once agree. Returns the
+    migrations it measured, once each (the round's task pushes them to the page).
     `now`: the clock, for replaying history."""
     now = now or timezone.now()
     measured = []

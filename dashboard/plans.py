@@ -6,10 +6,11 @@ steps through approvals.py, the executor holds a step that must wait (executor.h
 
 import crs.containers
 import crs.precedence
+import crs.priority
 from crs.decision import total_gain
 from crs.model import Snapshot
 
-from .models import AuditEvent, Cluster, Migration, priority
+from .models import AuditEvent, Cluster, Migration
 
 
 def hold(cluster: Cluster, migration: Migration, reason: str) -> None:
@@ -65,10 +66,11 @@ def store_plan(
             after=step.after,
             plan_gain=gain,
             alternatives=list(step.alternatives),
-            priority=1 if owed else priority(step.gain),
+            priority=crs.priority.priority(step.gain, owed),
             kind=kind,
             explanation=explanations[index] if explanations else "",
             downtime_s=crs.containers.restart_downtime_s([snapshot.guest(sid) for sid in move.guests]),
+            payoff=move.payoff.to_dict() if move.payoff is not None else None,
         )
         AuditEvent.objects.create(
             actor=None,

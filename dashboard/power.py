@@ -26,27 +26,19 @@ import time
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
+import crs.power
 from crs.errors import CrsError
+from crs.machine import Change
+from crs.power import POWER_DOWN
 from crs.sources.base import SourceError
 from crs.sources.proxmox import command as proxmox_command
 
-from . import capacity, ha, maintenance, n1
+from . import capacity, ha, machine, maintenance, n1
 from .errors import BadInput, Refused
-from .models import AuditEvent, CapacitySettings, Cluster, PowerDown
+from .models import CapacitySettings, Cluster, PowerDown
 
-LABELS = {
-    "draining": "draining: its guests are moved off",
-    "emptied": "empty: power it off by hand, then mark it standby",
-    "standby": "standby (powered down)",
-    "cancelled": "cancelled: it left maintenance before it was empty",
-}
-BY_HAND = (
-    "{node} is empty. This cluster's source cannot power a node off: power it off by hand, then mark it "
-    "standby (or add it to the standby list)."
-)
-SHUT_DOWN = "{node} is empty and Proxmox was asked to shut it down (POST /nodes/{node}/status, command=shutdown)."
+LABELS = POWER_DOWN.labels
 
 
 def start(cluster: Cluster, node: str, actor) -> PowerDown:
@@ -114,47 +106,49 @@ def mark_standby(cluster: Cluster, node, actor) -> PowerDown:
         raise Refused(f"{node} is {LABELS[record.state]}: it is not empty and powered off yet")
     with transaction.atomic():
         locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
-        if _step(record, "emptied", "standby", ""):
+        if machine.step(POWER_DOWN, PowerDown.objects.filter(pk=record.pk), "state", "emptied", "standby", note=""):
             _audit(cluster, actor, "power-down-standby", node=node, standby=_listed_standby(locked, node))
     record.refresh_from_db()
     return record
 
 
-# -- moving it on (after every round: tasks.power_round) -------------------------------------------
+# -- moving it on (after every round, in its process: tasks.run_round) ------------------------------
 
 
 def advance(cluster_id: int) -> None:
-    """Take every step the latest snapshot allows: an emptied node is shut down (Proxmox) or
-    waits to be powered off by hand; one on the standby list is standby."""
+    """Take every step the latest snapshot allows (crs.power.next_steps decides): an emptied node
+    is shut down (Proxmox) or waits to be powered off by hand; one on the standby list is standby."""
     downs = list(PowerDown.objects.filter(cluster_id=cluster_id, state__in=PowerDown.OPEN))
     if not downs:
         return
     cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
     states = {s.node: s for s in maintenance.states(cluster)}
-    listed = ha.standby_list(cluster)
-    for down in downs:
-        if down.state == "emptied":
-            if down.node in listed and _step(down, "emptied", "standby", ""):  # marked on the settings
-                _audit(cluster, None, "power-down-standby", node=down.node, standby=listed)
-        elif cluster.maintenances.filter(node=down.node, left_at__gte=down.requested_at).exists():
-            if _step(down, "draining", "cancelled", ""):
-                _audit(cluster, None, "power-down-cancelled", node=down.node, why="it left maintenance")
-        elif maintenance.drained(states.get(down.node)):
-            if cluster.is_proxmox:
-                _shut_down(cluster, down)
-            elif _step(down, "draining", "emptied", BY_HAND.format(node=down.node)):
-                _audit(cluster, None, "power-down-emptied", node=down.node, next="power it off by hand")
+    seen = tuple(
+        crs.power.PowerDown(
+            down.node,
+            down.state,
+            left=cluster.maintenances.filter(node=down.node, left_at__gte=down.requested_at).exists(),
+            drained=maintenance.drained(states.get(down.node)),
+        )
+        for down in downs
+    )
+    by_node = {down.node: down for down in downs}
+    for change in crs.power.next_steps(seen, tuple(ha.standby_list(cluster)), cluster.is_proxmox):
+        if change.action == "power-down-shutdown":
+            _shut_down(cluster, by_node[change.subject], change)
+        elif machine.take(PowerDown.objects.filter(pk=by_node[change.subject].pk), "state", change):
+            _audit(cluster, None, change.action, node=change.subject, **change.details)
 
 
-def _shut_down(cluster: Cluster, down: PowerDown) -> None:
+def _shut_down(cluster: Cluster, down: PowerDown, change: Change) -> None:
     """The shutdown call and the step to standby in one transaction under the source's lock: it
     is called once, and a refused call leaves the node draining, tried again after the next round."""
     try:
         with Cluster.objects.opened_source(cluster.pk) as (locked, source):
-            if not _step(down, "draining", "standby", SHUT_DOWN.format(node=down.node)):
+            if not machine.take(PowerDown.objects.filter(pk=down.pk), "state", change):
                 return  # another worker took the step
             source.shutdown(down.node, time.time())
-            _audit(cluster, None, "power-down-shutdown", node=down.node, standby=_listed_standby(locked, down.node))
+            _audit(cluster, None, change.action, node=down.node, standby=_listed_standby(locked, down.node))
     except (SourceError, CrsError) as exc:
         note = f"the shutdown was refused: {exc}; tried again after the next round"
         PowerDown.objects.filter(pk=down.pk, state="draining").update(note=note)
@@ -170,15 +164,8 @@ def _listed_standby(cluster: Cluster, node: str) -> list[str]:
     return settings.standby
 
 
-def _step(down: PowerDown, before: str, after: str, note: str) -> bool:
-    """The conditional UPDATE that takes a step: True for the one caller that took it."""
-    return bool(
-        PowerDown.objects.filter(pk=down.pk, state=before).update(state=after, note=note, changed_at=timezone.now())
-    )
-
-
 def _audit(cluster: Cluster, actor, action: str, **details) -> None:
-    AuditEvent.objects.create(actor=actor, action=action, cluster=cluster, details=details)
+    machine.audit(cluster.pk, actor, action, **details)
 
 
 # -- what the page and the API show ----------------------------------------------------------------

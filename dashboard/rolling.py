@@ -14,10 +14,11 @@ Paused, the rolling maintenance takes no step and starts no further move of a no
 (RollingMaintenance.holds; the move under way finishes); cancelled, the same for good, the node staying in
 maintenance until an admin leaves it from the maintenance panel.
 
-Before a group starts, the cluster with its nodes emptied is checked for N+1 (crs.n1, the
-verdict dashboard/n1.py keeps): a group that would break it is `flagged` and waits for an admin
-to go on anyway. On a Proxmox cluster maintenance is entered and left from its command line:
-the page shows the command, and the steps follow the node's state in the snapshots.
+Before a group starts, the cluster with its nodes emptied is checked for N+1 on the latest
+snapshot (crs.rolling.breaks_n1, asked by the engine's next step): a group that would break it
+is `flagged` and waits for an admin to go on anyway. On a Proxmox cluster maintenance is entered
+and left from its command line: the page shows the command, and the steps follow the node's state
+in the snapshots.
 
 The queue is in the database and `advance` only reads it and moves it on with conditional
 UPDATEs, so it survives a restart of the web and the worker, and two workers running it at
@@ -30,27 +31,20 @@ Its API and page are dashboard/api/rolling.py's: they queue tasks, and tasks cal
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 import crs.model
 import crs.rolling
+from crs.rolling import QUEUE, RUN
 from crs.sources.proxmox import command as proxmox_command
 
-from . import maintenance, n1
+from . import machine, maintenance
 from .errors import BadInput, Refused
 from .maintenance import OWED_STATES
-from .models import AuditEvent, Cluster, RollingMaintenance, RollingNode
+from .models import Cluster, RollingMaintenance, RollingNode
 
 MAX_GROUP_SIZE = 64
 UNDER_WAY = ("running", "paused")
-LABELS = {
-    "waiting": "waiting",
-    "flagged": "flagged: would break N+1",
-    "draining": "draining",
-    "waiting-admin": "waiting for admin",
-    "returning": "back, guests returning",
-    "done": "done",
-}
+LABELS = QUEUE.labels
 # What a node's step reads as while the rolling maintenance is paused or cancelled, where it differs.
 STOPPED_LABELS = {
     ("paused", "draining"): "draining, paused: the move under way finishes, the next wait for resume",
@@ -102,14 +96,14 @@ def set_state(cluster: Cluster, wanted: str, actor) -> RollingMaintenance:
     rolling = latest(cluster)
     if rolling is None:
         raise Refused(f"{cluster.name} has no rolling maintenance")
-    before = {"paused": ("running",), "running": ("paused",), "cancelled": UNDER_WAY}[wanted]
     action = {"paused": "rolling-paused", "running": "rolling-resumed", "cancelled": "rolling-cancelled"}[wanted]
-    fields = {"finished_at": timezone.now()} if wanted == "cancelled" else {}
+    stamp = "finished_at" if wanted == "cancelled" else None
+    rows = RollingMaintenance.objects.filter(pk=rolling.pk)
     with transaction.atomic():
         # The cluster row's lock, which a migration's start holds (executor.admit): once paused or
         # cancelled here, no move of an evacuation starts that had not started before.
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
-        if RollingMaintenance.objects.filter(pk=rolling.pk, state__in=before).update(state=wanted, **fields):
+        if any(machine.step(RUN, rows, "state", before, wanted, stamp=stamp) for before in RUN.sources(wanted)):
             _audit(rolling, actor, action, in_maintenance=in_maintenance(rolling) if wanted == "cancelled" else None)
             rolling.refresh_from_db()
             return rolling
@@ -145,7 +139,7 @@ def node_is_back(cluster: Cluster, node, actor) -> list[int]:
         raise Refused(f"{node} is {LABELS[entry.step]}: it is not waiting for the admin yet")
     expired = [] if cluster.is_proxmox else maintenance.leave(cluster, node, actor)
     with transaction.atomic():
-        if _step(entry, "waiting-admin", "returning"):
+        if machine.step(QUEUE, RollingNode.objects.filter(pk=entry.pk), "step", "waiting-admin", "returning"):
             _audit(rolling, actor, "rolling-step", node=node, step="returning")
     return expired
 
@@ -164,68 +158,54 @@ def go_on(cluster: Cluster, node, actor) -> None:
 
 
 def advance(cluster_id: int) -> bool:
-    """Take every step the cluster's state allows now; True if a node entered maintenance (the
-    caller collects at once, so its evacuation is planned without waiting for the next beat)."""
+    """Take every step the cluster's state allows now (crs.rolling.next_steps decides); True if a
+    node entered maintenance (the caller collects at once, so its evacuation is planned without
+    waiting for the next beat)."""
     rolling = RollingMaintenance.objects.filter(cluster_id=cluster_id, state="running").first()
     if rolling is None:
         return False
     cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
-    states = {s.node: s for s in maintenance.states(cluster)}
+    queue = tuple(crs.rolling.Queued(e.node, e.group, e.step, e.go_on, e.uptime_s) for e in rolling.queue.all())
     snapshot = cluster.latest_snapshot()
+    decided = crs.rolling.next_steps(
+        queue,
+        _seen(cluster, queue, snapshot),
+        cluster.is_proxmox,
+        crs.rolling.n1_question(snapshot, cluster.policy.limits()),
+    )
+    if not cluster.is_proxmox:  # on Proxmox the admin runs the command the page shows
+        for node in decided.entering:
+            maintenance.enter(cluster, node, None, rolling.at_once)
+    taken = []
+    with transaction.atomic():
+        for change in decided.changes:
+            if machine.take(rolling.queue.filter(node=change.subject), "step", change):
+                _audit(rolling, None, change.action, node=change.subject, **change.details)
+                taken.append(change.after)
+        if taken:  # the N+1 verdict due: the next round queues its refresh, so the page shows it for this step
+            Cluster.objects.filter(pk=cluster_id).update(n1_at=None)
+        done = crs.rolling.RUN.change(str(rolling.pk), "running", "done", "rolling-done") if decided.done else None
+        if done and machine.take(RollingMaintenance.objects.filter(pk=rolling.pk), "state", done, "finished_at"):
+            _audit(rolling, None, done.action)
+    return "draining" in taken
+
+
+def _seen(
+    cluster: Cluster, queue: tuple[crs.rolling.Queued, ...], snapshot: crs.model.Snapshot | None
+) -> dict[str, crs.rolling.Seen]:
+    """What the latest look (`snapshot`) says of each queued node, for the engine's next step."""
+    states = {s.node: s for s in maintenance.states(cluster)}
     nodes = {n.name: n for n in snapshot.nodes} if snapshot else {}
-    entered = False
-    for group in sorted(set(rolling.queue.values_list("group", flat=True))):
-        entries = list(rolling.queue.filter(group=group))
-        for entry in entries:
-            node = nodes.get(entry.node)
-            if entry.step == "draining" and maintenance.drained(states.get(entry.node)):
-                _moved(rolling, entry, "draining", "waiting-admin", {"uptime_s": node.uptime_s if node else None})
-            elif entry.step == "waiting-admin" and cluster.is_proxmox and (why := _rebooted(entry, node)):
-                _moved(rolling, entry, "waiting-admin", "returning", reason=why)
-            elif entry.step == "returning" and _returned(cluster, entry.node):
-                _moved(rolling, entry, "returning", "done")
-        entries = list(rolling.queue.filter(group=group))
-        if all(e.step == "done" for e in entries):
-            continue  # the next group's turn
-        entered = _start_group(cluster, rolling, entries)
-        break
-    else:
-        with transaction.atomic():
-            if RollingMaintenance.objects.filter(pk=rolling.pk, state="running").update(
-                state="done", finished_at=timezone.now()
-            ):
-                _audit(rolling, None, "rolling-done")
-    return entered
-
-
-def _start_group(cluster: Cluster, rolling: RollingMaintenance, entries: list[RollingNode]) -> bool:
-    """Take the group's waiting nodes down, unless that breaks N+1 and nobody chose to go on."""
-    waiting = [e for e in entries if e.step == "waiting"]
-    if waiting:
-        warning = n1.breaks(cluster, [e.node for e in entries if e.step in ("waiting", "flagged")])
-        for entry in waiting:
-            if warning:
-                RollingNode.objects.filter(pk=entry.pk, step="waiting").update(warning=warning)
-                _moved(rolling, entry, "waiting", "flagged", warning=warning)
-        entries = list(rolling.queue.filter(group=entries[0].group))
-    if any(e.step == "flagged" and not e.go_on for e in entries):
-        return False  # the whole group waits for the admin's choice
-    entered = False
-    for entry in entries:
-        if entry.step not in ("waiting", "flagged"):
-            continue
-        if not cluster.is_proxmox:  # on Proxmox the admin runs the command the page shows
-            maintenance.enter(cluster, entry.node, None, rolling.at_once)
-        entered |= _moved(rolling, entry, entry.step, "draining")
-    return entered
-
-
-def _rebooted(entry: RollingNode, node: crs.model.Node | None) -> str:
-    """Why a node waiting for the admin is back without the admin's word: online again with a
-    smaller uptime than when it began waiting ("" = not seen rebooted)."""
-    if node is None or not node.online or node.uptime_s is None or entry.uptime_s is None:
-        return ""
-    return f"node rebooted: uptime {node.uptime_s:.0f} s" if node.uptime_s < entry.uptime_s else ""
+    seen = {}
+    for e in queue:
+        node = nodes.get(e.node)
+        seen[e.node] = crs.rolling.Seen(
+            drained=maintenance.drained(states.get(e.node)),
+            returned=e.step == "returning" and _returned(cluster, e.node),
+            online=node is not None and node.online,
+            uptime_s=node.uptime_s if node else None,
+        )
+    return seen
 
 
 def _returned(cluster: Cluster, node: str) -> bool:
@@ -236,29 +216,8 @@ def _returned(cluster: Cluster, node: str) -> bool:
     return not cluster.migrations.filter(kind="failback", target=node, state__in=OWED_STATES).exists()
 
 
-def _step(entry: RollingNode, before: str, after: str, fields: dict | None = None) -> bool:
-    """The conditional UPDATE that takes a step: True for the one caller that took it."""
-    taken = RollingNode.objects.filter(pk=entry.pk, step=before)
-    return bool(taken.update(step=after, changed_at=timezone.now(), **(fields or {})))
-
-
-def _moved(
-    rolling: RollingMaintenance, entry: RollingNode, before: str, after: str, fields: dict | None = None, **details
-) -> bool:
-    with transaction.atomic():
-        if not _step(entry, before, after, fields):
-            return False
-        action = "rolling-flagged" if after == "flagged" else "rolling-step"
-        _audit(rolling, None, action, node=entry.node, step=after, **details)
-        # the N+1 verdict due: the next round queues its refresh, so the page shows it for this step
-        Cluster.objects.filter(pk=rolling.cluster_id).update(n1_at=None)
-    entry.step = after
-    return after == "draining"
-
-
 def _audit(rolling: RollingMaintenance, actor, action: str, **details) -> None:
-    details = {"rolling": rolling.pk, **{k: v for k, v in details.items() if v is not None}}
-    AuditEvent.objects.create(actor=actor, action=action, cluster_id=rolling.cluster_id, details=details)
+    machine.audit(rolling.cluster_id, actor, action, rolling=rolling.pk, **details)
 
 
 # -- what the page and the API show ----------------------------------------------------------------

@@ -16,13 +16,14 @@ from django.utils import timezone
 import crs.forecast
 import crs.happiness
 import crs.round
+import crs.trail
 import crs.usage
 from crs.decision import RoundState
 from crs.model import Snapshot
 from crs.owed import Maintenance as OpenMaintenance
 from crs.planned import PlannedMove
 
-from . import events, forecasts, overview, plans, windows
+from . import automation, events, forecasts, overview, plans
 from .models import AuditEvent, Cluster, Maintenance, Migration, RollingNode, Round
 
 
@@ -70,7 +71,7 @@ def inputs(cluster: Cluster, snapshot: Snapshot, now: datetime) -> crs.round.Rou
         at_once_nodes=frozenset(at_once),
         proxmox_ha=cluster.is_proxmox,
         guards=cluster.guards(),
-        automation=windows.automation(cluster, now),
+        automation=automation.state(cluster, now),
         recommendation_expiry=policy.recommendation_expiry,
         next_plan=(last_plan or 0) + 1,
         now=now,
@@ -137,20 +138,16 @@ def _maintenances(cluster: Cluster, outcome: crs.round.Outcome, now: datetime) -
 
 
 def _trail(cluster: Cluster, outcome: crs.round.Outcome) -> None:
-    """Why a new plan waits for a person, and what blocked a new plan: a kept plan once, with its
-    figures on fresh data; anything else once per change rather than every round."""
-    if outcome.held:
-        details = {"plan": outcome.new_plan.number if outcome.new_plan else None, "reason": outcome.held}
-        AuditEvent.objects.create(actor=None, action="automation-held", cluster=cluster, details=details)
-    if outcome.result.decision != "migrate" or not outcome.waiting:
-        return
-    if outcome.verdict.kept:
-        plan = outcome.kept_plan
-        if not cluster.audit_events.filter(action="waiting", details__kept_plan=plan).exists():
-            details = {"reason": outcome.verdict.kept, "kept_plan": plan}
-            AuditEvent.objects.create(actor=None, action="waiting", cluster=cluster, details=details)
-    elif outcome.waiting != last_waiting(cluster):
-        AuditEvent.objects.create(actor=None, action="waiting", cluster=cluster, details={"reason": outcome.waiting})
+    """The round's audit events (crs.trail decides), from what the trail already says (only the
+    part the outcome needs is read: crs.trail.reads)."""
+    previous = crs.trail.Previous()
+    if (needed := crs.trail.reads(outcome)) == "kept":
+        logged = cluster.audit_events.filter(action="waiting", details__kept_plan=outcome.kept_plan).exists()
+        previous = crs.trail.Previous(kept_logged=logged)
+    elif needed == "waiting":
+        previous = crs.trail.Previous(waiting=last_waiting(cluster))
+    for action, details in crs.trail.events(outcome, previous):
+        AuditEvent.objects.create(actor=None, action=action, cluster=cluster, details=details)
 
 
 def last_waiting(cluster: Cluster) -> str:

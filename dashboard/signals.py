@@ -21,12 +21,22 @@ def schedule_name(cluster_id: int) -> str:
 
 @receiver(post_save, sender=Cluster)
 def give_new_cluster_settings(sender, instance: Cluster, created: bool, raw: bool = False, **kwargs) -> None:
+    fields = kwargs.get("update_fields")
     if created and not raw:
         Policy.objects.get_or_create(cluster=instance)
-    elif not raw:  # an archived cluster runs no rounds; restoring it resumes them
-        changed = PeriodicTask.objects.filter(name=schedule_name(instance.pk)).exclude(enabled=not instance.archived)
-        if changed.update(enabled=not instance.archived):
+    elif not raw and (fields is None or "archived" in fields):  # an archived cluster runs no rounds;
+        # restoring it resumes them; a source changed collects on its queue. A save of other
+        # fields (every collect's) leaves the schedule be.
+        wanted = {"enabled": not instance.archived, **schedule_task(instance)}
+        changed = PeriodicTask.objects.filter(name=schedule_name(instance.pk)).exclude(**wanted)
+        if changed.update(**wanted):
             PeriodicTasks.update_changed()  # update() sends no signal: beat reads its schedule again
+
+
+def schedule_task(cluster: Cluster) -> dict:
+    """The task beat runs for the cluster, and its queue (Cluster.collect_task, collect_queue);
+    `due`: skipped while the cluster's last collect still runs (tasks.collected_now)."""
+    return {"task": cluster.collect_task, "queue": cluster.collect_queue, "kwargs": json.dumps({"due": True})}
 
 
 @receiver(post_save, sender=Policy)
@@ -40,12 +50,11 @@ def apply_settings(sender, instance: Policy, raw: bool = False, **kwargs) -> Non
         name=schedule_name(instance.cluster_id),
         defaults={
             "interval": every,
-            "task": "dashboard.tasks.collect",
             "args": json.dumps([instance.cluster_id]),
             "enabled": not Cluster.objects.filter(pk=instance.cluster_id, archived=True).exists(),
             # a collect still queued after one interval is dropped: the next one is fresher
             "expire_seconds": instance.round_interval_s,
-            "queue": instance.cluster.task_queue,
+            **schedule_task(instance.cluster),
         },
     )
 

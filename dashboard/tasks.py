@@ -12,12 +12,13 @@ queued once it commits, so the domain never imports the tasks.
 import logging
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from celery import Task, shared_task
 from django.core.cache import cache
-from django.db import InterfaceError, OperationalError, close_old_connections, transaction
+from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
+from django.db.models import F
 from django.dispatch import receiver
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuError
@@ -31,6 +32,7 @@ from crs.sources.base import SourceError
 from . import capacity, events, executor, ha, history, n1, notify, outcomes, overview, power, rolling, rounds, whatif
 from .live import sender as live
 from .models import Cluster, Migration
+from .models.cluster import holder_gone, lease_holder
 
 log = logging.getLogger(__name__)
 # A follower that cannot reach the database comes back this often until it can, instead of
@@ -47,27 +49,75 @@ N1_LEASE = timedelta(minutes=3)
 # The overview pages get one push per this many seconds however many rounds end meanwhile.
 OVERVIEW_WINDOW = 2
 OVERVIEW_KEY = "crs-overview-window"
+# A collect's running mark (tasks.collecting) lapses after this if its worker dies: longer than
+# a collect of a cluster that answers slowly (its calls time out), short enough that a killed
+# worker's cluster is collected again within a minute.
+COLLECT_LEASE = 60
 
 
 @shared_task(ignore_result=True)
-def collect(cluster_id: int) -> None:
-    """Take a snapshot of the cluster, then queue its round. Bad data is refused, never stored."""
+def collect(cluster_id: int, due: bool = False) -> None:
+    """Take a snapshot of the cluster, then queue its round (beat's task for Proxmox clusters,
+    on their own queue, `due`; a collect asked for now, of any cluster)."""
+    if (collected := collected_now(cluster_id, due)) is not None:
+        queue_round(collected[0])
+
+
+@shared_task(ignore_result=True)
+def collect_and_round(cluster_id: int, due: bool = False) -> None:
+    """Take a snapshot of the cluster and run its round on it in the same task (beat's task for
+    simulated and imported clusters: their collect waits on no network). The round takes the
+    snapshot as collected, not read back and parsed from the row it was stored in."""
+    if (collected := collected_now(cluster_id, due)) is not None:
+        run_round(cluster_id, collected[1])
+
+
+def collected_now(cluster_id: int, due: bool = False) -> tuple[Cluster, crs.model.Snapshot] | None:
+    """Collect the cluster; the cluster and its new snapshot once stored, else None. Bad data
+    is refused, never stored. A collect beat found `due` while the last one still runs is
+    skipped and counted (collects_skipped); one asked for now (a node into maintenance) runs,
+    since the running one may have read the cluster before the change.
+
+    No transaction is open and no row locked while the adapter reads the cluster (a Proxmox
+    collect waits on the network): what it read is stored afterwards in one short transaction,
+    with the admin's edits as they are then, unless a collect that began later stored first
+    (Cluster.objects.store_collected)."""
+    if due and not collecting(cluster_id, True):
+        Cluster.objects.filter(pk=cluster_id).update(collects_skipped=F("collects_skipped") + 1)
+        log.info("cluster %s: collect skipped: the last one is still running", cluster_id)
+        return None
     try:
-        with Cluster.objects.opened_source(cluster_id) as (cluster, source):
-            if cluster.archived:
-                return  # archived after beat queued this
-            snapshot = ha.applied(cluster, source.collect(time.time()))
-            recovered = bool(cluster.source_error)
-            cluster.snapshot = crs.snapshot.to_dict(snapshot)
-            cluster.collected_at = timezone.now()
-            cluster.source_error = ""
-            # Only the Proxmox adapter reads Proxmox's own balancer (crs.coexistence); others have none.
-            peer = getattr(source, "proxmox_balancer", None)
-            cluster.proxmox_balancer = peer.to_dict() if peer else None
-            cluster.save(update_fields=["snapshot", "collected_at", "source_error", "proxmox_balancer"])
-            history.record_samples(cluster, snapshot, cluster.collected_at)
+        cluster, source = Cluster.objects.opened_for_collect(cluster_id)
+        if cluster.archived:
+            return None  # archived after beat queued this
+        if cluster.is_proxmox:
+            lend_connection()
+        started = time.time()
+        read = source.collect(started)
+        recovered = bool(cluster.source_error)
+        collected_at = timezone.now()
+        # Only the Proxmox adapter reads Proxmox's own balancer (crs.coexistence); others have none.
+        peer = getattr(source, "proxmox_balancer", None)
+        with transaction.atomic():
+            # The admin's edits (standby list, rules, opt-outs) are applied under the row lock
+            # they are made under (ha.refresh_snapshot): one made while the adapter read the
+            # cluster is in what is stored, not overwritten by a snapshot built before it.
+            Cluster.objects.select_for_update().filter(pk=cluster_id).values_list("pk").get()
+            snapshot = ha.applied(cluster, read)
+            if not Cluster.objects.store_collected(
+                cluster,
+                source,
+                datetime.fromtimestamp(started, UTC),
+                snapshot=crs.snapshot.to_dict(snapshot),
+                collected_at=collected_at,
+                source_error="",
+                proxmox_balancer=peer.to_dict() if peer else None,
+            ):
+                return None  # a later collect stored its snapshot first: its round runs on that
+            cluster.collected_at = collected_at
+            history.record_samples(cluster, snapshot, collected_at)
     except Cluster.DoesNotExist:
-        return  # deleted since beat read its schedule
+        return None  # deleted since beat read its schedule
     except (SourceError, CrsError) as exc:
         # The stored snapshot and history stay as they were; the page and /healthz say why.
         log.warning("cluster %s: collect refused: %s", cluster_id, exc)
@@ -78,10 +128,55 @@ def collect(cluster_id: int) -> None:
             notify.source_unreachable(cluster_id, str(exc))
         live.push(cluster_id, live.source_payload(str(exc), now))
         overview_changed()
-        return
+        return None
+    finally:
+        if due:
+            collecting(cluster_id, False)
     if recovered:
         live.push(cluster_id, live.source_payload("", None))
-    queue_round(cluster)
+    return cluster, snapshot
+
+
+def lend_connection() -> None:
+    """Give this thread's database connection back to the pool while the adapter waits on the
+    network: `make worker-proxmox` runs more threads than its pool has connections
+    (CRS_DB_POOL_SIZE), and a thread waiting on a Proxmox cluster needs none. The store takes
+    one again (from the pool: no new connection). Not inside a transaction, nor without a pool."""
+    if connection.settings_dict.get("OPTIONS", {}).get("pool") and not connection.in_atomic_block:
+        connection.close()
+
+
+def collecting(cluster_id: int, start: bool) -> bool:
+    """Mark the cluster's collect as running (start: True if none was) or ended. A cache key
+    (Redis in the distributed mode: one mark for every worker) naming its holder as the round
+    lease does: a worker killed mid-collect is seen gone by the workers on its host, which take
+    the mark over at once (the fault soak saw a cluster without rounds for 66 s); one on another
+    host lapses after COLLECT_LEASE. With the cache away the collect runs: a second one at once
+    is dropped at its store (store_collected), never stored twice."""
+    key = f"crs-collecting-{cluster_id}"
+    try:
+        if start:
+            holder = lease_holder()
+            if cache.add(key, holder, COLLECT_LEASE):
+                return True
+            held_by = cache.get(key)
+            if not isinstance(held_by, str) or not holder_gone(held_by):
+                return False
+            log.warning("cluster %s: collect mark taken over from %s, gone mid-collect (killed?)", cluster_id, held_by)
+            cache.set(key, holder, COLLECT_LEASE)
+            return True
+        cache.delete(key)
+    except (OSError, RedisError) as exc:
+        log.warning("cluster %s: collect mark not %s: %s", cluster_id, "set" if start else "cleared", exc)
+    return True
+
+
+def collect_soon(cluster_id: int) -> None:
+    """Queue a collect of the cluster now, on its collect queue (a Proxmox cluster's on the
+    threads of `make worker-proxmox`, where waiting on the network holds no process)."""
+    kind = Cluster.objects.filter(pk=cluster_id).values_list("source_kind", flat=True).first()
+    if kind is not None:
+        collect.apply_async((cluster_id,), queue=Cluster(source_kind=kind).collect_queue)
 
 
 def queue_round(cluster: Cluster) -> None:
@@ -95,8 +190,14 @@ def queue_round(cluster: Cluster) -> None:
 
 @shared_task(ignore_result=True)
 def balancing_round(cluster_id: int) -> None:
-    """Runs after each collect. It decides nothing itself; crs.round does."""
+    """Runs after each collect that queued it (tasks.collect). It decides nothing itself; crs.round does."""
     Cluster.objects.filter(pk=cluster_id).update(round_queued_until=None)  # the next collect may queue one
+    run_round(cluster_id)
+
+
+def run_round(cluster_id: int, collected: crs.model.Snapshot | None = None) -> None:
+    """The cluster's round on its latest snapshot: `collected`, as this task's collect just
+    stored it, or else the stored one. One at a time per cluster (its round lease)."""
     try:
         leased = Cluster.objects.lease_round(cluster_id)
     except DATABASE_DOWN:
@@ -105,12 +206,13 @@ def balancing_round(cluster_id: int) -> None:
     if not leased:
         return  # this cluster's round is already running on another worker
     try:
-        cluster = Cluster.objects.select_related("policy").get(pk=cluster_id)
-        collected, last = cluster.collected_at, cluster.last_round_at
-        if cluster.snapshot is None or (collected and last and collected <= last):
+        clusters = Cluster.objects.select_related("policy")
+        cluster = (clusters.defer("snapshot") if collected else clusters).get(pk=cluster_id)
+        at, last = cluster.collected_at, cluster.last_round_at
+        if (collected is None and cluster.snapshot is None) or (at and last and at <= last):
             return  # no snapshot yet, or a redelivered message: this snapshot has had its round
         started = time.monotonic()
-        snapshot = cluster.latest_snapshot()
+        snapshot = cluster.under_policy(collected) if collected else cluster.latest_snapshot()
         assert snapshot is not None  # stored, checked just above
         recorded = rounds.run(cluster, snapshot, started)  # load, let the engine decide, apply
         transaction.on_commit(lambda: announce(cluster, recorded))
@@ -127,7 +229,7 @@ def balancing_round(cluster_id: int) -> None:
     for pk in outcomes.measure(cluster_id):  # this round may be the measurement a finished move waited for
         live.push_migration(pk)
     rolling_round(cluster_id)  # on this round's snapshot: a node drained or back takes its next step
-    power_round(cluster_id)  # and a node emptied for a power-down is shut down or waits to be
+    power.advance(cluster_id)  # and a node emptied for a power-down is shut down or waits to be
 
 
 def release_round(cluster_id: int) -> None:
@@ -235,7 +337,7 @@ def after_decision(sender, approved: list[int], changed: list[int], **kwargs) ->
 @receiver(events.collect_wanted)
 def collect_now(sender, cluster_id: int, **kwargs) -> None:
     """A collect now: the round sees the change (a node into or out of maintenance) without waiting for beat."""
-    transaction.on_commit(partial(collect.delay, cluster_id), robust=True)
+    transaction.on_commit(partial(collect_soon, cluster_id), robust=True)
 
 
 @receiver(events.node_back)
@@ -347,7 +449,7 @@ def rolling_round(cluster_id: int) -> None:
     """Move the cluster's rolling maintenance on (rolling.advance; safe to run twice at once). A
     node that entered maintenance gets a collect now: its evacuation is planned without waiting for beat."""
     if rolling.advance(cluster_id):
-        collect.delay(cluster_id)
+        collect_soon(cluster_id)
 
 
 @shared_task(ignore_result=True)
@@ -370,9 +472,3 @@ def n1_refresh(cluster_id: int) -> None:
 def _refreshed_and_pushed(cluster: Cluster, snapshot: crs.model.Snapshot) -> None:
     if verdict := n1.refresh(cluster, snapshot):
         live.push(cluster.pk, verdict)
-
-
-@shared_task(ignore_result=True)
-def power_round(cluster_id: int) -> None:
-    """Move the cluster's power-downs on (power.advance; safe to run twice at once)."""
-    power.advance(cluster_id)

@@ -23,7 +23,10 @@ ARTIFACTS = ROOT / "tests" / "artifacts"  # server logs, kept by CI
 VENV_BIN = Path(sys.executable).parent
 # The commands of docker-compose.yml and the Makefile; the web's bind address and port vary.
 WEB = ["daphne", "-b", "0.0.0.0", "-p", "8000", "project.asgi:application"]
-WORKER = ["celery", "-A", "project", "worker", "-l", "info"]
+# The rounds' worker (prefork: a round is CPU) and the Proxmox collects' worker (threads: a
+# collect waits on the network, and a thread waits without holding a process).
+WORKER = ["celery", "-A", "project", "worker", "-n", "worker@%h", "-l", "info", "-Q", "celery,whatif"]
+PROXMOX_WORKER = [*WORKER[:4], "-n", "proxmox@%h", "-l", "info", "-Q", "proxmox", "-P", "threads", "-c", "50"]
 BEAT = [
     "celery",
     "-A",
@@ -37,7 +40,15 @@ BEAT = [
 SUPERVISE = [str(ROOT / "scripts" / "supervise")]
 # One worker process as the single-worker tests run it: the production command, one process,
 # no mingle/gossip chatter to wait for at start.
-SINGLE_WORKER = [str(VENV_BIN / WORKER[0]), *WORKER[1:], "--concurrency", "1", "--without-mingle", "--without-gossip"]
+# It serves every queue, the Proxmox collects' too.
+SINGLE_WORKER = [
+    str(VENV_BIN / WORKER[0]),
+    *WORKER[1:-2],
+    "--concurrency",
+    "1",
+    "--without-mingle",
+    "--without-gossip",
+]
 # `make web` collects the static files (hashed, compressed) before daphne starts.
 COLLECTSTATIC = ["manage.py", "collectstatic", "--noinput", "-v", "0"]
 # The static files every server copies before its own collect: the compressed copies are kept
@@ -76,7 +87,7 @@ def distributed_stack(
     """web, worker and beat, started exactly as `make web`, `make worker` and `make beat` do, on a
     migrated database with the demo cluster (rounds every `round_interval` seconds) and
     `admin` / `password`.
-    Yields the web's URL and the processes (web, worker, beat); logs go to <logs>/<name>-*.log."""
+    Yields the web's URL and the processes (web, worker, beat, Proxmox worker); logs go to <logs>/<name>-*.log."""
     env = {
         "DATABASE_URL": database_url,
         "REDIS_URL": redis_url,
@@ -139,20 +150,32 @@ def processes_of_a_stack(
     workers: int = 1,
     beat_options: tuple[str, ...] = (),
 ) -> tuple[int, list[subprocess.Popen]]:
-    """The static files, then the supervised web (daphne), `workers` supervised `worker`s and
-    supervised beat (with `beat_options`: a benchmark's baseline scheduler), as `make web`,
-    `make worker` and `make beat` start them, on `env`'s database and Redis (an outage test's
-    own); (the web's port, the processes: web, the workers, beat). Logs go to <logs>/<name>-*.log."""
+    """The static files, then the supervised web (daphne), `workers` supervised `worker`s,
+    supervised beat (with `beat_options`: a benchmark's baseline scheduler) and the supervised
+    Proxmox collects' worker, as `make web`, `make worker`, `make beat` and `make worker-proxmox`
+    start them, on `env`'s database and Redis (an outage test's own); (the web's port, the
+    processes: web, the workers, beat, the Proxmox worker). Logs go to <logs>/<name>-*.log."""
     env = {**env, **own_static(logs / f"{name}-static")}
     assert start(COLLECTSTATIC, env, logs / f"{name}-setup.log").wait(120) == 0
     port = free_port()
     web = [str(VENV_BIN / WEB[0]), "-b", "127.0.0.1", "-p", str(port), *WEB[5:]]
     beat = [str(VENV_BIN / BEAT[0]), *BEAT[1:], *beat_options]
+    # Several workers on one host each need a node name of their own (celery's -n, the last one given).
+    names = [[]] if workers == 1 else [["-n", f"worker{i}@%h"] for i in range(1, workers + 1)]
     worker_logs = [f"{name}-worker.log"] if workers == 1 else [f"{name}-worker{i}.log" for i in range(1, workers + 1)]
     return port, [
         start([*SUPERVISE, *web], env, logs / f"{name}-web.log", new_session=True),
-        *(start([*SUPERVISE, *worker], env, logs / log, new_session=True) for log in worker_logs),
+        *(
+            start([*SUPERVISE, *worker, *named], env, logs / log, new_session=True)
+            for named, log in zip(names, worker_logs, strict=True)
+        ),
         start([*SUPERVISE, *beat], env, logs / f"{name}-beat.log", new_session=True),
+        start(
+            [*SUPERVISE, str(VENV_BIN / PROXMOX_WORKER[0]), *PROXMOX_WORKER[1:]],
+            env,
+            logs / f"{name}-proxmox.log",
+            new_session=True,
+        ),
     ]
 
 

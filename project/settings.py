@@ -393,7 +393,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CRS_TASK_VISIB
 # Two queues, both consumed by every worker unless told otherwise (`-Q`): the live clusters'
 # ("celery") and the read-only what-if clusters' collects and rounds ("whatif", dashboard.models.Cluster.task_queue),
 # taken in turn, so a heavy imported snapshot cannot delay the live rounds.
-CELERY_TASK_QUEUES = [Queue("celery"), Queue("whatif")]
+# Proxmox clusters' collects have a third ("proxmox", Cluster.collect_queue), served by a worker
+# of threads (`make worker-proxmox`): a collect waits on the network, and a thread waits without
+# holding a process or delaying a round.
+CELERY_TASK_QUEUES = [Queue("celery"), Queue("whatif"), Queue("proxmox")]
 # One message at a time per worker process: a process busy with a long round does not sit on
 # other clusters' messages meanwhile (fairness between clusters and queues).
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -61,44 +61,53 @@ function holdWords(r) {
   return `above ${threshold}, hold duration ${rounds} served`;
 }
 
+let planNow = null;  // the last round's plan figures (crs.verdict.PlanFigures): the status line and the bars' marks
+
 function showRound(r) {
+  // `kept`: this round's figures of a plan made before (kept, or partly under way), not its own new plan.
+  const computed = r.explanation.plan_figures;
+  planNow = computed ? {...computed, kept: r.explanation.plan !== computed.plan} : null;
   el("imbalance").textContent = pct(r.imbalance);
   el("threshold").textContent = pct(r.threshold);
   el("hold").textContent = holdWords(r);
   // What really blocks a new plan, as the round recorded it (dashboard/rounds.py waiting_reason).
   const waiting = r.explanation.waiting ? ` Waiting: ${r.explanation.waiting}.` : "";
   const words = document.createElement("strong");
-  // A round that keeps the pending plan says so (its reason describes that plan, not the one it computed).
-  words.textContent = r.explanation.kept_plan ? "Plan kept" : DECISION_WORDS[r.decision] || r.decision;
-  const reason = document.createElement("span");
+  // A plan is said in one line, from its figures on this round's data ("now"); the round's
+  // sentence (why it is kept, what it was weighed against) is one click away.
+  words.textContent = planNow ? `Plan ${planNow.plan}: ${planNow.moves} move${planNow.moves === 1 ? "" : "s"} take the` +
+    ` imbalance ${pct(planNow.imbalance)} → ${pct(planNow.imbalance_after)} now, a gain of ${pct(planNow.gain)}` :
+    DECISION_WORDS[r.decision] || r.decision;
+  const reason = document.createElement(planNow ? "details" : "span");
   reason.className = "reason";
   const period = r.explanation.usage_period;
   const figures = period == null ? "" : period > 0 ? ` Usage figures: mean of the last ${Math.round(period / 60)} min.` :
     " Usage figures: the latest values.";
-  reason.textContent = ` ${r.explanation.reason}${waiting}${figures}`;
+  const text = ` ${r.explanation.reason}${waiting}${figures}`;
+  if (planNow) {
+    reason.innerHTML = "<summary>Why</summary><p></p>";
+    reason.open = Boolean(el("decision").querySelector("details")?.open);  // a new round keeps it open
+  }
+  (planNow ? reason.lastChild : reason).textContent = text;
   el("decision").replaceChildren(words, reason);
   el("decision").dataset.decision = r.decision;
   stamp(el("last-round"), r.at);
   stamp(el("last-collected"), r.at);  // a round runs on the snapshot collected just before it
-  const body = el("nodes").tBodies[0];
-  const byName = ([a], [b]) => a.localeCompare(b, undefined, {numeric: true});  // node2 before node10
-  body.replaceChildren(...Object.entries(r.node_usage).sort(byName).map(([name, u]) => {
-    const row = document.createElement("tr");
-    row.innerHTML = `<td></td><td>${bar(u.cpu, u.forecast?.cpu)}</td><td>${bar(u.memory, u.forecast?.memory)}</td>`;
-    row.firstChild.textContent = name;
-    return row;
-  }));
+  showNodes(r.node_usage, planNow);  // nodebars.js
+  showMovedLines();
+  if (migrations.size) showPlanSummary();
 }
 
-// `peak`: the node's forecast peak within the next hour (dashboard/rounds.py node_usage), a
-// marker on the bar; absent when the forecast is off or no guest of the node has a day of history.
-function bar(fraction, peak) {
-  const width = (f) => Math.min(100, Math.max(0, percent(f))).toFixed(1);
-  const words = `forecast peak next hour: ${pct(peak, 0)}`;
-  const marker = peak == null ? "" :
-    `<i class="forecast" role="img" aria-label="${words}" title="${words}" style="left:${width(peak)}%"></i>`;
-  return `<div class="bar"><div class="track"><div style="width:${width(fraction)}%"></div>${marker}</div>` +
-    `<span>${pct(fraction)}</span></div>`;
+// Each waiting card's line of the load it moves, from this round's figures (nodebars.js).
+function showMovedLines() {
+  el("recommendations").querySelectorAll("li[data-id]").forEach((li) => {
+    const m = migrations.get(Number(li.dataset.id));
+    const line = li.querySelector(".moved");
+    if (m && line) {
+      line.textContent = movedWords(m);
+      line.hidden = !line.textContent;
+    }
+  });
 }
 
 function addRound(r) {
@@ -108,11 +117,16 @@ function addRound(r) {
   showRound(r);
 }
 
+// The recommendations waiting for a decision, ranked by priority (1 = owed: evacuation, rule fix),
+// then as the plan computed them: plan, then step.
+function waiting(all) {
+  return all.filter((m) => m.state === "suggested")
+    .sort((a, b) => (a.priority - b.priority) || (a.plan - b.plan) || (a.step - b.step));
+}
+
 function showMigrations() {
   const all = [...migrations.values()].sort((a, b) => b.id - a.id);
-  // Ranked by priority (1 = owed: evacuation, rule fix), then as the plan computed them: plan, then step.
-  const pending = all.filter((m) => m.state === "suggested")
-    .sort((a, b) => (a.priority - b.priority) || (a.plan - b.plan) || (a.step - b.step));
+  const pending = waiting(all);
   // Keep the items already shown: a push must not wipe a rejection reason being typed, nor
   // a lost race's explanation (kept until the next page load).
   const shown = new Map([...el("recommendations").children].map((li) => [li.dataset.id, li]));
@@ -122,20 +136,7 @@ function showMigrations() {
   el("recommendations").removeAttribute("aria-busy");
   el("no-recommendations").hidden = pending.length > 0;
   el("apply-all").hidden = pending.length === 0 || config.read_only || !config.can_decide;
-  el("plan-summary").hidden = pending.length === 0;
-  if (pending.length) {
-    const first = pending[0];
-    // A plan's figures are those of the snapshot it was computed on: said with when, beside the
-    // status's imbalance of the last round (a kept plan's figures on fresh data are in its reason).
-    const steps = all.filter((m) => m.plan === first.plan);
-    const start = steps.find((m) => m.step === 0) || first;
-    const computed = `computed ${clock(first.recommended_at)} at imbalance ${pct(start.imbalance_before)}`;
-    el("plan-summary").textContent = first.explanation
-      ? `Plan ${first.plan} (${KIND_WORDS[first.kind] || first.kind}, priority 1, ${computed}): it goes before any balancing.` +
-        ` ${pending.length} recommendations waiting.`
-      : `Plan ${first.plan}, ${computed}: ${pending.length} of its ${steps.length} moves waiting, total gain` +
-        ` ${pct(first.plan_gain)} vs margin ${pct(first.margin)}. A move marked "computed after #N" assumes #N is done first.`;
-  }
+  showPlanSummary();
   el("migrations").tBodies[0].replaceChildren(...all.filter((m) => m.state !== "suggested").slice(0, 20).map(migrationRow));
   // "Mark failed" shows once a running migration's follower is silent: the table is drawn again then.
   clearTimeout(silenceTimer);
@@ -143,6 +144,29 @@ function showMigrations() {
   if (next.length) silenceTimer = setTimeout(showMigrations, Math.min(...next) - Date.now() + 100);
 }
 let silenceTimer;
+
+// The waiting plan in one line above its cards.
+function showPlanSummary() {
+  const all = [...migrations.values()];
+  const pending = waiting(all);
+  el("plan-summary").hidden = pending.length === 0;
+  if (pending.length) {
+    const first = pending[0];
+    // One plan, one set of figures: the status says them "now" (the last round's plan_figures);
+    // here only when they differ, labelled "when computed" (the snapshot the plan was made on).
+    const steps = all.filter((m) => m.plan === first.plan).sort((a, b) => a.step - b.step);
+    const start = steps[0];
+    const fresh = planNow?.plan === first.plan && !planNow.kept;
+    const computed = `computed ${clock(first.recommended_at)}`;
+    const then = fresh ? "" : `; when computed: imbalance ${pct(start.imbalance_before)} →` +
+      ` ${pct(steps[steps.length - 1].imbalance_after)}, total gain ${pct(first.plan_gain)}`;
+    el("plan-summary").textContent = first.explanation
+      ? `Plan ${first.plan} (${KIND_WORDS[first.kind] || first.kind}, priority 1, ${computed}): it goes before any balancing.` +
+        ` ${pending.length} recommendations waiting.`
+      : `Plan ${first.plan} (${computed}${then}; margin ${pct(first.margin)}): ${pending.length} of its ${steps.length}` +
+        ` moves waiting. A move marked "computed after #N" assumes #N is done first.`;
+  }
+}
 
 function recommendationItem(m) {
   const li = document.createElement("li");
@@ -159,12 +183,21 @@ function recommendationItem(m) {
     <p class="error" id="error-${m.id}" role="alert" hidden></p>`;
   const behind = [...migrations.values()].find((o) => o.plan === m.plan && o.step === m.after);
   li.dataset.priority = m.priority;
+  // Its move drawn on the node bars (nodebars.js). Focus by listener: there is no onfocusin property.
+  ["mouseenter", "focusin"].forEach((type) => li.addEventListener(type, () => pointAt(m, true)));
+  ["mouseleave", "focusout"].forEach((type) => li.addEventListener(type, () => pointAt(m, false)));
   li.querySelector(".math").textContent =
     `#${m.id} priority ${m.priority} · ${m.guests.join(", ")}: ${m.source} → ${m.target}` +
     ` · imbalance ${pct(m.imbalance_before)} → ${pct(m.imbalance_after)} as computed ${clock(m.recommended_at)}` +
     ` · step gain ${pct(m.relative_gain)}` +
     (behind ? ` · computed after #${behind.id}` : "") + ` · ${m.method}` +
     (m.downtime != null ? ` · restart, ~${Math.round(m.downtime)} s downtime (a container cannot live-migrate)` : "");
+  li.querySelector(".math").after(payoffLine(m));
+  const moved = document.createElement("p");
+  moved.className = "moved";
+  moved.textContent = movedWords(m);
+  moved.hidden = !moved.textContent;
+  li.querySelector(".math").after(moved);
   if (m.explanation) {  // owed moves (evacuation, failback, rule fix) say why they go first
     const why = document.createElement("p");
     why.className = "why";
@@ -183,6 +216,32 @@ function recommendationItem(m) {
     decide(li, config.reject, m.id, {reason: reason});
   };
   return li;
+}
+
+// Gain and cost side by side, from the figures the round stored (crs.payoff), never its sentence.
+// None stored: an owed move (it says why instead), or the proxmox preset, whose moves need not pay.
+function payoffLine(m) {
+  const line = document.createElement("p");
+  line.className = "payoff";
+  const p = m.payoff;
+  if (!p) {
+    if (!m.explanation && document.getElementById("preset")?.dataset.preset === "proxmox") {
+      line.textContent = "Cost not weighed: under the proxmox preset a move need not pay for itself, as in Proxmox.";
+      line.classList.add("muted");
+    } else line.hidden = true;
+    return line;
+  }
+  const fig = (v) => String(Number(v.toPrecision(3)));
+  const over = p.horizon_s >= 3600 ? `${fig(p.horizon_s / 3600)} h` : `${Math.max(1, Math.round(p.horizon_s / 60))} min`;
+  const copy = `to copy ${fig(p.copy_bytes / 2 ** 30)} GiB at ${Math.round(p.migration_speed / 2 ** 20)} MiB/s and switch over`;
+  const balancing = p.payoff_unit === "imbalance-seconds";  // fraction × seconds: %·h is ÷ 36
+  const gain = balancing ? `gain ${fig(p.benefit / 36)} %·h of imbalance over ~${over}` :
+    p.horizon_s > 0 ? `relieves ${fig(p.benefit)} guest-seconds of stall over ~${over}` : "relieves no lasting stall";
+  const cost = balancing ? `cost ${fig(p.cost / 36)} %·h ${copy}` : `cost ${fig(p.cost)} guest-seconds ${copy}`;
+  line.innerHTML = '<span class="gain"></span><span class="cost"></span>';
+  line.firstChild.textContent = gain;
+  line.lastChild.textContent = cost;
+  return line;
 }
 
 // A done move's outcome: the imbalance the rounds measured after it, beside the prediction.

@@ -277,9 +277,9 @@ def race(action, timeout: float) -> None:
 
 @pytest.fixture
 def pve(tmp_path):
-    """The fake PVE over HTTPS (tests/fakepve.py) serving its recorded cluster; stopped after.
+    """The fake PVE over HTTPS (harness/fakepve) serving its recorded cluster; stopped after.
     The test fails if a request or an answer was outside Proxmox VE's API schema."""
-    from fakepve import FakePve
+    from harness.fakepve import FakePve
 
     fake = FakePve(tmp_path)
     fake.port = fake.start()

@@ -6,6 +6,11 @@ load is configured cores and memory over the node's and can be checked by hand),
 cluster already has in hand, and `expect`: the decisions reasoned out for it, checked here
 before the files are written. expected.json then pins the whole outcome (its words too), so
 a changed decision shows as a reviewed diff, as Proxmox's log.expect files do.
+
+This module holds the helpers and the scenarios of the round's own plan (hold counting, the
+margin, the pending plan on fresh data, the cluster itself); its siblings hold the owed plans
+(round_scenarios_owed.py), automation (round_scenarios_automation.py) and the margins' edges
+(round_scenarios_margins.py).
 """
 
 import json
@@ -128,17 +133,7 @@ PLAN = stored(C)  # vm:101 n1 → n3, then vm:103 n1 → n2 (behind it)
 NEW = ["vm:101 n1 → n3", "vm:103 n1 → n2"]
 BALANCING = [{"number": 1, "kind": "balancing", "moves": NEW}]
 MAINT = [node("n1"), node("n2"), node("n3", maintenance=True)]
-# Steps gaining 64 % then 50 %: a 60 % automatic margin approves the first only.
-C2 = cluster([vm("vm:101", "n1", 3, 6), vm("vm:102", "n1", 2, 4), vm("vm:103", "n1", 1, 2), vm("vm:104", "n2", 1, 2)],
-             target_imbalance=0.0)  # fmt: skip
-PLAN2 = stored(C2)
 EVACUATING = cluster([*C["guests"], vm("vm:105", "n3")], nodes=MAINT)
-# n1 carries 4 cores, n2 1: n3's guests go to n2 first, unless vm:106 (4 cores) is counted there.
-CLAIMING = cluster(
-    [vm("vm:101", "n1"), vm("vm:102", "n1"), vm("vm:104", "n2", 1, 2), vm("vm:105", "n3"), vm("vm:106", "n3", 4, 8)],
-    nodes=MAINT,
-)
-ANTI = [{"type": "resource-affinity", "id": "apart", "affinity": "negative", "resources": ["vm:101", "vm:102"]}]
 
 SCENARIOS = [
     # Hold counting
@@ -323,290 +318,6 @@ SCENARIOS = [
         },
         {"moves": [move(1, "vm:103", "n1", "n3", at=LONG_AGO)], "next_plan": 2},
     ),
-    # Owed plans
-    Scenario(
-        "evacuation-pre-empts-balancing",
-        "n3 is in maintenance: its evacuation plan goes first, the pending "
-        "balancing plan is outranked, no balancing plan is made.",
-        EVACUATING,
-        {
-            "plans": [{"number": 2, "kind": "evacuation", "moves": lambda m: len(m) == 1}],
-            "expired": lambda e: (
-                all(x["reason"].startswith("replaced by evacuation plan 2") for x in e) and len(e) == 2
-            ),
-            "waiting": starts("an evacuation goes first (plan 2"),
-        },
-        {"moves": PLAN, "next_plan": 2, "maintenances": [{"node": "n3", "guests": ["vm:105"]}]},
-    ),
-    Scenario(
-        "evacuation-entered-at-source",
-        "n3 shows in maintenance with no record (entered from Proxmox's command "
-        "line): the round records it and plans its evacuation.",
-        EVACUATING,
-        {"opened": ["n3"], "plans": lambda p: p[0]["kind"] == "evacuation"},
-    ),
-    Scenario(
-        "evacuation-covered",
-        "n3's guest already has an evacuation move running: no second plan for it.",
-        EVACUATING,
-        {"plans": [], "waiting": starts("a plan is running (#7 running)")},
-        {
-            "maintenances": [{"node": "n3", "guests": ["vm:105"]}],
-            "moves": [move(7, "vm:105", "n3", "n2", kind="evacuation", state="running", plan=3)],
-            "next_plan": 4,
-        },
-    ),
-    # Claims: an approved move holds its target from approval (crs.claims)
-    Scenario(
-        "claim-keeps-plan-off-target",
-        "n3 is in maintenance; #7 (vm:106 n3 → n2) is approved and waits for its slot: its claim "
-        "counts vm:106 on n2 from approval, so vm:105's evacuation is placed around it and goes to n1.",
-        CLAIMING,
-        {"plans": [{"number": 4, "kind": "evacuation", "moves": ["vm:105 n3 → n1"]}], "expired": []},
-        {
-            "maintenances": [{"node": "n3", "guests": ["vm:105", "vm:106"]}],
-            "moves": [move(7, "vm:106", "n3", "n2", kind="evacuation", state="approved", plan=3)],
-            "next_plan": 4,
-        },
-    ),
-    Scenario(
-        "claim-released-frees-target",
-        "The same cluster once #7 expired: its claim is released, so n2 is free again and vm:105 "
-        "goes there (vm:106, no longer covered, follows: n2's 3 cores are still fewer than n1's 4).",
-        CLAIMING,
-        {"plans": [{"number": 4, "kind": "evacuation", "moves": ["vm:105 n3 → n2", "vm:106 n3 → n2"]}]},
-        {"maintenances": [{"node": "n3", "guests": ["vm:105", "vm:106"]}], "next_plan": 4},
-    ),
-    Scenario(
-        "evacuation-automatic",
-        "Under automatic automation the evacuation approves itself.",
-        EVACUATING,
-        {"approved": ["plan 1 step 0"], "waiting": starts("a plan is running (plan 1 step 0 approved)")},
-        {"maintenances": [{"node": "n3", "guests": ["vm:105"]}], **auto()},
-    ),
-    Scenario(
-        "evacuation-partial",
-        "Partial automation approves owed moves whatever their gain (margins do not apply).",
-        EVACUATING,
-        {"approved": ["plan 1 step 0"]},
-        {"maintenances": [{"node": "n3", "guests": ["vm:105"]}], **auto("partial", automatic_margin=0.99)},
-    ),
-    Scenario(
-        "evacuation-at-once",
-        "Under manual automation an evacuation asked for at once still approves itself.",
-        EVACUATING,
-        {"approved": ["plan 1 step 0"]},
-        {"maintenances": [{"node": "n3", "guests": ["vm:105"], "at_once": True}]},
-    ),
-    Scenario(
-        "failback",
-        "n3 is back from maintenance (seen on a later snapshot): the maintenance closes and vm:105 returns to it.",
-        cluster([*EVEN, vm("vm:105", "n2")]),
-        {"closed": ["n3"], "plans": lambda p: p[0] == {"number": 1, "kind": "failback", "moves": ["vm:105 n2 → n3"]}},
-        {"maintenances": [{"node": "n3", "guests": ["vm:105"]}]},
-    ),
-    Scenario(
-        "failback-not-yet-seen",
-        "A snapshot taken before the node entered maintenance cannot say it left: nothing closes.",
-        cluster([*EVEN, vm("vm:105", "n2")]),
-        {"closed": [], "plans": []},
-        {"maintenances": [{"node": "n3", "guests": ["vm:105"], "seen": False}]},
-    ),
-    Scenario(
-        "failback-node-offline",
-        "A node that left maintenance by failing gets nothing back.",
-        cluster([vm("vm:101", "n1"), vm("vm:102", "n2")], nodes=[node("n1"), node("n2"), node("n3", online=False)]),
-        {"closed": [], "plans": []},
-        {"maintenances": [{"node": "n3", "guests": ["vm:105"]}]},
-    ),
-    Scenario(
-        "maintenance-ended-expires-evacuation",
-        "n3 left maintenance before its evacuation step started: the step expires.",
-        cluster(EVEN),
-        {"closed": ["n3"], "expired": [{"move": "#4", "reason": "n3 left maintenance before this move started"}]},
-        {
-            "maintenances": [{"node": "n3", "guests": ["vm:103"]}],
-            "moves": [move(4, "vm:103", "n3", "n1", kind="evacuation", plan=2)],
-            "next_plan": 3,
-        },
-    ),
-    Scenario(
-        "rule-fix",
-        "vm:101 and vm:102 must be apart but share n1: a rule fix is owed and goes before balancing.",
-        cluster(rules=ANTI),
-        {"plans": lambda p: [x["kind"] for x in p] == ["rule-fix"], "waiting": starts("a rule fix goes first (plan 1")},
-    ),
-    Scenario(
-        "rule-fix-outranks-balancing",
-        "The rule fix outranks the pending balancing plan, which expires.",
-        cluster(rules=ANTI),
-        {"expired": lambda e: len(e) == 2 and all("replaced by rule-fix plan 2" in x["reason"] for x in e)},
-        {"moves": PLAN, "next_plan": 2},
-    ),
-    Scenario(
-        "rule-fix-automatic",
-        "Automatic automation approves the rule fix; no balancing plan while it runs.",
-        cluster(rules=ANTI),
-        {"approved": ["plan 1 step 0", "plan 1 step 1"], "plans": lambda p: len(p) == 1},
-        auto(),
-    ),
-    Scenario(
-        "rule-fix-left-to-proxmox",
-        "On a Proxmox cluster its HA manager fixes its HA guests itself: no rule fix "
-        "is planned, and its moves are listed.",
-        cluster(
-            [vm("vm:101", "n1", proxmox_ha=True), vm("vm:102", "n1", proxmox_ha=True), *C["guests"][2:]], rules=ANTI
-        ),
-        {"plans": lambda p: all(x["kind"] != "rule-fix" for x in p), "proxmox_fixes": lambda f: len(f) >= 1},
-        {"proxmox_ha": True},
-    ),
-    Scenario(
-        "power-saving-last",
-        "n3 drains for a power-down: its consolidation approves itself at once and ranks below "
-        "balancing, so it does not outrank the pending balancing plan; but its claim on n2 "
-        "(vm:105 counted there from approval) leaves that plan's move to n2 pointless: judged "
-        "with the claim, the plan is replaced.",
-        EVACUATING,
-        {
-            "plans": [{"number": 2, "kind": "consolidation", "moves": ["vm:105 n3 → n2"]}],
-            "expired": [{"move": "#1", "reason": starts("step #1 no longer helps")}],
-            "approved": ["plan 2 step 0"],
-        },
-        {
-            "maintenances": [{"node": "n3", "guests": ["vm:105"], "at_once": True}],
-            "powering_down": ["n3"],
-            "moves": stored(EVACUATING),
-            "next_plan": 2,
-        },
-    ),
-    Scenario(
-        "evacuation-outranks-consolidation",
-        "n2 drains for a power-down while n3 enters maintenance: n3's "
-        "evacuation outranks the consolidation made (and approved) just before it in the same round.",
-        cluster(
-            [vm("vm:101", "n1"), vm("vm:104", "n2"), vm("vm:105", "n3")],
-            nodes=[node("n1"), node("n2", maintenance=True), node("n3", maintenance=True)],
-        ),
-        {
-            "plans": lambda p: [x["kind"] for x in p] == ["consolidation", "evacuation"],
-            "approved": [],
-            "expired": lambda e: [x["move"] for x in e] == ["plan 1 step 0"],
-        },
-        {
-            "maintenances": [
-                {"node": "n2", "guests": ["vm:104"], "at_once": True},
-                {"node": "n3", "guests": ["vm:105"]},
-            ],
-            "powering_down": ["n2"],
-        },
-    ),
-    # Pressure before balancing
-    Scenario(
-        "pressure-before-balancing",
-        "Objective both: vm:101 stalls on CPU 90 % of the time; a pressure plan relieves it before any evenness move.",
-        cluster(
-            [
-                vm("vm:101", "n1", 4, 4, cpu_usage=4, uptime_s=3600, pressure={"cpu_some": 0.9}),
-                vm("vm:102", "n1", 4, 4, cpu_usage=4, uptime_s=3600),
-                vm("vm:103", "n2", 1, 2, uptime_s=3600),
-            ],
-            objective="both",
-        ),
-        {"plans": [{"number": 1, "kind": "pressure", "moves": lambda m: m[0].startswith("vm:101 n1 → ")}]},
-    ),
-    # Automation
-    Scenario(
-        "automatic-approves-new-plan",
-        "Automatic automation approves every step of the new plan.",
-        C,
-        {"plans": BALANCING, "approved": ["plan 1 step 0", "plan 1 step 1"], "held": ""},
-        auto(),
-    ),
-    Scenario(
-        "partial-approves-above-margin",
-        "Partial automation with a 60 % automatic margin: the first step (gain "
-        "above it) approves itself; the second, gaining less, waits for a person.",
-        C2,
-        {"approved": ["plan 1 step 0"]},
-        auto("partial", automatic_margin=0.6),
-    ),
-    Scenario(
-        "partial-approves-those-before",
-        "A later step clearing the automatic margin approves the step it was computed behind too.",
-        C,
-        {"approved": ["plan 1 step 0", "plan 1 step 1"]},
-        auto("partial", automatic_margin=0.99),
-    ),
-    Scenario(
-        "change-window-holds",
-        "Automatic automation outside the change windows: the plan waits for a person, and the round says until when.",
-        C,
-        {"approved": [], "held": "outside the change windows until Sat 02:00 (UTC)", "plans": BALANCING},
-        auto(windows=WEEKEND_NIGHTS),
-    ),
-    Scenario(
-        "change-window-open",
-        "Inside a change window automatic automation approves the plan.",
-        C,
-        {"approved": ["plan 1 step 0", "plan 1 step 1"], "held": ""},
-        auto(windows=FRIDAY_NOON),
-    ),
-    Scenario(
-        "blackout-holds",
-        "A blackout holds automatic approval, whatever the windows say.",
-        C,
-        {"approved": [], "held": "blackout: freeze until Fri 14:00 (UTC)"},
-        auto(blackouts=[{"start": "2026-11-27T10:00:00+00:00", "end": "2026-11-27T14:00:00+00:00", "label": "freeze"}]),
-    ),
-    Scenario(
-        "emergency-stop",
-        "The emergency stop: no new plan, nothing approves itself, the status says why.",
-        C,
-        {"plans": [], "approved": [], "waiting": "emergency stop: automation is paused until it is lifted"},
-        auto(stopped=True),
-    ),
-    Scenario(
-        "emergency-stop-owed",
-        "During the emergency stop an evacuation is still planned, but waits for a person.",
-        EVACUATING,
-        {"plans": lambda p: [x["kind"] for x in p] == ["evacuation"], "approved": []},
-        {"maintenances": [{"node": "n3", "guests": ["vm:105"]}], **auto(stopped=True)},
-    ),
-    Scenario(
-        "proxmox-balancer-on",
-        "Proxmox's own auto-rebalance is on: automatic approval holds, so two balancers "
-        "do not undo each other's moves.",
-        C,
-        {"approved": [], "held": starts("Proxmox's own automatic rebalancing")},
-        auto(proxmox_rebalancing=True),
-    ),
-    Scenario(
-        "kept-plan-approved-automatic",
-        "Automation switched to automatic with a plan waiting: the plan still holds "
-        "on fresh data, so this round approves it (what DRS does when fully automated).",
-        C,
-        {
-            "plans": [],
-            "approved": ["#1", "#2"],
-            "verdict": {"replace": "", "kept": has("same")},
-            "waiting": starts("a plan is running (#1 approved, #2 approved)"),
-        },
-        {"moves": PLAN, "next_plan": 2, **auto()},
-    ),
-    Scenario(
-        "kept-plan-approved-partial",
-        "Partial automation approves the kept plan's steps above its margin only.",
-        C2,
-        {"approved": ["#1"]},
-        {"moves": PLAN2, "next_plan": 2, **auto("partial", automatic_margin=0.6)},
-    ),
-    Scenario(
-        "kept-plan-held-by-window",
-        "Outside the change windows a kept plan is not approved by the round.",
-        C,
-        {"approved": [], "verdict": {"replace": "", "kept": has("same")}},
-        {"moves": PLAN, "next_plan": 2, **auto(windows=WEEKEND_NIGHTS)},
-    ),
     # The cluster itself
     Scenario(
         "standby-node",
@@ -690,6 +401,9 @@ def main(scenarios: list[Scenario]) -> None:
 
 
 if __name__ == "__main__":
-    from round_scenarios_margins import SCENARIOS as MARGINS  # they build on this module's helpers
+    # The other groups build on this module's helpers, so they are imported once it has run.
+    from round_scenarios_automation import SCENARIOS as AUTOMATION
+    from round_scenarios_margins import SCENARIOS as MARGINS
+    from round_scenarios_owed import SCENARIOS as OWED
 
-    main(SCENARIOS + MARGINS)
+    main(SCENARIOS + OWED + AUTOMATION + MARGINS)

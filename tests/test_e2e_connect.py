@@ -5,9 +5,10 @@ save, and find the cluster listed. The walk's duration is printed (the issue: un
 import time
 
 import pytest
-from fakepve import TOKEN
 from test_e2e_dashboard import ARTIFACTS, browser, own_cluster, simulated  # noqa: F401  (a fixture)
 from test_e2e_page import VIEWPORTS, open_page, overflow, serious_violations
+
+from harness.fakepve import TOKEN
 
 pytestmark = pytest.mark.e2e
 

@@ -236,7 +236,11 @@ def test_the_list_shows_each_step_with_its_math_and_what_it_was_computed_after(p
     assert f"computed after #{first.get_attribute('data-id')}" in text
     assert "priority " in text and "step gain " in text and " → " in text
     assert second.get_attribute("data-priority") in {"2", "3", "4", "5"}
-    assert "total gain" in page.inner_text("#plan-summary") and "vs margin" in page.inner_text("#plan-summary")
+    assert "margin" in page.inner_text("#plan-summary")
+    # Gain and cost side by side, from the stored figures (issue 35: every benefit names its cost).
+    gain, cost = (second.query_selector(f".payoff .{part}").inner_text() for part in ("gain", "cost"))
+    assert re.fullmatch(r"gain [\d.]+ %·h of imbalance over ~\S+ (h|min)", gain), gain
+    assert re.fullmatch(r"cost [\d.e-]+ %·h to copy [\d.]+ GiB at \d+ MiB/s and switch over", cost), cost
 
 
 def test_apply_all_approves_every_recommendation_of_the_list(page):
@@ -271,15 +275,65 @@ def test_emergency_stop_is_one_click_and_a_second_lifts_it(page):
 def test_a_round_that_keeps_the_plan_describes_the_plan_the_list_shows(page):
     # Read in one go, so a round in between cannot pair one plan's status with another's list.
     read = """(() => {
-        const status = document.getElementById('decision').textContent;
+        const line = document.querySelector('#decision strong')?.textContent;
+        const why = document.querySelector('#decision details')?.textContent || '';
         const first = document.querySelector('#recommendations li');
         const hold = document.getElementById('hold').textContent;
-        return status.startsWith('Plan kept') && first && [status, first.innerText, hold];
+        const marks = [...document.querySelectorAll('#nodes i.after')].map((i) => i.getAttribute('aria-label'));
+        const text = (id) => document.getElementById(id).textContent;
+        return why.includes(' is kept') && first && [line, why, first.innerText, hold, text('imbalance'),
+            text('plan-summary'), marks];
     })()"""
-    status, first, hold = wait_until(page, read, 120_000)
+    line, status, first, hold, headline, summary, marks = wait_until(page, read, 120_000)
+    # One plan, one set of figures: the status line says them "now", from the headline's round;
+    # its sentence (one click away) says the same; the plan's own line labels its "when computed".
+    now = re.fullmatch(r"Plan (\d+): \d+ moves? take the imbalance (\S+) % → (\S+) % now, a gain of (\S+) %", line)
+    assert now and now[2] + " %" == headline, (line, headline)
     kept = re.search(r"Plan (\d+) is kept: on fresh data its \d+ moves?, starting with (\S+) (\S+) → (\S+),", status)
-    assert kept, status
+    assert kept and kept[1] == now[1], status
+    assert f"from {now[2]}% to {now[3]}%, a total gain of {now[4]}%" in status, (line, status)
+    assert f"Plan {now[1]} (computed" in summary and "when computed: imbalance" in summary, summary
+    # The plan drawn on the node bars: a mark, with its words, where a node's load will be.
+    assert marks and all(re.fullmatch(rf"after plan {now[1]}: [\d.]+ %", m) for m in marks), marks
     # The hold line no longer counts "1 of 3 rounds" as if no plan were there.
     assert re.fullmatch(rf"above \d+\.\d %, plan {kept[1]} waiting; compared with a fresh plan every \d+ rounds?", hold)
     leader, source, target = kept[2], kept[3], kept[4]
     assert leader in first and source in first and target in first, (status, first)
+    # Focusing a card draws the load it moves on its source's and target's bars, with words, at
+    # both widths: the figures its own line says (plan_figures' moved_load, the round's now).
+    for width in (1400, 390):
+        page.set_viewport_size({"width": width, "height": 1100})
+        card, line, marks, figures, rows = wait_until(page, POINTED, 120_000)
+        guests, source, target = re.match(r"#\d+ priority \d · (.+): (\S+) → (\S+) · imbalance", card).groups()
+        shares = re.fullmatch(
+            rf"moves now: {source} {SHARE} CPU, {SHARE} memory → {target} {SHARE} CPU, {SHARE} memory", line
+        )
+        assert shares and sorted(rows) == sorted([f"{source} move-source", f"{target} move-target"]), (line, rows)
+        out, out_mem, into, into_mem = shares.groups()
+        assert sorted(marks) == sorted(
+            [
+                f"{guests} leaves {source}: {out} CPU",
+                f"{guests} leaves {source}: {out_mem} memory",
+                f"{guests} arrives on {target}: {into} CPU",
+                f"{guests} arrives on {target}: {into_mem} memory",
+            ]
+        )
+        assert sorted(figures) == sorted(
+            [f"{out} leaves", f"{out_mem} leaves", f"{into} arrives", f"{into_mem} arrives"]
+        )
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") == 0, width
+        assert page.evaluate("document.activeElement.blur() || document.querySelectorAll('#nodes .moving').length") == 0
+
+
+SHARE = r"([−+][\d.]+ %|under 0\.1 %)"
+# The first card focused: its math and load line, then the node bars' stripes (their words), the
+# figures under them and the rows marked; null until its line has figures (its plan's, this round's).
+POINTED = """(() => {
+    const card = document.querySelector('#recommendations li');
+    card?.querySelector('.approve').focus();
+    const line = card?.querySelector('.moved').textContent;
+    const all = (selector, read) => [...document.querySelectorAll(selector)].map(read);
+    return line && [card.querySelector('.math').textContent, line,
+        all('#nodes i.moving', (i) => i.getAttribute('aria-label')), all('#nodes b.moving', (b) => b.textContent),
+        all('#nodes tr.move-source, #nodes tr.move-target', (r) => `${r.dataset.node} ${r.className}`)];
+})()"""

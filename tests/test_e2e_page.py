@@ -95,6 +95,25 @@ def fits_and_passes_axe_at_every_width(page, name: str) -> None:
         assert serious_violations(page) == [], (name, width)
 
 
+def header_folds_on_a_phone(page) -> None:
+    """At 390 px the links fold behind one button and the imbalance is on the first screen; at
+    1440 px the header, links and account included, is one line."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    box = page.locator("header.top").bounding_box()
+    assert box["height"] <= 100, box
+    assert page.locator("#imbalance").bounding_box()["y"] < 844 / 2
+    page.click("header .menu-button")
+    assert page.is_visible("header nav a#audit-link") and page.is_visible("header .logout button")
+    page.click("header .menu-button")
+    assert not page.is_visible("header nav a#audit-link")
+    page.set_viewport_size({"width": 1440, "height": 900})
+    tops = page.evaluate(
+        "[...document.querySelectorAll('header .brand, header nav a, header .logout button')]"
+        ".map((e) => Math.round(e.getBoundingClientRect().top + e.getBoundingClientRect().height / 2))"
+    )
+    assert max(tops) - min(tops) <= 4, tops  # one line: every item on the same middle
+
+
 def test_every_page_fits_every_width_and_passes_axe(browser, server):
     context = browser.new_context(viewport=VIEWPORTS["phone"])
     login = context.new_page()
@@ -112,6 +131,8 @@ def test_every_page_fits_every_width_and_passes_axe(browser, server):
         if name != "live":
             page.goto(server.url + path.format(pk=server.pk))
         fits_and_passes_axe_at_every_width(page, name)
+        if name == "cluster":
+            header_folds_on_a_phone(page)
     assert page.errors == []
     page.context.close()
 

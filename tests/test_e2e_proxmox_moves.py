@@ -5,9 +5,10 @@ them as they change: a rule fix first, then, once its node enters maintenance, t
 Screenshots are kept in tests/artifacts/ (proxmox-moves-*.png)."""
 
 import pytest
-from fakepve import TOKEN, FakePve
 from test_e2e_dashboard import ARTIFACTS, browser, own_cluster, wait_until  # noqa: F401  (a fixture)
 from test_e2e_page import VIEWPORTS, open_page, overflow, serious_violations
+
+from harness.fakepve import TOKEN, FakePve
 
 pytestmark = pytest.mark.e2e
 ROW = "#proxmox-moves tbody tr[data-guest='vm:104']"
@@ -25,7 +26,7 @@ def pve(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(embedded_server, pve):
-    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file}
+    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file, "slow_reads_s": 0}
     create = (
         "from dashboard.models import Cluster;"
         f"print(Cluster.objects.create(name='pve', source_kind='proxmox', source_config={config!r}).pk)"

@@ -27,6 +27,13 @@ def step(node: str) -> str:
     return f"document.querySelector(\"#rolling-queue tr[data-node='{node}']\")?.dataset.step"
 
 
+def rounds_after(ms: float, count: int) -> str:
+    """Whether the cluster of the rolling page has had `count` rounds since `ms` (ms since the epoch)."""
+    state = "location.pathname.replace('/clusters/', '/api/v1/clusters/').replace('rolling/', 'state/')"
+    since = f"s.rounds.filter((r) => Date.parse(r.at) > {ms}).length >= {count}"
+    return f"fetch({state}).then((a) => a.json()).then((s) => {since})"
+
+
 def test_start_pause_resume_and_node_is_back(page):  # noqa: F811
     wait_for_first_round(page)
     page.click("#rolling-link")
@@ -49,7 +56,11 @@ def test_start_pause_resume_and_node_is_back(page):  # noqa: F811
     page.screenshot(path=str(ARTIFACTS / "rolling-draining.png"), full_page=True)
     page.click("#rolling-pause")
     wait_until(page, "document.getElementById('rolling-state')?.dataset.state === 'paused'")
-    page.wait_for_timeout(4000)  # rounds go on (one a second) and the node empties, but the queue waits
+    # Rounds go on (one a second), but the queue waits: once four rounds have run since the pause
+    # (a marker, not a clock), the page read afresh still shows the node draining.
+    paused = page.evaluate("Date.now()")
+    wait_until(page, rounds_after(paused, 4))
+    page.reload()
     assert page.evaluate(step(first)) == "draining"
     assert page.evaluate(step(second)) == "waiting"
     page.click("#rolling-resume")

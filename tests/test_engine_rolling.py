@@ -2,7 +2,7 @@
 
 from crs.fits import Limits
 from crs.model import Guest, Node, Snapshot
-from crs.rolling import breaks_n1, groups, order, recovery_targets
+from crs.rolling import Queued, breaks_n1, groups, n1_question, next_steps, order, recovery_targets
 
 GIB = 2**30
 
@@ -48,3 +48,17 @@ def test_a_step_that_breaks_n1_says_which_loss_fails():
     # with a fourth, empty node every loss still finds 4 GiB free: nothing to flag
     assert breaks_n1(one_guest_each("wxyz", "xyz"), ["x"], Limits(0)) == ""
     assert breaks_n1(one_guest_each("wxyz", "xyz"), ["w"], Limits(0)) == ""
+
+
+def test_the_next_step_asks_n1_of_the_snapshot_itself():
+    # The question bound by the engine: x's group is flagged with breaks_n1's own warning; with
+    # no snapshot yet there is nothing to flag and the group starts draining.
+    three = one_guest_each("xyz", "xyz")
+    queue = (Queued("x", 0, "waiting"),)
+    flagged = next_steps(queue, {}, False, n1_question(three, Limits(0)))
+    assert [(c.subject, c.after, c.details["warning"]) for c in flagged.changes] == [
+        ("x", "flagged", breaks_n1(three, ["x"], Limits(0)))
+    ]
+    assert [(c.subject, c.after) for c in next_steps(queue, {}, False, n1_question(None, Limits(0))).changes] == [
+        ("x", "draining")
+    ]

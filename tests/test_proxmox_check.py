@@ -1,4 +1,4 @@
-"""`crs check proxmox` against the fake PVE over real HTTPS (tests/fakepve.py), nothing mocked."""
+"""`crs check proxmox` against the fake PVE over real HTTPS (harness/fakepve), nothing mocked."""
 
 import json
 import re
@@ -6,11 +6,11 @@ import socket
 from pathlib import Path
 
 import pytest
-from fakepve import TOKEN
 
 from crs.programs.cli import main
 from crs.sources import ConfigError
 from crs.sources.proxmox_check import PRIVILEGES, Target, ha_finding, missing_privileges
+from harness.fakepve import TOKEN
 
 SECRET = TOKEN.split("=", 1)[1]
 

@@ -6,10 +6,10 @@ path, method or parameter Proxmox does not have fails here even if no other test
 """
 
 import pytest
-from fakepve import TOKEN, recorded
-from pve_schema import answer_errors, endpoint, request_errors
 
 from crs.sources import open_source
+from harness.fakepve import TOKEN, recorded
+from harness.fakepve.schema import answer_errors, endpoint, request_errors
 
 T0 = 1_800_000_000.0
 
@@ -17,6 +17,7 @@ T0 = 1_800_000_000.0
 CALLS = {
     ("GET", "/cluster/resources"),
     ("GET", "/cluster/options"),
+    ("GET", "/cluster/metrics/export"),
     ("GET", "/cluster/ha/resources"),
     ("GET", "/cluster/ha/rules"),
     ("GET", "/cluster/ha/status/current"),
@@ -48,6 +49,8 @@ def test_every_call_the_connector_makes_is_in_the_pve_api_and_the_fakes_answers_
     pve.guest_rrd["lxc/300"] = [{"time": T0 - 60, "cpu": 0.5, "mem": 2**28, "maxcpu": 2, "maxmem": 2**30}]
     pve.preconditions["qemu/100"] = recorded("qemu-migrate-preconditions.handwritten-go-proxmox.json")
     pve.options = {"crs": "ha=static,ha-rebalance-on-start=1", "keyboard": "en-us"}
+    connect(pve, usage_period=300).collect(T0)  # usage from the metrics export
+    pve.metrics_export = False  # a PVE before 8.3: from each guest's rrddata
     cluster = connect(pve, usage_period=300)
     cluster.collect(T0)
     for sid, target in (("vm:100", "node3"), ("ct:300", "node1"), ("vm:104", "node1")):

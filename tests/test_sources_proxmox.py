@@ -4,10 +4,10 @@ import json
 import math
 
 import pytest
-from fakepve import TOKEN
 
 from crs.sources import ConfigError, SourceError, open_source
 from crs.sources.proxmox import config_from_env, parse_config
+from harness.fakepve import TOKEN
 
 T0 = 1_800_000_000.0
 

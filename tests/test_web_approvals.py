@@ -107,7 +107,7 @@ def test_approve_needs_post(admin_client, suggested):
     [("manual", 0.9, False), ("automatic", 0.11, True), ("partial", 0.24, False), ("partial", 0.25, True)],
 )
 def test_automation_level_decides_who_approves(cluster, automation, gain, approves):
-    from dashboard.windows import automation as automation_of
+    from dashboard.automation import state as automation_of
 
     cluster.policy.automation = automation
     assert automation_of(cluster, timezone.now()).approves_itself(gain) is approves

@@ -31,7 +31,7 @@ def lease_holders(database_url: str) -> int:
 @pytest.mark.servers
 def test_a_second_beat_waits_and_the_rounds_are_not_doubled(redis_url):
     with own_database("beat") as database_url, distributed_stack(database_url, redis_url, PASSWORD, "beat") as stack:
-        _, (_, _, first) = stack
+        _, (_, _, first, _) = stack  # web, worker, beat, Proxmox worker
         env = {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "CRS_SECRET_KEY": "beat-test"}
         log = ARTIFACTS / "beat-second.log"
         second = start([str(VENV_BIN / BEAT[0]), *BEAT[1:]], env, log)

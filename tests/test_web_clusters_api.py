@@ -6,11 +6,11 @@ import json
 import pytest
 from django.core.management import call_command
 from django_celery_beat.models import PeriodicTask
-from fakepve import TOKEN
 
 from dashboard.models import AuditEvent, Cluster
 from dashboard.signals import schedule_name
 from dashboard.tasks import collect
+from harness.fakepve import TOKEN
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ def test_demo_twice_reuses_cluster_and_admin(capsys):
     call_command("demo", password="")
     assert Cluster.objects.get().policy.mode == "dynamic"
     assert get_user_model().objects.filter(username="admin").count() == 1
-    assert PeriodicTask.objects.get(task="dashboard.tasks.collect").interval.every == 5
+    assert PeriodicTask.objects.get(task="dashboard.tasks.collect_and_round").interval.every == 5
     generated = first.split("login: admin / ")[1].strip()
     assert get_user_model().objects.get().check_password(generated)
     assert generated not in capsys.readouterr().out

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 from conftest import flushed_redis, own_database
 
-from harness.stack import BEAT, ROOT, WEB, WORKER, distributed_stack
+from harness.stack import BEAT, PROXMOX_WORKER, ROOT, WEB, WORKER, distributed_stack
 from harness.wsclient import Client, login
 
 PASSWORD = "distributed-password"
@@ -19,7 +19,7 @@ PASSWORD = "distributed-password"
 def test_compose_runs_the_commands_tested_here():
     compose = (ROOT / "docker-compose.yml").read_text()
     assert " ".join(WEB) in compose
-    assert json.dumps(WORKER) in compose and json.dumps(BEAT) in compose
+    assert json.dumps(WORKER) in compose and json.dumps(BEAT) in compose and json.dumps(PROXMOX_WORKER) in compose
     assert "restart: unless-stopped" in compose  # the worker is restarted, as scripts/supervise does here
 
 
@@ -27,7 +27,8 @@ def test_compose_runs_the_commands_tested_here():
 def test_the_makefile_runs_these_commands_supervised():
     """`make web`, `make worker` and `make beat` restart what dies (the fault soak kills each)."""
     makefile = (ROOT / "Makefile").read_text()
-    for command in (" ".join(WEB).replace("8000", "$(PORT)"), " ".join(WORKER), " ".join(BEAT)):
+    commands = (" ".join(WEB).replace("8000", "$(PORT)"), " ".join(WORKER), " ".join(PROXMOX_WORKER), " ".join(BEAT))
+    for command in commands:
         assert f"scripts/supervise $(VENV)/bin/{command}" in makefile, command
 
 

@@ -130,14 +130,21 @@ def test_a_burst_of_200_viewers_gets_no_5xx_and_the_pool_bounds_connections(redi
 SUGGEST = """
 import time
 from django.contrib.auth.models import Group, User
-from dashboard.models import Cluster, Migration, Policy
+from django.utils import timezone
+from dashboard.models import Cluster, Migration, Policy, Round
+from dashboard.tasks import collect_and_round
 User.objects.create_user('operator', password='operator-password').groups.add(Group.objects.get(name='operator'))
 while Cluster.objects.get(pk=1).snapshot is None:
     time.sleep(0.5)
 policy = Policy.objects.get(cluster_id=1)
 policy.round_interval_s = 3600
 policy.save()
-time.sleep(5)  # the round queued or running before the change ends
+# The round after the change, run here once no other holds the cluster's round lease: any round
+# queued or running before the change has then ended (a wait on that round, not on a clock).
+changed = timezone.now()
+while not Round.objects.filter(cluster_id=1, at__gt=changed).exists():
+    collect_and_round(1)
+    time.sleep(0.2)
 cluster = Cluster.objects.get(pk=1)
 source, target = cluster.snapshot['nodes'][0]['name'], cluster.snapshot['nodes'][-1]['name']
 guest = next(g['sid'] for g in cluster.snapshot['guests'] if g['node'] == source)

@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 from conftest import make_migration, run_rounds, set_policy
-from fakepve import TOKEN
 
 from dashboard import executor, tasks
 from dashboard.models import AuditEvent, Cluster, Migration
 from dashboard.tasks import collect
+from harness.fakepve import TOKEN
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +45,7 @@ def cluster(pve):
         vm = copy.deepcopy(pve.entry("qemu/100"))
         vm.update(id=f"qemu/{vmid}", vmid=vmid, name=f"extra{vmid}", node="node1")
         pve.resources.append(vm)
-    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file}
+    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file, "slow_reads_s": 0}
     cluster = Cluster.objects.create(name="pve", source_kind="proxmox", source_config=config)
     set_policy(cluster, hold_duration=0, automation="automatic", threshold=0.0, target_imbalance=0.0, margin=0.0)
     return cluster

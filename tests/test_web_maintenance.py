@@ -87,6 +87,8 @@ def test_an_operator_may_not_put_a_node_into_maintenance(client, operator, colle
     client.force_login(operator)
     answer = client.post(url(collected, "enter"), {"node": "node02"}, content_type="application/json")
     assert answer.status_code == 403
+    assert not collected.maintenances.exists()  # node02 is not in maintenance
+    assert not AuditEvent.objects.exists()  # and nothing was recorded
 
 
 def what_if():

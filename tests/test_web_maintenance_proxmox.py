@@ -3,10 +3,10 @@ reads the state back from the HA status, and plans only the guests Proxmox leave
 
 import pytest
 from conftest import run_rounds
-from fakepve import TOKEN
 
 from dashboard.models import AuditEvent, Cluster, Migration
 from dashboard.tasks import collect
+from harness.fakepve import TOKEN
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def pve(pve):
 
 @pytest.fixture
 def proxmox(db, pve):
-    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file}
+    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file, "slow_reads_s": 0}
     cluster = Cluster.objects.create(name="pve", source_kind="proxmox", source_config=config)
     collect.apply(args=[cluster.pk])
     return cluster

@@ -152,13 +152,13 @@ def test_round_interval_sets_the_clusters_beat_schedule(cluster, admin):
     form = PolicyForm(policy_form(round_interval=7), instance=cluster.policy)
     assert form.is_valid(), form.errors
     form.save_by(admin)
-    task = PeriodicTask.objects.get(task="dashboard.tasks.collect")
+    task = PeriodicTask.objects.get(task="dashboard.tasks.collect_and_round")
     assert (task.interval.every, task.interval.period, json.loads(task.args)) == (7, "seconds", [cluster.pk])
 
 
 def test_deleting_a_cluster_removes_its_schedule(cluster):
     cluster.delete()
-    assert not PeriodicTask.objects.filter(task="dashboard.tasks.collect").exists()
+    assert not PeriodicTask.objects.filter(task="dashboard.tasks.collect_and_round").exists()
 
 
 def test_transitions_outside_the_state_machine_are_refused(suggested):

@@ -40,6 +40,31 @@ def test_approving_a_step_approves_the_steps_it_was_computed_behind(
 
 
 @pytest.mark.django_db
+def test_each_step_stores_its_gain_and_cost_and_the_api_serves_them(
+    admin_client, cluster, django_capture_on_commit_callbacks
+):
+    """The cards show gain beside cost from these figures; under proxmox no move has to pay, so none is stored."""
+    set_policy(cluster, hold_duration=0)
+    run_rounds(cluster, 1, django_capture_on_commit_callbacks)
+    step = Migration.objects.order_by("step").first()
+    assert step.payoff["payoff_unit"] == "imbalance-seconds"
+    assert step.payoff["benefit"] >= (1 + step.margin) * step.payoff["cost"] > 0  # it passed the gate
+    assert 0 < step.payoff["horizon_s"] <= cluster.policy.benefit_horizon.total_seconds()
+    served = admin_client.get(reverse("api:migration-detail", args=[step.pk])).json()
+    assert served["payoff"] == step.payoff
+    assert served["imbalance_after"] == step.imbalance_after  # the keys before stay
+    last = Migration.objects.order_by("-pk").first().pk
+    Migration.objects.update(state="expired")
+    cluster.policy.switch_preset("proxmox", None)
+    set_policy(cluster, hold_duration=0)
+    run_rounds(cluster, 2, django_capture_on_commit_callbacks)
+    proxmox = Migration.objects.filter(pk__gt=last)
+    assert proxmox.exists()
+    assert not proxmox.exclude(payoff=None).exists()
+    assert admin_client.get(reverse("api:migration-detail", args=[proxmox.first().pk])).json()["payoff"] is None
+
+
+@pytest.mark.django_db
 def test_apply_all_approves_the_whole_list_in_plan_order(
     admin_client, cluster, django_capture_on_commit_callbacks, monkeypatch
 ):

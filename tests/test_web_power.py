@@ -9,12 +9,12 @@ from html import escape
 import psycopg
 import pytest
 from conftest import keep_collecting, race, service_or_skip, shared_database_url, wait_until
-from fakepve import TOKEN
 from test_web_capacity import UNDERUSED, api
 from test_web_tasks import worker  # noqa: F401 (a fixture)
 
 from dashboard.models import AuditEvent, CapacitySample, Cluster, Migration, PowerDown
 from dashboard.tasks import collect
+from harness.fakepve import TOKEN
 
 GIB = 2**30
 
@@ -35,7 +35,7 @@ def test_proxmox_node_is_emptied_shut_down_through_the_api_and_standby_in_the_ne
     pve,
     worker,  # noqa: F811
 ):
-    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file}
+    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file, "slow_reads_s": 0}
     cluster = Cluster.objects.create(name="pve", source_kind="proxmox", source_config=config)
     collect.apply(args=[cluster.pk])
     small = {"medium": {"cores": 1, "memory_bytes": GIB}}  # the standard guest the fake's small nodes have room for
@@ -233,7 +233,7 @@ def test_two_workers_moving_a_drained_power_down_on_at_once_shut_the_node_down_o
     advancing at the same moment call the shutdown once and audit it once."""
     from dashboard import power
 
-    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file}
+    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file, "slow_reads_s": 0}
     cluster = Cluster.objects.create(name="pve", source_kind="proxmox", source_config=config)
     pve.lrm_mode["node1"] = "maintenance"
     collect.apply(args=[cluster.pk])

@@ -28,6 +28,15 @@ def running_without_follower(suggested, monkeypatch) -> Migration:
     return migration
 
 
+def ended_at_the_source(migration: Migration) -> None:
+    """The simulator's migration has run its time (its tasks end at `ends_at`), without waiting
+    out the simulator's shortest migration on the clock."""
+    cluster = Cluster.objects.get(pk=migration.cluster_id)
+    for task_id in migration.task_ids:
+        cluster.source_state["tasks"][task_id]["ends_at"] = time.time() - 0.001
+    Cluster.objects.filter(pk=cluster.pk).update(source_state=cluster.source_state)
+
+
 @pytest.mark.django_db
 def test_a_round_follows_again_a_running_migration_nobody_polls(suggested, monkeypatch):
     migration = running_without_follower(suggested, monkeypatch)
@@ -39,7 +48,7 @@ def test_a_round_follows_again_a_running_migration_nobody_polls(suggested, monke
     tasks.refollow_unfollowed(migration.cluster_id)
     tasks.refollow_unfollowed(migration.cluster_id)  # a second round does not queue it twice
     assert queued == [migration.pk]
-    time.sleep(1.1)  # the simulator's shortest migration
+    ended_at_the_source(migration)
     tasks.follow.apply(args=[migration.pk])
     assert Migration.objects.get(pk=migration.pk).state == "done"
 

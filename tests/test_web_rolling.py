@@ -10,6 +10,7 @@ from celery import Celery
 from conftest import race, service_or_skip, set_policy, shared_database_url, single_worker, wait_until
 from django.db.models import F
 from django.urls import reverse
+from test_web_worker_killed import past_the_visibility_timeout
 
 import crs.rolling
 from dashboard import rolling
@@ -134,7 +135,7 @@ def test_three_nodes_in_turn_with_a_worker_restart_in_the_middle(admin_client, r
                 wait_until(draining, 120)
                 os.killpg(workers[0].pid, signal.SIGKILL)  # mid-drain
                 workers[0].wait(10)
-                time.sleep(1.5)  # past the visibility timeout: the next worker takes the messages back
+                past_the_visibility_timeout(redis_server.url)  # the next worker takes the messages back
                 workers.append(single_worker(database_url, redis_server.url, "rolling-second"))
 
             def emptied(node=node):

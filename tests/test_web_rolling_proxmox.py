@@ -7,12 +7,12 @@ import signal
 
 import pytest
 from conftest import run_rounds, service_or_skip, shared_database_url, single_worker, wait_until
-from fakepve import TOKEN
 from test_web_maintenance_proxmox import proxmox, pve  # noqa: F401 (fixtures)
 from test_web_rolling import post, steps, ticker, url
 
 from dashboard.models import AuditEvent, Cluster, Migration, RollingNode
 from dashboard.tasks import collect
+from harness.fakepve import TOKEN
 
 
 @pytest.mark.django_db
@@ -44,7 +44,7 @@ def test_the_queue_shows_the_command_and_follows_the_nodes_state(
 @pytest.mark.servers
 def test_a_node_seen_rebooted_moves_on_without_the_admin_s_word(admin_client, pve, redis_server):  # noqa: F811
     service_or_skip("CRS_TEST_DATABASE_URL")
-    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file}
+    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file, "slow_reads_s": 0}
     cluster = Cluster.objects.create(name="pve-rolling", source_kind="proxmox", source_config=config)
     collect.apply(args=[cluster.pk])
     assert post(admin_client, cluster, "start", {"nodes": ["node2"]}).status_code == 201

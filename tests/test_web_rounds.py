@@ -11,7 +11,8 @@ from django.db import OperationalError, connection
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.models import AuditEvent, Cluster, Migration, Policy, Round, priority
+from crs.priority import priority
+from dashboard.models import AuditEvent, Cluster, Migration, Policy, Round
 from dashboard.tasks import balancing_round
 
 pytestmark = pytest.mark.django_db

@@ -86,3 +86,29 @@ def test_running_migration_that_never_started_fails_with_reason(suggested, djang
     migration = Migration.objects.get(pk=suggested.pk)
     assert migration.state == "failed"
     assert migration.reason.startswith("the worker stopped while starting it; no migration task was recorded")
+
+
+def test_every_celery_task_of_the_dashboard_is_queued_somewhere():
+    """A task is a Celery message: one the code only ever calls in its own process (a round's
+    follow-up, such as outcomes.measure or the power-downs' advance) is a plain function, since
+    a per-round follow-up runs in the round's process after its commit (no message per round).
+    Queued means the code names the task other than to call it (`.delay`, `.apply_async`, handed
+    to queue_beside) or names it by its full name (beat's schedule, send_task). Read with `ast`."""
+    import ast
+    from pathlib import Path
+
+    from project.celery import app
+
+    root = Path(__file__).resolve().parent.parent
+    app.loader.import_default_modules()
+    declared = {name for name in app.tasks if name.startswith("dashboard.")}
+    queued = set()
+    for path in [*root.glob("dashboard/**/*.py"), *root.glob("project/*.py")]:
+        tree = ast.parse(path.read_text())
+        called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name | ast.Attribute) and id(node) not in called:
+                queued.add(node.id if isinstance(node, ast.Name) else node.attr)
+            elif isinstance(node, ast.Constant) and node.value in declared:
+                queued.add(node.value.rsplit(".", 1)[1])
+    assert {name for name in declared if name.rsplit(".", 1)[1] not in queued} == set()

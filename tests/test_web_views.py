@@ -24,7 +24,11 @@ def test_page_requires_login(client, cluster):
 def test_login_form_logs_in(client, admin, cluster):
     response = client.post("/accounts/login/", {"username": "admin", "password": "pw"})
     assert response.status_code == 302
-    assert client.get("/").status_code == 200
+    page = client.get(response["Location"])
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert '<span class="user">admin</span>' in body and "Log out" in body  # the page says who is in
+    assert 'id="ws-state"' in body  # and shows the cluster, not the login form again
 
 
 def test_page_loads_history_once_from_the_api(admin_client, suggested):
@@ -79,6 +83,8 @@ def test_viewer_may_not_change_settings(client, viewer, cluster):
     client.force_login(viewer)
     response = client.post(reverse("dashboard:settings", args=[cluster.pk]), {"threshold": 5})
     assert response.status_code == 403
+    assert Policy.objects.get(cluster=cluster).threshold == 0.3  # nothing changed
+    assert not AuditEvent.objects.exists()  # and nothing was recorded
 
 
 def test_api_settings_accepts_a_partial_change(admin_client, cluster):

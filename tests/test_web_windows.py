@@ -6,11 +6,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from conftest import run_rounds, set_policy
-from fakepve import TOKEN
 
+from dashboard.automation import held_reason
 from dashboard.models import AuditEvent, Blackout, ChangeWindow, Cluster, Migration
 from dashboard.tasks import collect
-from dashboard.windows import held_reason
+from harness.fakepve import TOKEN
 
 pytestmark = pytest.mark.django_db
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -69,7 +69,7 @@ def test_manual_automation_is_never_held_nor_audited_as_held(cluster, django_cap
 
 
 def proxmox_cluster(pve):
-    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file}
+    config = {"host": "127.0.0.1", "port": pve.port, "token": TOKEN, "verify_ssl": pve.ca_file, "slow_reads_s": 0}
     return Cluster.objects.create(name="pve", source_kind="proxmox", source_config=config)
 
 

@@ -13,22 +13,23 @@ from __future__ import annotations
 
 import copy
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import requests
 from proxmoxer import ProxmoxAPI, ResourceException
 from proxmoxer.tools import Tasks
 
-from ..coexistence import ProxmoxBalancer, parse_crs
-from ..model import Snapshot
+from ..coexistence import ProxmoxBalancer
 from ..snapshot import MAX_USAGE_PERIOD_S
 from . import config as cfg
-from . import tls
+from . import pve_metrics, tls
 from .base import SourceError, TaskStatus
-from .pve_resources import HaView, number, preconditions, pressure, rrd_pressure, rrd_usage, to_snapshot
+from .pve_collect import PARALLEL, Collects
+from .pve_reads import SLOW_READS_S, Cadence
+from .pve_resources import guest_refs
 
 WHERE = "proxmox"
 KEYS = {
@@ -44,6 +45,7 @@ KEYS = {
     "cluster",
     "guests",
     "usage_period",
+    "slow_reads_s",
 }
 TOKEN = re.compile(r"^(?P<user>[^!\s]+@[^!\s]+)!(?P<name>[^=\s]+)=(?P<value>\S+)$")
 TOKEN_ID = r"^[^!\s]+@[^!\s]+![^=\s]+$"  # the token as Proxmox lists it, without its secret
@@ -58,11 +60,6 @@ MIGRATION_TYPES = ("qmigrate", "vzmigrate")
 FINISHED_TASKS_KEPT = 50
 TRANSFER = re.compile(r"transferred ([\d.]+) ?([KMGT]iB|B) of ([\d.]+) ?([KMGT]iB|B)")
 UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-PRESSURE_PERIOD_S = 300.0  # node pressure: the mean of the RRD's 1-minute rows over 5 minutes, as DRS averages
-PRECONDITIONS_TTL_S = 600.0
-PRECONDITIONS_PER_ROUND = 10
-RRD_STEP_S = 60.0  # the RRD's finest rows: a guest's mean is asked again at most this often
-GUEST_RRD_PER_ROUND = 20  # guests' rrddata calls per collection; the rest keep their last mean
 
 
 @dataclass(frozen=True)
@@ -78,6 +75,7 @@ class ProxmoxConfig:
     cluster: str = "proxmox"
     guests: str = "all"  # "all" guests may be moved, or only "ha" resources (Proxmox's own CRS)
     usage_period: float = 0.0  # seconds over which usage is averaged from rrddata; 0 = the latest value
+    slow_reads_s: float = SLOW_READS_S  # pressure lists, HA state, options: read at most this often
 
     @property
     def tls(self) -> str:
@@ -115,6 +113,7 @@ def parse_config(config: dict[str, Any]) -> ProxmoxConfig:
         cluster=cfg.text(config, "cluster", WHERE, "proxmox"),
         guests=cfg.choice(config, "guests", WHERE, ("all", "ha"), "all"),
         usage_period=cfg.number(config, "usage_period", WHERE, 0.0, low=0.0, high=MAX_USAGE_PERIOD_S),
+        slow_reads_s=cfg.number(config, "slow_reads_s", WHERE, SLOW_READS_S, low=0.0),
     )
 
 
@@ -140,19 +139,25 @@ def config_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
     return out
 
 
-class Proxmox:
-    """The `Source` for a Proxmox VE cluster. Its state is the migrations it started."""
+class Proxmox(Collects):
+    """The `Source` for a Proxmox VE cluster. Its state is the migrations it started and what
+    its collects keep between them (usage means, slow reads, migrate pre-checks)."""
 
     def __init__(self, config: ProxmoxConfig, state: dict[str, Any] | None = None):
         self.config = config
-        tasks = (state or {}).get("tasks", {})
+        state = state or {}
+        tasks = state.get("tasks", {})
         if not isinstance(tasks, dict):
             raise cfg.ConfigError(f"{WHERE} state.tasks: expected an object of tasks")
         self._tasks: dict[str, dict[str, Any]] = copy.deepcopy(tasks)
-        self._checked: dict[str, dict[str, Any]] = copy.deepcopy((state or {}).get("preconditions", {}))
-        self._means: dict[str, dict[str, Any]] = copy.deepcopy((state or {}).get("usage", {}))
+        self._checked: dict[str, dict[str, Any]] = copy.deepcopy(state.get("preconditions", {}))
+        self._means: dict[str, dict[str, Any]] = copy.deepcopy(state.get("usage", {}))  # rrddata's, no export
+        self._metrics: pve_metrics.Means = copy.deepcopy(state.get("metrics", {}))  # the export's
+        self._cadence = Cadence(state.get("reads"))
         # Proxmox's own balancer as the last collect read it (crs.coexistence); None before one.
         self.proxmox_balancer: ProxmoxBalancer | None = None
+        self.calls = 0  # requests this source made: the tests and bench/pve_collect.py count them
+        self._counting = threading.Lock()
         self._api = ProxmoxAPI(
             config.host,
             port=config.port,
@@ -162,124 +167,31 @@ class Proxmox:
             verify_ssl=False if config.fingerprint else config.verify_ssl,
             timeout=config.timeout_s,
         )
-        if config.fingerprint:
-            self._api._store["session"].mount(
-                f"https://{config.host}:{config.port}/", tls.PinnedAdapter(config.fingerprint)
-            )
-
-    def collect(self, now: float) -> Snapshot:
-        resources = self._get("cluster/resources")
-        moving = {t["sid"]: t["target"] for t in self._tasks.values() if not t.get("finished")}
-        online = sorted(
-            str(e.get("node")) for e in resources if e.get("type") == "node" and e.get("status") == "online"
+        # One kept-alive connection per request under way, shared by the collect's threads.
+        adapter = (
+            tls.PinnedAdapter(config.fingerprint, pool_maxsize=PARALLEL)
+            if config.fingerprint
+            else requests.adapters.HTTPAdapter(pool_maxsize=PARALLEL)
         )
-        # Sys.Audit on /; a PVE without the endpoint (or the option) runs no balancer of its own.
-        options = self._get("cluster/options", optional=True) or {}
-        self.proxmox_balancer = parse_crs(options.get("crs") if isinstance(options, dict) else None)
-        return to_snapshot(
-            resources,
-            self._ha_view(),
-            moving,
-            cluster=self.config.cluster,
-            taken_at=datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            manage=self.config.guests,
-            details=_merged(
-                self._pressure(online, now), self._preconditions(resources, online, now), self._usage(resources, now)
-            ),
-        )
-
-    def _pressure(self, online: list[str], now: float) -> dict[str, dict[str, Any]]:
-        """Guests' pressure from each node's guest lists, nodes' from their RRD over the last
-        PRESSURE_PERIOD_S (the only place Proxmox VE 9 keeps node PSI); nothing on PVE 8."""
-        out: dict[str, dict[str, Any]] = {}
-        for node in online:
-            for kind, prefix in (("qemu", "vm"), ("lxc", "ct")):
-                for e in self._get(f"nodes/{node}/{kind}", optional=True) or []:
-                    where = f"nodes/{node}/{kind} {e.get('vmid')}"
-                    if (p := pressure(e, where)) is not None:
-                        out[f"{prefix}:{int(number(e, 'vmid', where))}"] = {"pressure": p}
-            rows = self._get(f"nodes/{node}/rrddata", optional=True, timeframe="hour", cf="AVERAGE") or []
-            if (p := rrd_pressure(rows, now - PRESSURE_PERIOD_S, f"nodes/{node}/rrddata")) is not None:
-                out[node] = {"pressure": p}
-            period = self.config.usage_period
-            if period > 0 and (u := rrd_usage(rows, now - period, f"nodes/{node}/rrddata", "memused")) is not None:
-                out[node] = out.get(node, {}) | u
-        return out
-
-    def _usage(self, resources: list[dict[str, Any]], now: float) -> dict[str, dict[str, Any]]:
-        """Running guests' CPU and memory as the mean over `usage_period` of their RRD rows, not
-        the instant `/cluster/resources` shows (a 10-second spike must not move a guest). One
-        call per guest: at most GUEST_RRD_PER_ROUND per collection, the longest-unasked first,
-        none asked twice within an RRD step; a guest not asked yet keeps its instant figures."""
-        period = self.config.usage_period
-        if period <= 0:
-            return {}
-        running = {
-            f"{'vm' if e.get('type') == 'qemu' else 'ct'}:{e.get('vmid')}": e
-            for e in resources
-            if e.get("type") in ("qemu", "lxc") and e.get("status") == "running"
-        }
-        self._means = {sid: m for sid, m in self._means.items() if sid in running}
-        due = sorted(
-            (sid for sid in running if now - self._means.get(sid, {}).get("at", -RRD_STEP_S) >= RRD_STEP_S),
-            key=lambda sid: (self._means.get(sid, {}).get("at", -1.0), sid),
-        )
-        for sid in due[:GUEST_RRD_PER_ROUND]:
-            e = running[sid]
-            path = f"nodes/{e['node']}/{e['type']}/{e['vmid']}/rrddata"
-            rows = self._get(path, optional=True, timeframe="hour", cf="AVERAGE") or []
-            self._means[sid] = {"at": now, "mean": rrd_usage(rows, now - period, path, "mem")}
-        return {sid: m["mean"] for sid, m in self._means.items() if m.get("mean")}
-
-    def _preconditions(
-        self, resources: list[dict[str, Any]], online: list[str], now: float
-    ) -> dict[str, dict[str, Any]]:
-        """Where each running VM may migrate, from Proxmox's own precondition check. It changes
-        only with storage or hardware, so each answer is kept PRECONDITIONS_TTL_S and at most
-        PRECONDITIONS_PER_ROUND are asked per collection (a 1000-guest cluster fills in over rounds)."""
-        known = set(online)
-        running = [e for e in resources if e.get("type") == "qemu" and e.get("status") == "running"]
-        stale = sorted(running, key=lambda e: self._checked.get(f"vm:{e.get('vmid')}", {}).get("at", -1.0))
-        for e in stale[:PRECONDITIONS_PER_ROUND]:
-            sid = f"vm:{e.get('vmid')}"
-            if now - self._checked.get(sid, {}).get("at", -PRECONDITIONS_TTL_S) < PRECONDITIONS_TTL_S:
-                break
-            path = f"nodes/{e['node']}/qemu/{e['vmid']}/migrate"
-            answer = self._get(path, optional=True)  # None: a PVE without the check; asked again after the TTL
-            self._checked[sid] = {"at": now, "keys": {} if answer is None else preconditions(answer, path)}
-        out = {}
-        for e in running:
-            sid = f"vm:{e.get('vmid')}"
-            keys = dict(self._checked.get(sid, {}).get("keys", {}))
-            if "allowed_nodes" in keys:  # Proxmox lists the targets; the node it is on is allowed too
-                keys["allowed_nodes"] = sorted({*keys["allowed_nodes"], str(e.get("node"))} & known)
-            if keys:
-                out[sid] = keys
-        return out
+        self._api._store["session"].mount(f"https://{config.host}:{config.port}/", adapter)
 
     def migrate(self, sid: str, target: str, now: float) -> str:
         """Live migration for a running VM, restart migration for a running container."""
         kind, _, vmid = sid.partition(":")
         if kind not in ("vm", "ct") or not vmid.isdigit():
             raise SourceError(f"migrate: {sid!r} is not 'vm:<id>' or 'ct:<id>'")
-        pve_type = "qemu" if kind == "vm" else "lxc"
-        entry = next(
-            (
-                e
-                for e in self._get("cluster/resources", type="vm")
-                if e.get("type") == pve_type and str(e.get("vmid")) == vmid
-            ),
-            None,
-        )
-        if entry is None:
+        listed = self._get("cluster/resources", type="vm")
+        if not isinstance(listed, list):
+            raise SourceError(f"GET /cluster/resources: expected a list, got {type(listed).__name__}")
+        ref = next((r for r in guest_refs(listed) if r.sid == f"{kind}:{int(vmid)}"), None)
+        if ref is None:
             raise SourceError(f"migrate: {sid} is not a guest of this cluster")
-        running = entry.get("status") == "running"
-        options = {"online": int(running)} if kind == "vm" else ({"restart": 1} if running else {})
+        options = {"online": int(ref.running)} if kind == "vm" else ({"restart": 1} if ref.running else {})
         upid: str = self._call(
             f"migrate {sid} to {target}",
-            lambda: self._api(f"nodes/{entry['node']}/{pve_type}/{vmid}/migrate").post(target=target, **options),
+            lambda: self._api(f"nodes/{ref.node}/{ref.kind}/{ref.vmid}/migrate").post(target=target, **options),
         )
-        self._tasks[upid] = {"sid": sid, "source": entry["node"], "target": target, "started_at": now}
+        self._tasks[upid] = {"sid": sid, "source": ref.node, "target": target, "started_at": now}
         return upid
 
     def task_status(self, task_id: str, now: float) -> TaskStatus:
@@ -317,6 +229,8 @@ class Proxmox:
             "tasks": copy.deepcopy(self._tasks),
             "preconditions": copy.deepcopy(self._checked),
             "usage": copy.deepcopy(self._means),
+            "metrics": copy.deepcopy(self._metrics),
+            "reads": copy.deepcopy(self._cadence.state),
         }
 
     def _after_ha_request(self, task_id: str, task: dict[str, Any], info: dict[str, Any], now: float) -> TaskStatus:
@@ -351,33 +265,14 @@ class Proxmox:
         for key in finished[:-FINISHED_TASKS_KEPT]:
             del self._tasks[key]
 
-    def _ha_view(self) -> HaView:
-        """HA resources, manager status and PVE 9 rules, each only where the cluster has it.
-
-        A node is in maintenance when the manager's node status says so or when its LRM
-        reports "maintenance mode" in `GET /cluster/ha/status/current` (what `ha-manager
-        status` prints), whichever shows first."""
-        resources = self._get("cluster/ha/resources", optional=True) or []
-        status = (self._get("cluster/ha/status/manager_status", optional=True) or {}).get("manager_status", {})
-        rules = self._get("cluster/ha/rules", optional=True) or []
-        current = self._get("cluster/ha/status/current", optional=True) or []
-        node_status = dict(status.get("node_status", {}))
-        for entry in current:
-            if entry.get("type") == "lrm" and "maintenance mode" in str(entry.get("status", "")):
-                node_status[str(entry.get("node"))] = "maintenance"
-        return HaView(
-            {r["sid"]: r for r in resources if "sid" in r},
-            status.get("service_status", {}),
-            node_status,
-            tuple(rules),
-        )
-
     def _get(self, path: str, *, optional: bool = False, **params: Any) -> Any:
         return self._call(f"GET /{path}", lambda: self._api(path).get(**params), optional)
 
     def _call(self, what: str, request: Callable[[], Any], optional: bool = False) -> Any:
         """Every failure becomes a SourceError saying what was asked and what went wrong."""
         where = f"{self.config.host}:{self.config.port}"
+        with self._counting:
+            self.calls += 1
         try:
             return request()
         except ResourceException as exc:
@@ -388,6 +283,8 @@ class Proxmox:
             ) from None
         except requests.exceptions.SSLError:
             raise SourceError(f"{what}: {self._refused_certificate()}") from None
+        except requests.exceptions.Timeout:
+            raise SourceError(f"{what}: {where} did not answer within {self.config.timeout_s:g} s") from None
         except requests.exceptions.RequestException as exc:
             raise SourceError(f"{what}: cannot reach {where} ({type(exc).__name__})") from None
 
@@ -410,15 +307,6 @@ class Proxmox:
 def command(node: str, on: bool) -> str:
     """The command an admin runs on any node of the cluster to put `node` into maintenance or take it out."""
     return f"ha-manager crm-command node-maintenance {'enable' if on else 'disable'} {node}"
-
-
-def _merged(*parts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per guest or node, the snapshot keys every endpoint answered."""
-    out: dict[str, dict[str, Any]] = {}
-    for part in parts:
-        for key, values in part.items():
-            out[key] = out.get(key, {}) | values
-    return out
 
 
 def _decode(upid: str) -> dict[str, Any]:

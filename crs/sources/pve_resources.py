@@ -210,6 +210,30 @@ def _split(value: Any) -> list[str]:
     return [s.strip() for s in items if s.strip()]
 
 
+@dataclass(frozen=True)
+class GuestRef:
+    """A guest of a `/cluster/resources` answer, as the per-guest calls address it."""
+
+    sid: str  # vm:100, ct:300
+    kind: str  # qemu, lxc
+    vmid: int
+    node: str
+    running: bool
+
+
+def guest_refs(resources: list[dict[str, Any]]) -> list[GuestRef]:
+    """The guests (templates too) of one answer, each checked for what a call needs, so that a
+    malformed entry is refused naming it and its field, before any call is made for it."""
+    out = []
+    for e in resources:
+        if isinstance(e, dict) and e.get("type") in ("qemu", "lxc"):
+            where = f"cluster/resources {e.get('id', e.get('type'))}"
+            vmid = int(number(e, "vmid", where))
+            sid = f"{'vm' if e['type'] == 'qemu' else 'ct'}:{vmid}"
+            out.append(GuestRef(sid, e["type"], vmid, _text(e, "node", where), e.get("status") == "running"))
+    return out
+
+
 def number(entry: dict[str, Any], key: str, where: str, default: Any = _MISSING) -> float:
     """A finite, non-negative number; PVE sends some as strings ("0.00")."""
     value = entry.get(key, default)

@@ -11,7 +11,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
-from .. import connections, events, history, maintenance, outcomes, whatif, windows
+from .. import automation, connections, events, history, maintenance, outcomes, whatif
 from ..approvals import apply_all, not_migratable, toggle_stop
 from ..forms import PolicyApiForm
 from ..live import sender as live
@@ -325,7 +325,7 @@ class ClusterViewSet(ApiViewSet):
     def automation(self, request, pk=None):
         """Whether automation may start balancing moves now (change windows, blackouts, Proxmox's own
         balancer), until when, and why not; the windows' next runs as moments."""
-        return Response(AutomationSerializer(windows.status(self.get_object())).data)
+        return Response(AutomationSerializer(automation.status(self.get_object())).data)
 
     @extend_schema(parameters=form_parameters(HistoryRangeForm), responses=HistorySerializer)
     @action(detail=True, pagination_class=None, read_permission="dashboard.view_round")

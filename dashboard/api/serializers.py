@@ -84,6 +84,20 @@ class RoundSerializer(serializers.ModelSerializer):
         ]
 
 
+class PayoffSerializer(serializers.Serializer):
+    """A recommendation's expected gain against its cost (crs.payoff), as the round computed them."""
+
+    benefit = serializers.FloatField(help_text="The gain over the horizon, in `payoff_unit`.")
+    cost = serializers.FloatField(help_text="What the move itself costs (copy, switchover), in `payoff_unit`.")
+    payoff_unit = serializers.ChoiceField(
+        choices=["imbalance-seconds", "guest-seconds"],
+        help_text="imbalance-seconds (a fraction 0–1 × seconds): balancing; guest-seconds of stall: pressure relief.",
+    )
+    horizon_s = serializers.FloatField(help_text="Seconds the gain is expected to last.")
+    copy_bytes = serializers.FloatField(help_text="Memory the migration copies, in bytes.")
+    migration_speed = serializers.FloatField(help_text="The migration speed it was reckoned at, in bytes per second.")
+
+
 class MigrationSerializer(serializers.ModelSerializer):
     decided_by: "serializers.SlugRelatedField[Any]" = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
@@ -94,6 +108,11 @@ class MigrationSerializer(serializers.ModelSerializer):
         read_only=True,
         allow_null=True,
         help_text="Seconds of downtime: a container moves by a restart (estimate); null = live.",
+    )
+    payoff = PayoffSerializer(
+        read_only=True,
+        allow_null=True,
+        help_text="Its expected gain against its cost; null for owed moves and under the proxmox preset (no gate).",
     )
 
     class Meta:

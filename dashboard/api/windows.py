@@ -4,7 +4,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import viewsets
 from rest_framework.exceptions import NotFound, ValidationError
 
-from .. import windows
+from .. import automation
 from ..models import (
     Blackout,
     ChangeWindow,
@@ -21,22 +21,22 @@ class WindowViewSetBase(ApiViewSet, viewsets.ModelViewSet):
 
     def perform_create(self, serializer):
         data = serializer.validated_data
-        serializer.instance = windows.add(self.get_queryset().model, self.request.user, **data)
+        serializer.instance = automation.add(self.get_queryset().model, self.request.user, **data)
 
     def perform_update(self, serializer):
-        """Applied under the row's lock and checked again there (windows.change): a concurrent
+        """Applied under the row's lock and checked again there (automation.change): a concurrent
         PATCH or removal is seen, never overwritten."""
         fields = {k: v for k, v in serializer.validated_data.items() if k != "cluster"}
         model = self.get_queryset().model
         try:
-            serializer.instance = windows.change(model, serializer.instance.pk, self.request.user, **fields)
+            serializer.instance = automation.change(model, serializer.instance.pk, self.request.user, **fields)
         except model.DoesNotExist:
             raise NotFound("removed meanwhile") from None
         except DjangoValidationError as exc:
             raise ValidationError(exc.message_dict) from None
 
     def perform_destroy(self, instance):
-        windows.remove(instance, self.request.user)
+        automation.remove(instance, self.request.user)
 
 
 class ChangeWindowViewSet(WindowViewSetBase):

@@ -73,6 +73,7 @@ def migration_payload(migration: Migration) -> dict:
         "observed_5m": migration.observed_5m,
         "observed_1h": migration.observed_1h,
         "downtime": migration.downtime_s,
+        "payoff": migration.payoff,  # its gain against its cost (crs.payoff); None: no gate
         # from when the page offers "Mark failed": its follower silent (models.migration.silent)
         "silent_from": silent.isoformat() if (silent := migration.silent_from) else None,
     }

@@ -20,7 +20,7 @@ from .capacity import (
 from .cluster import Cluster, ClusterManager, with_cluster
 from .ha import HaRule, RebalanceOptOut, rule_id_validator
 from .maintenance import Maintenance, RollingMaintenance, RollingNode
-from .migration import Migration, MigrationManager, priority
+from .migration import Migration, MigrationManager
 from .notifications import EVENTS, NotificationDestination, apprise_url, known_events
 from .policy import Policy
 from .rounds import GuestSample, NodeSample, Round, last_round
@@ -61,7 +61,6 @@ __all__ = [
     "NodeSample",
     "GuestSample",
     "MigrationManager",
-    "priority",
     "Migration",
     "AuditTrailError",
     "AuditEventQuerySet",

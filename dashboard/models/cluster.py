@@ -23,6 +23,7 @@ from .validators import SOURCE_CHOICES, printable_name
 
 log = logging.getLogger(__name__)
 WHATIF_QUEUE = "whatif"  # read-only what-if clusters' collects and rounds (settings.CELERY_TASK_QUEUES)
+PROXMOX_QUEUE = "proxmox"  # Proxmox clusters' collects, on a worker of threads
 
 
 def with_cluster(queryset: models.QuerySet, *related: str) -> models.QuerySet:
@@ -93,13 +94,13 @@ class ClusterManager(models.Manager):
 
     @contextmanager
     def opened_source(self, pk: int) -> Iterator[tuple["Cluster", crs.sources.Source]]:
-        """Yield (cluster, adapter); on a clean exit the adapter's new state is stored.
+        """Yield (cluster, adapter) for a call that changes the cluster (a migration's start or
+        poll, an abort, maintenance, a shutdown); on a clean exit the adapter's new state is stored.
 
-        The simulator is stateful and workers may be separate processes, so every adapter
-        call of one cluster is load-modify-persist under the cluster row's lock. If the
-        adapter raises, the transaction rolls back and the stored state stays as it was.
-        The stored snapshot is not read: the adapter collects a fresh one (a caller that wants
-        the stored one still gets it on first access, with one query).
+        Such calls of one cluster take turns under the cluster row's lock; a collect takes no
+        lock (opened_for_collect) and yields to them (store_collected). If the adapter raises,
+        the transaction rolls back and the stored state stays as it was. The stored snapshot is
+        not read (a caller that wants it gets it on first access, with one query).
         """
         with transaction.atomic():
             cluster = cast("Cluster", self.select_for_update().defer("snapshot").get(pk=pk))
@@ -107,7 +108,63 @@ class ClusterManager(models.Manager):
                 cluster.source_kind, cluster.effective_source_config(), cluster.source_state or None
             )
             yield cluster, source
-            self.filter(pk=pk).update(source_state=source.state())
+            if (state := source.state()) != cluster.source_state:  # no UPDATE of what did not change
+                self.filter(pk=pk).update(source_state=state, source_state_version=models.F("source_state_version") + 1)
+
+    def opened_for_collect(self, pk: int) -> tuple["Cluster", crs.sources.Source]:
+        """The cluster (with its policy, without its stored snapshot) and its adapter, opened on
+        the stored state in one read: no transaction and no lock while the adapter reads the
+        cluster over the network (a Proxmox collect waits seconds on it). store_collected then
+        stores what it read, unless another collect stored first."""
+        cluster = cast("Cluster", self.select_related("policy").defer("snapshot").get(pk=pk))
+        state = cluster.source_state or None
+        return cluster, crs.sources.open_source(cluster.source_kind, cluster.effective_source_config(), state)
+
+    def store_collected(self, cluster: "Cluster", source: crs.sources.Source, started: datetime, **fields) -> bool:
+        """Store `fields` (the snapshot and what goes with it) and the adapter's new state in
+        one UPDATE, for a collect that began reading the cluster at `started`, if no other
+        collect stored since `cluster` was read (a compare-and-set on collect_started_at and
+        source_state_version). If one did that began later, this one's older result is dropped
+        and counted (collects_dropped); if it began earlier, this one's is the fresher
+        snapshot: its adapter state is merged into the stored one (merged()) and the store
+        tried again, as it is after a change of a migration's call (opened_source). True if stored."""
+        base, state = cluster.source_state, source.state()
+        version, stored = cluster.source_state_version, cluster.collect_started_at
+        while True:
+            changed = {"source_state": state, "source_state_version": version + 1} if state != base else {}
+            unchanged = self.filter(pk=cluster.pk, source_state_version=version, collect_started_at=stored)
+            if unchanged.update(**fields, **changed, collect_started_at=started):
+                cluster.source_state_version, cluster.collect_started_at = version + bool(changed), started
+                return True
+            now = self.filter(pk=cluster.pk).values("collect_started_at", "source_state", "source_state_version").get()
+            if now["collect_started_at"] is not None and now["collect_started_at"] > started:
+                self.filter(pk=cluster.pk).update(collects_dropped=models.F("collects_dropped") + 1)
+                log.info("cluster %s: collect dropped: a later one stored first", cluster.pk)
+                return False
+            state = cast(dict, merged(base, state, now["source_state"]))
+            base, version, stored = now["source_state"], now["source_state_version"], now["collect_started_at"]
+
+
+_ABSENT = object()
+
+
+def merged(base: object, ours: object, theirs: object) -> object:
+    """A three-way merge of two JSON states that both started from `base`: what only one side
+    changed is taken from it, dictionaries changed by both are merged key by key, and a value
+    both changed is ours. A collect's adapter changes its caches and finishes tasks; a
+    migration's call adds or updates its own task: both are kept."""
+    if ours == base:
+        return theirs
+    if theirs == base:
+        return ours
+    if isinstance(base, dict) and isinstance(ours, dict) and isinstance(theirs, dict):
+        out = {}
+        for key in {**theirs, **ours, **base}:
+            value = merged(base.get(key, _ABSENT), ours.get(key, _ABSENT), theirs.get(key, _ABSENT))
+            if value is not _ABSENT:
+                out[key] = value
+        return out
+    return ours
 
 
 def lease_holder() -> str:
@@ -139,8 +196,17 @@ class Cluster(models.Model):
     token_secret = models.TextField(blank=True, editable=False)
     # What the adapter asked us to keep between calls (the simulator's clock and placements).
     source_state = models.JSONField(default=dict, blank=True, editable=False)
+    # Bumped with every change of source_state: a collect stores what it read only if nobody
+    # stored meanwhile (ClusterManager.store_collected), so no lock is held while it reads.
+    source_state_version = models.PositiveBigIntegerField(default=0, editable=False)
+    # Collects whose result was dropped because another collect of the cluster stored first, and
+    # collects not started because the last one was still running when the next came due.
+    collects_dropped = models.PositiveIntegerField(default=0, editable=False)
+    collects_skipped = models.PositiveIntegerField(default=0, editable=False)
     snapshot = models.JSONField(null=True, blank=True, editable=False, help_text="Latest crs-snapshot/1.")
     collected_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # When the collect whose snapshot is stored began reading the cluster (store_collected).
+    collect_started_at = models.DateTimeField(null=True, blank=True, editable=False)
     # Why the last collection was refused (cluster unreachable, bad data); empty once one works.
     source_error = models.TextField(blank=True, editable=False)
     source_error_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -281,6 +347,18 @@ class Cluster(models.Model):
         """The Celery queue of the cluster's collects and rounds (settings.CELERY_TASK_QUEUES): a
         what-if cluster's have their own, so a heavy imported snapshot cannot delay the live ones."""
         return WHATIF_QUEUE if self.read_only else "celery"
+
+    @property
+    def collect_queue(self) -> str:
+        """The Celery queue of the cluster's collects: a Proxmox cluster's have their own, served
+        by a worker of threads (they wait on the network); the others collect in task_queue."""
+        return PROXMOX_QUEUE if self.is_proxmox else self.task_queue
+
+    @property
+    def collect_task(self) -> str:
+        """Beat's task for the cluster: a collect that waits on no network runs the round in the
+        same task (tasks.collect_and_round); a Proxmox collect queues it (tasks.collect)."""
+        return "dashboard.tasks.collect" if self.is_proxmox else "dashboard.tasks.collect_and_round"
 
     @property
     def is_proxmox(self) -> bool:

@@ -6,29 +6,18 @@ from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 
-import crs.balancer
 import crs.decision
-import crs.mandatory
+import crs.migration
 import crs.model
 import crs.precedence
+import crs.starts
 
 from .audit import AuditEvent
 
 
 class MigrationManager(models.Manager):
-    # DESIGN.md "Migration states": the only transitions there are.
-    TRANSITIONS = frozenset(
-        {
-            ("suggested", "approved"),
-            ("suggested", "rejected"),
-            ("suggested", "expired"),
-            ("approved", "running"),
-            ("approved", "expired"),
-            ("running", "done"),
-            ("running", "failed"),
-            ("running", "approved"),  # Proxmox refused it for a lock: it waits (executor.locked_out)
-        }
-    )
+    # DESIGN.md "Migration states": the only transitions there are (the engine's table).
+    TRANSITIONS = crs.migration.MIGRATION.transitions
 
     def transition(self, pk: int, old: str, new: str, actor, details: dict | None = None, **fields) -> bool:
         """True if this call made the change; False if someone else moved it on first.
@@ -66,12 +55,6 @@ def silent(now, after: timedelta = UNFOLLOWED) -> models.Q:
     """A running migration's follower is silent: nobody polled it for `after` since it started.
     Reconcile follows such a one again; the page offers "Mark failed" only for them."""
     return models.Q(followed_at__lte=now - after) | models.Q(followed_at__isnull=True, started_at__lte=now - after)
-
-
-def priority(step_gain: float) -> int:
-    """vSphere DRS's grades from a step's gain: 2 ≥ 25 %, 3 ≥ 15 %, 4 ≥ 5 %, 5 below.
-    1 (mandatory: rule fixes, evacuations) is never given for balancing."""
-    return next((grade for grade, floor in ((2, 0.25), (3, 0.15), (4, 0.05)) if step_gain >= floor), 5)
 
 
 class Migration(models.Model):
@@ -135,6 +118,12 @@ class Migration(models.Model):
     paid_figures = models.JSONField(
         null=True, blank=True, editable=False, help_text="What the verdict was judged on (crs.paid.Verdict)."
     )
+    # What the move was expected to pay when the round recommended it (crs.payoff): its gain against
+    # its cost, each in its objective's unit, as `crs plan --json` names them (Payoff.to_dict).
+    # Null for owed moves and under the `proxmox` preset, where no move has to pay.
+    payoff = models.JSONField(
+        null=True, blank=True, editable=False, help_text="Its expected gain against its cost (crs.payoff)."
+    )
 
     objects = MigrationManager()
 
@@ -184,13 +173,10 @@ class Migration(models.Model):
     def stale_reason(self, snapshot: crs.model.Snapshot | None) -> str:
         """Why `snapshot` makes this move illegal or unwise; "" if it fits (or there is none yet).
 
-        The engine decides (crs.balancer.stale_reason), under the cluster's current settings
+        The engine decides (crs.starts.stale_reason), under the cluster's current settings
         and guards (cooldown, way back, rejection memory).
         """
         if snapshot is None:
             return ""
-        judged = self.cluster.under_policy(snapshot)
-        # owed moves and a power-down's emptying (an evacuation ranked last): no guards, Proxmox's placement rules
-        if self.kind in crs.precedence.MANDATORY or self.kind in crs.precedence.EMPTYING:
-            return crs.mandatory.stale_reason(judged, self.as_move(), self.kind) or ""
-        return crs.balancer.stale_reason(judged, self.as_move(), self.cluster.guards()) or ""
+        guards = crs.model.Guards() if crs.starts.unguarded(self.kind) else self.cluster.guards()
+        return crs.starts.stale_reason(self.cluster.under_policy(snapshot), self.as_move(), self.kind, guards)

@@ -1,4 +1,4 @@
-"""Change windows and blackouts (the gate itself is crs.windows, applied by dashboard/windows.py)."""
+"""Change windows and blackouts (the gate itself is crs.windows, applied by dashboard/automation.py)."""
 
 from django.core.exceptions import ValidationError
 from django.db import models

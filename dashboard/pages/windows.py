@@ -10,8 +10,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from ..automation import add, remove, status, zone_of
 from ..models import WEEKDAYS, Blackout, ChangeWindow, Cluster
-from ..windows import add, remove, status, zone_of
 
 
 class WindowForm(forms.ModelForm):

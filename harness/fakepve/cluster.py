@@ -1,33 +1,26 @@
-"""A small fake Proxmox VE API over real HTTPS, for the connector's tests.
+"""The fake Proxmox VE cluster's state and API: the recorded responses plus what they lack.
 
-It serves the responses recorded from real clusters (fixtures/pve-api/responses)
+It serves the responses recorded from real clusters (tests/fixtures/pve-api/responses)
 plus the entries the recordings lack, built from reference/pve-api.md: an HA-managed
 VM, a container with string numbers, HA status and rules. Migrations change its state
-the way PVE does: a `qmigrate` task that holds the `migrate` lock and moves the guest
-when it ends; for an HA guest an `hamigrate` task first, then the HA manager's
-`qmigrate` a little later. Each status poll of a running task advances it one step,
-so tests are deterministic without sleeping. A guest whose entry has a `lock` (a test sets
-it, as a backup does) is refused as Proxmox refuses it: "VM is locked (backup)".
+the way PVE does (tasks.py). A guest whose entry has a `lock` (a test sets it, as a
+backup does) is refused as Proxmox refuses it: "VM is locked (backup)".
 """
 
 from __future__ import annotations
 
 import copy
 import datetime
-import ipaddress
 import json
 import re
-import ssl
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
-import pve_schema
+from . import metrics, server
+from .tasks import GIB, Tasks
 
-RESPONSES = Path(__file__).resolve().parent / "fixtures" / "pve-api" / "responses"
-TOKEN = "root@pam!crs=0b8f2f5e-6a4c-4c4e-9a57-3b1d2c9d7e11"
-GIB = 2**30
+RESPONSES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "pve-api" / "responses"
+TOKEN = server.TOKEN
 # What PVE checks before answering (the schema's `permissions`): 403 without it. /cluster/resources
 # refuses nothing but leaves out the entries the token may not see.
 NEEDS = {
@@ -38,6 +31,7 @@ NEEDS = {
         "cluster/ha/rules",
         "cluster/ha/status/current",
         "cluster/ha/status/manager_status",
+        "cluster/metrics/export",
     )
 }
 VISIBLE = {"node": ("/nodes", "Sys.Audit"), "qemu": ("/vms", "VM.Audit"), "lxc": ("/vms", "VM.Audit")}
@@ -47,8 +41,17 @@ def recorded(name: str):
     return json.loads((RESPONSES / name).read_text())["data"]
 
 
-class FakePve:
-    """State of the fake cluster; tests read and change it directly."""
+class FakePve(Tasks):
+    """State of the fake cluster; tests, benchmarks and the fault soak read and change it directly.
+
+    Its network, as options (stable names: the fault soak sets them):
+    - `latency_s`: added to every answer (a network's round trip; a bench sets 0.05);
+    - `slow_s`: also added to every answer: a cluster that answers slowly (the soak's fault: 2.0);
+    - `silent`: connections are accepted and requests read, but never answered (a cluster that
+      stops answering: the client's timeout fires). `stop()` frees them.
+    Requests are served concurrently (a thread per connection, kept alive);
+    `gate.peak` is the most that were under way at once.
+    """
 
     def __init__(self, cert_dir: Path):
         self.resources = recorded("cluster-resources.pve-go-proxmox.json")
@@ -103,6 +106,10 @@ class FakePve:
         self.node_rrd: dict[str, list[dict]] = {}
         self.guest_rrd: dict[str, list[dict]] = {}  # per guest id; absent = the recorded stopped-VM rows
         self.preconditions: dict[str, dict] = {}
+        # GET /cluster/metrics/export (PVE 8.3+, metrics.py): False = an older PVE answering 501.
+        # Its latest generation is stamped `metrics_time` (None: the real clock).
+        self.metrics_export = True
+        self.metrics_time: float | None = None
         # datacenter.cfg as GET /cluster/options returns it; `crs` absent = Proxmox's defaults
         # (basic mode, no auto-rebalance). None = a PVE answering 501 (tests of old versions).
         self.options: dict | None = {"keyboard": "en-us"}
@@ -116,7 +123,7 @@ class FakePve:
         self.tasks: dict[str, dict] = {}
         self.requests: list[tuple[str, str, dict]] = []
         # What the real API would not have: a request outside Proxmox VE's schema or an answer
-        # its `returns` refuses (tests/pve_schema.py). The `pve` fixture fails a test that leaves any.
+        # its `returns` refuses (schema.py). The `pve` fixture fails a test that leaves any.
         self.strays: list[str] = []
         self.steps_per_migration = 3  # status polls a migration stays running
         self.fail_next: str | None = None  # exit status of the next migration, e.g. "migration aborted"
@@ -125,10 +132,16 @@ class FakePve:
         self.ha_starts_migration = True
         self._powered_off: dict[str, dict] = {}  # node → its entry before power_off
         self._clock = 0x6A000000
-        self._cert, self._key = _self_signed(cert_dir)
+        self.checks_schema = True  # a benchmark turns it off: checking 400 guests costs its CPU
+        self.latency_s = 0.0
+        self.slow_s = 0.0
+        self.silent = False
+        self.gate = server.Gate()
+        self._cert, self._key = server.self_signed(cert_dir)
         self.ca_file = str(self._cert)
-        self.fingerprint = _fingerprint(self._cert)
+        self.fingerprint = server.fingerprint(self._cert)
         self._server: ThreadingHTTPServer | None = None
+        self.port = 0
 
     def power_off(self, node: str) -> None:
         """The node goes down (a reboot's first half): `/cluster/resources` keeps only its name and
@@ -145,9 +158,6 @@ class FakePve:
         entry.update(self._powered_off.pop(node), uptime=uptime)
 
     # -- the API -----------------------------------------------------------------
-
-    def entry(self, resource_id: str) -> dict:
-        return next(e for e in self.resources if e.get("id") == resource_id)
 
     def handle(self, method: str, path: str, params: dict) -> tuple[int, object]:
         self.requests.append((method, path, params))
@@ -180,6 +190,11 @@ class FakePve:
             }
         if method == "GET" and path == "cluster/ha/status/current":
             return 200, self._status_current()
+        if method == "GET" and path == "cluster/metrics/export":
+            if not self.metrics_export:
+                return 501, "Method 'GET /cluster/metrics/export' not implemented"
+            rows = {f"node/{n}": r for n, r in self.node_rrd.items()} | self.guest_rrd  # by metric id
+            return 200, metrics.export(self.resources, rows, params, self.metrics_time)
         if method == "GET" and path == "cluster/options":
             return (
                 (501, "Method 'GET /cluster/options' not implemented") if self.options is None else (200, self.options)
@@ -281,217 +296,18 @@ class FakePve:
             )
         return out
 
-    def _migrate(self, node: str, kind: str, vmid: int, params: dict) -> tuple[int, object]:
-        guest = next((e for e in self.resources if e.get("id") == f"{kind}/{vmid}"), None)
-        if guest is None or guest["node"] != node:
-            return 500, f"Configuration file 'nodes/{node}/{kind}/{vmid}.conf' does not exist"
-        target = params.get("target")
-        if target == node:
-            return 500, f"target is local node ({target})"
-        if self.node_status.get(target) != "online":
-            return 500, f"no such cluster node '{target}'"
-        if kind == "lxc" and guest["status"] == "running" and params.get("restart") != "1":
-            return 500, "CT is running - use online or restart migration"
-        sid = f"{'vm' if kind == 'qemu' else 'ct'}:{vmid}"
-        if self.lock_next:
-            guest["lock"], self.lock_next = self.lock_next, None
-        if lock := guest.get("lock"):  # PVE::AbstractConfig::check_lock
-            if kind == "qemu":  # qemu-server's migrate_vm checks before forking its worker
-                return 500, f"VM is locked ({lock})"
-            # pve-container's checks in the task (PVE::LXC::Migrate::prepare): the task fails
-            upid = self._task(node, "vzmigrate", vmid, {"sid": sid, "target": target})
-            self.tasks[upid] |= {"status": "stopped", "exitstatus": f"CT is locked ({lock})", "endtime": self._clock}
-            return 200, upid
-        if guest.get("hastate"):
-            upid = self._task(node, "hamigrate", vmid, {"sid": sid, "target": target, "steps": 0})
-        else:
-            upid = self._start_migration(guest, sid, target)
-        return 200, upid
-
-    def _start_migration(self, guest: dict, sid: str, target: str) -> str:
-        guest["lock"] = "migrate"
-        if guest.get("hastate"):
-            guest["hastate"] = "migrate"
-            self.services[sid] |= {"state": "migrate", "target": target}
-        kind = "qmigrate" if guest["type"] == "qemu" else "vzmigrate"
-        return self._task(
-            guest["node"],
-            kind,
-            guest["vmid"],
-            {
-                "sid": sid,
-                "target": target,
-                "steps": self.steps_per_migration,
-                "memory": guest["maxmem"],
-                "exit": self.fail_next or "OK",
-            },
-        )
-
-    def _task(self, node: str, kind: str, vmid: int, extra: dict) -> str:
-        self._clock += 2
-        pid = 0x1F000 + len(self.tasks)
-        upid = f"UPID:{node}:{pid:08X}:{0x10F9374C:08X}:{self._clock:08X}:{kind}:{vmid}:root@pam!crs:"
-        self.tasks[upid] = {
-            "upid": upid,
-            "node": node,
-            "type": kind,
-            "id": str(vmid),
-            "user": "root@pam!crs",
-            "pid": pid,
-            "pstart": 0x10F9374C,
-            "starttime": self._clock,
-            "status": "running",
-            "log": [f"starting {kind} of {vmid}"],
-            **extra,
-        }
-        if kind == "hamigrate":
-            self.tasks[upid] |= {"status": "stopped", "exitstatus": "OK", "endtime": self._clock}
-            self.tasks[upid]["log"].append(f"requesting HA migration of {extra['sid']} to node {extra['target']}")
-        if kind in ("qmigrate", "vzmigrate") and "exit" in extra:
-            self.fail_next = None
-        return upid
-
-    def _status(self, upid: str) -> tuple[int, object]:
-        task = self.tasks.get(upid)
-        if task is None:
-            return 500, "no such task"
-        if task["status"] == "running":
-            self._step(task)
-        keys = ("upid", "node", "pid", "pstart", "starttime", "type", "id", "user", "status", "exitstatus")
-        return 200, {k: task[k] for k in keys if k in task}
-
-    def _stop_task(self, upid: str) -> tuple[int, object]:
-        """As pvedaemon stops a task: the migration ends interrupted, the guest stays on its source."""
-        task = self.tasks.get(upid)
-        if task is None:
-            return 500, "no such task"
-        if task["status"] == "running":
-            kind = "qemu" if task["type"] == "qmigrate" else "lxc"
-            self.entry(f"{kind}/{task['id']}").pop("lock", None)
-            task |= {"status": "stopped", "exitstatus": "interrupted by signal", "endtime": self._clock}
-        return 200, None
-
-    def _step(self, task: dict) -> None:
-        task["steps"] -= 1
-        done = task["steps"] <= 0
-        moved = task["memory"] * (1 - max(task["steps"], 0) / self.steps_per_migration)
-        task["log"].append(
-            f"migration active, transferred {moved / GIB:.1f} GiB of {task['memory'] / GIB:.1f} GiB VM-state, 1.1 GiB/s"
-        )
-        if not done:
-            return
-        kind, vmid = ("qemu" if task["type"] == "qmigrate" else "lxc"), task["id"]
-        guest = self.entry(f"{kind}/{vmid}")
-        guest.pop("lock", None)
-        task |= {"status": "stopped", "exitstatus": task["exit"], "endtime": self._clock}
-        if task["exit"] == "OK":
-            guest["node"] = task["target"]
-        if guest.get("hastate"):
-            guest["hastate"] = "started"
-            self.services[task["sid"]] = {"node": guest["node"], "state": "started", "uid": "b1"}
-
-    def _task_list(self, node: str, params: dict) -> list[dict]:
-        for task in [t for t in self.tasks.values() if t["type"] == "hamigrate" and not t.get("picked_up")]:
-            if self.ha_starts_migration and task["node"] == node:
-                if self.ha_lists_before_start > 0:
-                    self.ha_lists_before_start -= 1
-                    continue
-                task["picked_up"] = True
-                guest = next(e for e in self.resources if e.get("vmid") == int(task["id"]) and "type" in e)
-                self._start_migration(guest, task["sid"], task["target"])
-        since, vmid = int(params.get("since", 0)), params.get("vmid")
-        return [
-            {k: v for k, v in t.items() if k not in ("log", "steps", "memory", "exit", "sid", "target")}
-            for t in self.tasks.values()
-            if t["node"] == node and t["starttime"] >= since and (vmid is None or t["id"] == vmid)
-        ]
-
     # -- the server ----------------------------------------------------------------
 
     def start(self) -> int:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                self._answer("GET", parse_qs(urlsplit(self.path).query))
-
-            def do_DELETE(self):
-                self._answer("DELETE", parse_qs(urlsplit(self.path).query))
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
-                self._answer("POST", parse_qs(body))
-
-            def _answer(self, method, query):
-                path = urlsplit(self.path).path.removeprefix("/api2/json/")
-                if self.headers.get("Authorization") != f"PVEAPIToken={TOKEN}":
-                    status, data = 401, "authentication failure"
-                else:
-                    params = {k: v[-1] for k, v in query.items()}
-                    status, data = fake.handle(method, path, params)
-                    fake.strays += pve_schema.request_errors(method, path, params)
-                    if status == 200:
-                        fake.strays += pve_schema.answer_errors(method, path, data)
-                body = json.dumps(
-                    {"data": data if status == 200 else None} | ({} if status == 200 else {"message": data})
-                ).encode()
-                self.send_response(status, None if status == 200 else str(data))
-                self.send_header("Content-Type", "application/json;charset=UTF-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass  # keep the test output clean
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(self._cert, self._key)
-        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-        return self._server.server_address[1]
+        """Serve on a free port of 127.0.0.1 (also kept as `port`); returns it."""
+        self.gate = server.Gate()
+        self._server = server.serve(self, self._cert, self._key)
+        self.port = self._server.server_address[1]
+        return self.port
 
     def stop(self) -> None:
         if self._server:
             self._server.shutdown()
             self._server.server_close()
+            self.gate.close()
             self._server = None
-
-
-def _fingerprint(cert_file: Path) -> str:
-    """The certificate's SHA-256, AB:CD:… as `pvenode cert info` shows it (worked out here with
-    `cryptography`, not with the code under test)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes
-
-    return x509.load_pem_x509_certificate(cert_file.read_bytes()).fingerprint(hashes.SHA256()).hex(":").upper()
-
-
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1, so the connector runs with TLS verification on in tests."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-pve")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / "pve.pem", directory / "pve.key"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_file, key_file

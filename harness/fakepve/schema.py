@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-SCHEMA = Path(__file__).resolve().parent / "fixtures" / "pve-api" / "schema.json"
+SCHEMA = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "pve-api" / "schema.json"
 NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 INTEGER = re.compile(r"[+-]?\d+")
 BOOLEAN = re.compile(r"1|0|true|false|yes|no|on|off", re.IGNORECASE)

@@ -1,4 +1,4 @@
-"""When a round's automation may approve its own plan: change windows, blackouts, Proxmox's own balancer.
+"""A cluster's automation state for the engine (crs.automation): level, stop, windows, blackouts, Proxmox's balancer.
 
 The gate is the engine's (crs.windows); this module reads a cluster's windows, blackouts and
 time zone into it, adds Proxmox's auto-rebalance (crs.coexistence: two balancers must not
@@ -15,7 +15,6 @@ from django.utils import timezone
 
 import crs.automation
 import crs.coexistence
-import crs.precedence
 import crs.windows
 
 from .models import AuditEvent, Blackout, ChangeWindow, Cluster, Migration
@@ -50,7 +49,7 @@ def proxmox_balancer(cluster: Cluster) -> crs.coexistence.ProxmoxBalancer | None
     return None if stored is None else crs.coexistence.ProxmoxBalancer(**stored)
 
 
-def automation(cluster: Cluster, now: datetime) -> crs.automation.Automation:
+def state(cluster: Cluster, now: datetime) -> crs.automation.Automation:
     """The cluster's automation state for the engine: level, emergency stop, windows and
     blackouts, Proxmox's own balancer."""
     policy = cluster.policy
@@ -69,39 +68,15 @@ def automation(cluster: Cluster, now: datetime) -> crs.automation.Automation:
 def held_reason(cluster: Cluster, now: datetime | None = None) -> str:
     """Why automation may not approve a balancing plan now, in the admin's words; "" = it may."""
     now = now or timezone.now()
-    return crs.automation.held_reason(automation(cluster, now), now)
-
-
-def start_wait(cluster: Cluster, now: datetime | None = None) -> str:
-    """Why an approved automatic move may not start now, naming what it waits for ("waiting for
-    the window Sat 02:00–05:00 (Europe/Berlin)"); "" = it may start."""
-    now = now or timezone.now()
-    peer = proxmox_balancer(cluster)
-    if peer is not None and peer.rebalancing:
-        return "waiting: Proxmox's own automatic rebalancing (ha-auto-rebalance) is on"
-    state = gate(cluster, now)
-    if state.open:
-        return ""
-    zone, named = zone_of(cluster), cluster.policy.time_zone
-    if state.reason == "blackout":
-        until = f" {state.until.astimezone(zone):%a %H:%M}" if state.until else ""
-        return f"waiting for the blackout{' ' + state.label if state.label else ''} to end{until} ({named})"
-    runs = [run for w in engine_windows(cluster) if (run := crs.windows.next_occurrence(w, now, zone))]
-    start, end = min(runs)  # outside every window: each run found is a coming one
-    return f"waiting for the window {start.astimezone(zone):%a %H:%M}–{end.astimezone(zone):%H:%M} ({named})"
+    return crs.automation.held_reason(state(cluster, now), now)
 
 
 def start_held(cluster: Cluster, migration: Migration) -> str:
-    """Why the approved `migration` must not start now ("" = it may): the round approved it
-    (automation), it is no owed move (evacuations and rule fixes are never held), and the gate is closed.
-
-    A plan approved inside a window whose steps get their turn after it closed would otherwise
-    move guests at a time the admins ruled out; it stays approved, says what it waits for in
-    its `reason` (the page's row and the API), and starts when a round queues it again with the
-    gate open. A person's approval is not held: outside the windows, plans wait for a person."""
-    if not migration.automatic or migration.kind in crs.precedence.MANDATORY:
-        return ""
-    return start_wait(cluster)
+    """Why the approved `migration` must not start now ("" = it may): crs.automation.start_wait on
+    the cluster's automation state. Said in its `reason` (the page's row and the API); it starts
+    when a round queues it again with the gate open."""
+    now = timezone.now()
+    return crs.automation.start_wait(state(cluster, now), migration.automatic, migration.kind, now)
 
 
 def status(cluster: Cluster, now: datetime | None = None) -> dict:
