@@ -104,11 +104,14 @@ def toggle_stop(cluster: Cluster, user, stop: bool, scope: str = "here") -> dict
     it did and the stops that hold after it."""
     done: dict = {}
     if not stop:
-        lift_emergency_stop(cluster, user, scope)
+        changed = lift_emergency_stop(cluster, user, scope)
     else:
         with transaction.atomic():
             done = emergency_stop(cluster, user, scope)
             decided([], done["expired"])
+        changed = done.pop("changed")
+    if changed:
+        events.stop_changed.send(Cluster, cluster_id=cluster.pk)
     cluster.refresh_from_db(fields=STOP_FIELDS)
     return {"stopped": cluster.stopped, "stop": cluster.stop(), **done}
 
@@ -170,14 +173,14 @@ def emergency_stop(cluster: Cluster, actor, scope: str = "here") -> dict:
     lifted on its own)."""
     with transaction.atomic():
         if not _stop_set(cluster, actor, scope):
-            return {"expired": [], "aborted": [], "abort_errors": []}
+            return {"changed": False, "expired": [], "aborted": [], "abort_errors": []}
         expired = expiry.stopped(cluster, actor)
     aborted, errors = abort_running(cluster)
     details = {"expired": expired, "aborted": aborted, "abort_errors": errors}
     AuditEvent.objects.create(
         actor=actor, action="emergency-stop", cluster=cluster, details={"scope": scope, **details}
     )
-    return details
+    return {"changed": True, **details}
 
 
 def _stop_set(cluster: Cluster, actor, scope: str) -> bool:

@@ -14,4 +14,5 @@ node_back = Signal()  # cluster_id, expired: a rolling maintenance's node is bac
 rolling_changed = Signal()  # cluster_id: a rolling maintenance started, paused, resumed or cancelled
 whatif_created = Signal()  # whatif_id: a what-if to replay
 round_recorded = Signal()  # round_: a round stored (its imbalance against the threshold)
+stop_changed = Signal()  # cluster_id: an emergency stop set or lifted on the cluster
 n1_turned_bad = Signal()  # cluster, verdict: the N+1 verdict went from good to bad

@@ -17,6 +17,9 @@ from django.db import connection
 from django.db.models import Min
 
 WORKER_SILENCE = 10.0  # seconds without a heartbeat from any worker before it counts as down
+# The heartbeat a worker writes for each queue it consumes: one for the rounds and migrations, one
+# for Proxmox collects (`make worker-proxmox`), so either kind stopped alone is reported down.
+QUEUE_HEARTBEATS = {"celery": "worker", "proxmox": "proxmox_worker"}
 # Beat is down when it has not ticked within two round intervals of the fastest cluster, but
 # never before 10 s: a busy host stalls a healthy process for seconds.
 BEAT_SILENCE_FLOOR = 10.0
@@ -42,8 +45,13 @@ def _key(component: str) -> str:
     return f"crs:heartbeat:{component}"
 
 
+def worker_heartbeats(queues) -> list[str]:
+    """The heartbeats of a worker consuming `queues` (names)."""
+    return [QUEUE_HEARTBEATS[q] for q in queues if q in QUEUE_HEARTBEATS]
+
+
 def heartbeat(component: str) -> None:
-    """Record that `component` ("worker" or "beat") works now. Never raises: with Redis away
+    """Record that `component` ("worker", "proxmox_worker" or "beat") works now. Never raises: with Redis away
     the heartbeat is lost, and the web reports the component as unknown meanwhile."""
     now = time.time()
     if now - _written.get(component, 0.0) < HEARTBEAT_EVERY:
@@ -107,12 +115,27 @@ def check(probe) -> str:
     return "ok"
 
 
+def proxmox_needed() -> bool:
+    """A live Proxmox cluster is there, whose collects only a Proxmox worker runs (also when the
+    database cannot say: its silence is reported rather than hidden)."""
+    from .models import Cluster
+
+    try:
+        return Cluster.objects.filter(archived=False, source_kind="proxmox").exists()
+    except Exception:  # noqa: BLE001  (database away)
+        return True
+
+
 def components() -> dict[str, str]:
-    """Each part's state: "ok", or what is wrong ("error: …", "down: …", "unknown: …")."""
+    """Each part's state: "ok", or what is wrong ("error: …", "down: …", "unknown: …"). The
+    Proxmox worker is a part only while a Proxmox cluster is connected."""
     database = check(probe_database)
-    return {
+    parts = {
         "database": database,
         "channel_layer": check(probe_channel_layer),
         "worker": _silence("worker", WORKER_SILENCE),
         "beat": _silence("beat", beat_silence() if database == "ok" else BEAT_SILENCE_FLOOR),
     }
+    if proxmox_needed():
+        parts["proxmox_worker"] = _silence("proxmox_worker", WORKER_SILENCE)
+    return parts

@@ -361,6 +361,17 @@ def rolling_next_steps(sender, cluster_id: int, **kwargs) -> None:
     transaction.on_commit(next_steps, robust=True)
 
 
+@receiver(events.stop_changed)
+def push_stop(sender, cluster_id: int, **kwargs) -> None:
+    """An emergency stop set or lifted: every page open on the cluster says so now, not at its next load."""
+
+    def pushed() -> None:
+        cluster = Cluster.objects.get(pk=cluster_id)
+        live.push(cluster_id, live.stop_payload(cluster))
+
+    transaction.on_commit(pushed, robust=True)
+
+
 @receiver(events.whatif_created)
 def whatif_created(sender, whatif_id: int, **kwargs) -> None:
     transaction.on_commit(partial(run_whatif.delay, whatif_id))

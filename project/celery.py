@@ -91,9 +91,15 @@ class Heartbeat(bootsteps.StartStopStep):
     requires = {"celery.worker.consumer.connection:Connection"}
 
     def start(self, consumer) -> None:
-        from dashboard.health import heartbeat
+        from dashboard.health import heartbeat, worker_heartbeats
 
-        self.tref = consumer.timer.call_repeatedly(2.0, heartbeat, ("worker",))
+        beats = worker_heartbeats(consumer.app.amqp.queues.consume_from)  # -Q's queues, or all
+
+        def beat() -> None:
+            for component in beats:
+                heartbeat(component)
+
+        self.tref = consumer.timer.call_repeatedly(2.0, beat)
 
     def stop(self, consumer) -> None:
         consumer.timer.cancel(self.tref)

@@ -10,6 +10,7 @@ const migrations = new Map();  // id -> latest migration payload
 const ranges = new Map();
 let range = "3h";
 let stop = {};  // the emergency stops as the API says them: {here, all, by, at}
+let stopNews = 0;  // stops set or lifted since the page loaded (stopChanged)
 
 // Fractions (0–1) arrive from the server: percent() and pct() are units.js's.
 const el = (id) => document.getElementById(id);
@@ -401,9 +402,12 @@ function connect(delay) {
     // Whatever happened between rendering the page (or losing the socket) and now was
     // pushed to nobody: fetch the state once the socket listens, then pushes keep it current.
     // The last round only: the trend comes from the history API by range (showRange), once.
+    const seen = stopNews;
     const response = await fetch(`${config.api}?rounds=1`, {credentials: "same-origin"});
     if (!response.ok) return;  // signed out meanwhile: the socket's close says so
-    load(await response.json());
+    const state = await response.json();
+    if (stopNews !== seen) state.stop = stop;  // a stop set or lifted while it was read is newer than it
+    load(state);
     delay = 1000;
     el("live-paused").hidden = true;
     setLive("open", "open");
@@ -414,6 +418,7 @@ function connect(delay) {
     if (data.type === "round") addRound(data);
     else if (data.type === "migration") setMigration(data);
     else if (data.type === "source") showSource(data);
+    else if (data.type === "stop") stopChanged(data);
     else document.dispatchEvent(new CustomEvent(`crs:${data.type}`, {detail: data}));  // other panels' (n1.js)
   };
   socket.onclose = (event) => {
@@ -443,11 +448,23 @@ async function toggleStop(all) {
   if (all && !stopped && !confirm("Stop every cluster? Automation pauses and running moves are aborted on all of them.")) return;
   const response = await fetch(all ? config.emergency_stop_all : config.emergency_stop, {
     method: "POST", headers: {"X-CSRFToken": csrfToken(), "Content-Type": "application/json"},
-    credentials: "same-origin", body: JSON.stringify({stop: !stopped})});
-  if (!response.ok) return;
+    credentials: "same-origin", body: JSON.stringify({stop: !stopped})}).catch(() => null);
+  if (!response?.ok) {  // said where the stop is said: a click that changed nothing must not look like one
+    const why = response ? refusal(await response.json().catch(() => ({})), response.status) : "the server cannot be reached";
+    el("stop-state").textContent = `The emergency stop was not ${stopped ? "lifted" : "set"}: ${why}. Nothing changed; try again.`;
+    el("stop-state").hidden = false;
+    return;
+  }
   const answers = (await response.json()).clusters;
-  if (all) config.all_stopped = !stopped;
-  showStop(answers.find((c) => c.id === config.cluster).stop);
+  stopChanged(answers.find((c) => c.id === config.cluster).stop);
+}
+
+function stopChanged(state) {
+  // A stop set or lifted, by this page or pushed from another: news the page counts, so a state
+  // fetched meanwhile (the socket's reopening) cannot put the stop as it was back on show.
+  stopNews += 1;
+  config.all_stopped = state.all;
+  showStop(state);
 }
 
 // While a stop holds, the status box says so first, with which stop, who set it and when; the

@@ -254,8 +254,16 @@ def test_apply_all_approves_every_recommendation_of_the_list(page):
 
 
 def test_emergency_stop_is_one_click_and_a_second_lifts_it(page):
+    # A colleague's tab, open on the same cluster, is told at once: no reload.
+    other = page.context.new_page()
+    other.goto(page.url)
+    wait_until(other, "document.getElementById('ws-state')?.textContent === 'open'")
+    lifted = "document.getElementById('emergency-stop').textContent === 'Emergency stop'"
+    set_ = "document.getElementById('emergency-stop').textContent === 'Lift the emergency stop'"
     page.click("#emergency-stop")
-    wait_until(page, "document.getElementById('emergency-stop').textContent === 'Lift the emergency stop'")
+    wait_until(page, set_)
+    wait_until(other, set_)
+    assert other.inner_text("#stop-state").startswith("Emergency stop (this cluster's own)")
     # Said first in the status box, with who and when; no round's words (nor their green) beside it.
     first = page.evaluate("document.querySelector('#status h1').nextElementSibling.id")
     assert first == "stop-state" and page.is_visible("#stop-state") and not page.is_visible("#decision")
@@ -265,11 +273,24 @@ def test_emergency_stop_is_one_click_and_a_second_lifts_it(page):
         r" Set by admin at \d\d:\d\d:\d\d UTC\S*\.",
         said,
     ), said
+    # Lifted at once after a reload, before the state the opening socket fetched (read while
+    # still stopped) has arrived: that older state must not put the stop back on show.
+    held = []
+    page.route(re.compile(r"/state/\?rounds=1$"), lambda route: held.append((route, route.fetch())))
     page.reload()
     page.wait_for_selector("text=Lift the emergency stop")  # stored, not just shown
     assert page.inner_text("#stop-state") == said
+    while not held:
+        page.wait_for_timeout(100)
     page.click("#emergency-stop")
-    wait_until(page, "document.getElementById('emergency-stop').textContent === 'Emergency stop'")
+    wait_until(page, lifted)
+    route, stale = held[0]
+    assert stale.json()["stop"]["here"] is True
+    route.fulfill(response=stale)
+    wait_until(page, "document.getElementById('ws-state').textContent === 'open'")  # the state was loaded
+    assert page.evaluate(lifted) and not page.is_visible("#stop-state") and page.is_visible("#decision")
+    wait_until(other, lifted)
+    assert not other.is_visible("#stop-state") and other.is_visible("#decision")
 
 
 def test_a_round_that_keeps_the_plan_describes_the_plan_the_list_shows(page):

@@ -3,16 +3,23 @@ separate processes on PostgreSQL and Redis, with the commands of the Makefile.""
 
 import asyncio
 import json
+import os
+import signal
 import urllib.error
 import urllib.request
 
 import pytest
-from conftest import flushed_redis, own_database
+from conftest import flushed_redis, own_database, wait_until
 
-from harness.stack import BEAT, PROXMOX_WORKER, ROOT, WEB, WORKER, distributed_stack
+from harness.stack import BEAT, PROXMOX_WORKER, ROOT, WEB, WORKER, distributed_stack, shell
 from harness.wsclient import Client, login
 
 PASSWORD = "distributed-password"
+# A Proxmox cluster whose host answers nothing: its collects fail on the Proxmox worker's queue.
+PROXMOX_CLUSTER = """
+from dashboard.models import Cluster
+Cluster.objects.create(name="pve", source_kind="proxmox", source_config={"host": "127.0.0.1", "port": 9})
+"""
 
 
 @pytest.mark.servers
@@ -33,11 +40,17 @@ def test_the_makefile_runs_these_commands_supervised():
 
 
 @pytest.fixture(scope="module")
-def stack():
-    """One stack for the module: its tests only read (a round, health, refused settings)."""
+def served():
+    """One stack for the module: its tests only read (a round, health, refused settings), but the
+    last, which pauses the rounds' worker and resumes it. (The URL, the processes, the environment.)"""
     with flushed_redis() as redis_url, own_database("distributed") as database_url:
-        with distributed_stack(database_url, redis_url, PASSWORD, "distributed") as (url, _):
-            yield url
+        with distributed_stack(database_url, redis_url, PASSWORD, "distributed") as (url, processes):
+            yield url, processes, {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "CRS_SECRET_KEY": "shell"}
+
+
+@pytest.fixture(scope="module")
+def stack(served):
+    return served[0]
 
 
 @pytest.mark.servers
@@ -90,3 +103,25 @@ def test_bad_input_to_the_production_stack_is_a_400_naming_the_field(stack):
         )
     )["settings"]
     assert settings["threshold"] == 0.3 and settings["margin"] == 0.1  # nothing stored was changed
+
+
+@pytest.mark.servers
+def test_healthz_tells_the_rounds_worker_from_the_proxmox_worker(served):
+    """Each worker beats for the queues it consumes: with the rounds' worker stopped and the
+    Proxmox worker running, /healthz says the rounds' worker is down (both once beat as one)."""
+    url, processes, env = served
+
+    def health() -> dict:
+        return json.load(urllib.request.urlopen(f"{url}/healthz", timeout=30))
+
+    assert "proxmox_worker" not in health()  # no Proxmox cluster: not a part yet
+    shell(env, PROXMOX_CLUSTER)
+    wait_until(lambda: health()["worker"] == "ok" and health()["proxmox_worker"] == "ok", timeout=60, step=1)
+    rounds_worker = processes[1]
+    os.killpg(rounds_worker.pid, signal.SIGSTOP)  # the worker hangs, its supervisor too
+    try:
+        said = wait_until(lambda: (h := health())["worker"].startswith("down: no heartbeat") and h, timeout=90, step=1)
+        assert said["proxmox_worker"] == "ok", said
+    finally:
+        os.killpg(rounds_worker.pid, signal.SIGCONT)
+    wait_until(lambda: health()["worker"] == "ok", timeout=60, step=1)

@@ -9,7 +9,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from dashboard import health
-from dashboard.models import Migration
+from dashboard.models import Cluster, Migration
 from dashboard.tasks import balancing_round, collect
 
 pytestmark = pytest.mark.django_db
@@ -58,8 +58,6 @@ def test_a_scrape_costs_the_same_queries_for_one_cluster_or_many(client, suggest
     their edges: 15 s counts in le="15", 15.5 s only from le="30"."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
-
-    from dashboard.models import Cluster
 
     def queries() -> int:
         with CaptureQueriesContext(connection) as captured:
@@ -148,6 +146,22 @@ def test_components_are_up_by_their_heartbeats_and_down_once_silent(client, clus
 
     clock[0] += 10
     assert client.get("/healthz").json()["beat"] == "down: no heartbeat for 21 s"
+
+
+def test_a_proxmox_cluster_makes_the_proxmox_worker_a_part_with_its_own_heartbeat(client, cluster, monkeypatch):
+    """The rounds' worker (-Q celery,whatif) does not stand for the Proxmox collects' (-Q proxmox)."""
+    monkeypatch.setattr(health, "_memory", {})
+    monkeypatch.setattr(health, "_written", {})
+    assert "proxmox_worker" not in client.get("/healthz").json()  # a simulated cluster needs none
+    Cluster.objects.create(name="pve", source_kind="proxmox", source_config={"host": "pve.example"})
+    for component in health.worker_heartbeats(["celery", "whatif"]):
+        health.heartbeat(component)
+    said = client.get("/healthz").json()
+    assert (said["worker"], said["proxmox_worker"]) == ("ok", "down: no heartbeat yet")
+    assert value(scrape(client), "crs_component_up", component="proxmox_worker") == 0
+    for component in health.worker_heartbeats(["proxmox"]):
+        health.heartbeat(component)
+    assert client.get("/healthz").json()["proxmox_worker"] == "ok"
 
 
 def test_the_share_of_moves_that_paid_counts_the_judged_moves_of_the_last_days(client, suggested):

@@ -1,15 +1,21 @@
 """A round's plan on the web side: approving with dependencies, Apply all, execution side by
 side within the concurrency and per-node limits (a real Celery worker), and the emergency stop."""
 
+import asyncio
+import contextlib
+import json
 from datetime import timedelta
 
 import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from conftest import make_migration, run_rounds, service_or_skip, set_policy, wait_until
 from django.urls import reverse
 from django.utils import timezone
 from test_web_tasks import worker  # noqa: F401 (a fixture)
 
 from dashboard import tasks
+from dashboard.live import sender as live
 from dashboard.models import AuditEvent, Cluster, Migration, Round
 from dashboard.tasks import collect
 
@@ -195,8 +201,29 @@ def test_emergency_stop_expires_approved_aborts_running_and_a_second_click_lifts
     Migration.objects.transition(second.pk, "suggested", "approved", None)
     client.force_login(operator)
     url = f"/api/v1/clusters/{cluster.pk}/emergency-stop/"
-    answer = client.post(url, {"stop": True}, content_type="application/json").json()["clusters"][0]
+    layer = get_channel_layer()  # a page open on the cluster
+    page = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(live.group_name(cluster.pk), page)
+
+    async def told() -> list[dict]:
+        messages = []
+        with contextlib.suppress(TimeoutError):
+            while True:
+                messages.append(json.loads((await asyncio.wait_for(layer.receive(page), 0.2))["text"]))
+        return messages
+
+    def stops_pushed() -> list[dict]:
+        """what the page was told of the stops since last asked"""
+        stops = [m for m in async_to_sync(told)() if m["type"] == "stop"]
+        return [{k: v for k, v in m.items() if k in ("type", "here", "all", "by")} for m in stops]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = client.post(url, {"stop": True}, content_type="application/json").json()["clusters"][0]
     assert (answer["stopped"], answer["expired"], answer["aborted"]) == (True, [second.pk], [first.pk])
+    assert stops_pushed() == [{"type": "stop", "here": True, "all": False, "by": operator.username}]
+    with django_capture_on_commit_callbacks(execute=True):  # already set: nothing changes, nothing is pushed
+        client.post(url, {"stop": True}, content_type="application/json")
+    assert stops_pushed() == []
     assert Migration.objects.get(pk=second.pk).reason == "emergency stop: automation paused"
     tasks.follow.apply(args=[first.pk])
     first.refresh_from_db()
@@ -204,9 +231,11 @@ def test_emergency_stop_expires_approved_aborts_running_and_a_second_click_lifts
     set_policy(cluster, automation="automatic")
     run_rounds(cluster, 1, django_capture_on_commit_callbacks)
     assert not Migration.objects.filter(state="approved").exists()  # automation paused
-    lifted = client.post(url, {"stop": False}, content_type="application/json").json()["clusters"]
+    with django_capture_on_commit_callbacks(execute=True):
+        lifted = client.post(url, {"stop": False}, content_type="application/json").json()["clusters"]
     nothing = {"here": False, "all": False, "by": None, "at": None}
     assert lifted == [{"id": cluster.pk, "name": "test", "stopped": False, "stop": nothing}]
+    assert stops_pushed() == [{"type": "stop", "here": False, "all": False, "by": None}]
     assert client.get(reverse("api:cluster-state", args=[cluster.pk])).json()["stopped"] is False
     actions = list(AuditEvent.objects.filter(action__startswith="emergency").values_list("action", "actor"))
     assert sorted(actions) == [("emergency-stop", operator.pk), ("emergency-stop-lifted", operator.pk)]

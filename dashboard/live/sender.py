@@ -102,6 +102,12 @@ def source_payload(error: str, at) -> dict:
     return {"type": "source", "error": error, "at": at.isoformat() if at else None}
 
 
+def stop_payload(cluster: Cluster) -> dict:
+    """The cluster's emergency stops (Cluster.stop), pushed when one is set or lifted."""
+    stop = cluster.stop()
+    return {"type": "stop", **stop, "at": stop["at"].isoformat() if stop["at"] else None}
+
+
 def push(cluster_id: int, payload: dict) -> None:
     """Send one event to every page watching the cluster. Call it after commit.
 

@@ -115,8 +115,7 @@ def healthz(request):
         {
             "ok": ok,
             **checks,
-            "worker": parts["worker"],
-            "beat": parts["beat"],
+            **{name: parts[name] for name in ("worker", "proxmox_worker", "beat") if name in parts},
             "last_round": rounds,
             "sources": sources,
         },
