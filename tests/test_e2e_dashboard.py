@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 from conftest import E2E_PASSWORD as PASSWORD
 
-from harness.stack import ARTIFACTS, shell
+from harness.stack import ARTIFACTS, ROOT, shell
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = "/usr/bin/chromium"
@@ -89,7 +89,8 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        # through scripts/chromium: it keeps the run's priority instead of raising its own
+        browser = p.chromium.launch(executable_path=ROOT / "scripts" / "chromium", headless=True, args=CHROMIUM_FLAGS)
         yield browser
         browser.close()
 
