@@ -115,14 +115,18 @@ def check(probe) -> str:
     return "ok"
 
 
-def proxmox_needed() -> bool:
-    """A live Proxmox cluster is there, whose collects only a Proxmox worker runs (also when the
-    database cannot say: its silence is reported rather than hidden)."""
+def proxmox_needed(database: str) -> bool:
+    """A live Proxmox cluster is there, whose collects only a Proxmox worker runs. When the
+    database probe failed (`database` not "ok") it cannot say, and the Proxmox worker's silence
+    is reported rather than hidden; nor is it asked, which would wait out the pool's timeout
+    (10 s) the probe's DATABASE_WAIT keeps /healthz from."""
     from .models import Cluster
 
+    if database != "ok":
+        return True
     try:
         return Cluster.objects.filter(archived=False, source_kind="proxmox").exists()
-    except Exception:  # noqa: BLE001  (database away)
+    except Exception:  # noqa: BLE001  (database lost since the probe)
         return True
 
 
@@ -136,6 +140,6 @@ def components() -> dict[str, str]:
         "worker": _silence("worker", WORKER_SILENCE),
         "beat": _silence("beat", beat_silence() if database == "ok" else BEAT_SILENCE_FLOOR),
     }
-    if proxmox_needed():
+    if proxmox_needed(database):
         parts["proxmox_worker"] = _silence("proxmox_worker", WORKER_SILENCE)
     return parts

@@ -164,6 +164,19 @@ def test_a_proxmox_cluster_makes_the_proxmox_worker_a_part_with_its_own_heartbea
     assert client.get("/healthz").json()["proxmox_worker"] == "ok"
 
 
+def test_with_the_database_away_health_asks_it_nothing_more(cluster, monkeypatch, django_assert_num_queries):
+    """A failed probe is the answer: a query for the Proxmox worker's need or beat's bound would
+    wait out the pool's timeout (10 s) that the probe's 3 s spare /healthz."""
+
+    def refused():
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(health, "probe_database", refused)
+    with django_assert_num_queries(0):
+        parts = health.components()
+    assert parts["database"] == "error: connection refused" and "proxmox_worker" in parts
+
+
 def test_the_share_of_moves_that_paid_counts_the_judged_moves_of_the_last_days(client, suggested):
     finished = timezone.now() - timedelta(hours=2)
     for paid in (True, True, False, None):  # None: not judged yet, not counted
